@@ -192,6 +192,14 @@ class Student:
     def train_copy(self, seed, n_heads, timeout=None):
         return self.request("train_copy", timeout=timeout, seed=seed, n_heads=n_heads)
 
+    def source(self):
+        """The student's file as text, read on the judge side (plain data, for static checks)."""
+        import os
+
+        with open(os.path.join(self.work_dir, self.student_name), encoding="utf-8",
+                  errors="replace") as handle:
+            return handle.read()
+
     def student_output(self):
         """Everything the student's code printed so far (capped), for feedback only."""
         parts = list(self.output)

@@ -1,0 +1,150 @@
+"""The lesson demo (`python -m exercises.demo`), run in a subprocess as a student would run it."""
+import ast
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTION = ROOT / "solutions" / "attention.py"
+SHIPPED_STUB = ROOT / "exercises" / "attention.py"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+LESSON_WEIGHTS = [["0.002978", "0.997022", "0.000000"], ["0.999998", "0.000002", "0.000000"]]
+
+
+def demo(*args):
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "exercises.demo", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    return done, time.perf_counter() - start
+
+
+def stubbed(tmp_path, names):
+    """solutions/attention.py with the bodies of `names` (functions or Class.method) replaced by
+    `raise NotImplementedError`, docstrings kept."""
+    tree = ast.parse(SOLUTION.read_text(encoding="utf-8"))
+
+    def visit(node, prefix=""):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, prefix + child.name + ".")
+            elif isinstance(child, ast.FunctionDef) and prefix + child.name in names:
+                doc = child.body[:1] if ast.get_docstring(child) else []
+                child.body = doc + [ast.parse("raise NotImplementedError").body[0]]
+
+    visit(tree)
+    path = tmp_path / "attention.py"
+    path.write_text(ast.unparse(tree), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    out = tmp_path_factory.mktemp("out")
+    done, seconds = demo("--reference", "--out", out)
+    summary = json.loads((out / "summary.json").read_text())
+    return done, seconds, summary, out
+
+
+def test_reference_runs_quickly_and_passes(reference):
+    done, seconds, summary, _ = reference
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert seconds < 30, f"the demo took {seconds:.1f} s"
+    assert all(summary["checks"].values()), summary["checks"]
+
+
+def test_part1_reproduces_the_lesson_to_6_decimals(reference):
+    done, _, summary, _ = reference
+    assert [[f"{w:.6f}" for w in row] for row in summary["part1"]["weights_pos1"]] == LESSON_WEIGHTS
+    for row in LESSON_WEIGHTS:
+        assert f"[{', '.join(row)}]" in done.stdout
+    assert summary["part1"]["shapes"] == {"split": [1, 2, 3, 2], "scores": [1, 2, 3, 3],
+                                          "context": [1, 2, 3, 2], "output": [1, 3, 4]}
+    assert summary["part1"]["batched_equals_loop"]
+
+
+def test_training_learns_the_repeat_task(reference):
+    _, _, summary, _ = reference
+    for part, heads in (("part2", 4), ("part3", 8)):
+        run = summary[part]
+        assert run["n_heads"] == heads
+        assert run["losses"][0] > 3.5            # starts near ln 64 = 4.16
+        assert run["losses"][-1] < 1.0
+        assert len(run["weights"]) == heads      # [H,T,T]
+        for rows in run["weights"]:
+            for i, row in enumerate(rows):
+                assert abs(sum(row) - 1) < 1e-5 and all(w == 0 for w in row[i + 1:])
+
+
+def test_pngs_are_valid_images(reference):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.image
+
+    _, _, summary, out = reference
+    assert sorted(Path(p).name for p in summary["pngs"]) == ["part2_loss_heads.png",
+                                                             "part3_heads_4_vs_8.png"]
+    for name in summary["pngs"]:
+        path = Path(name)
+        assert path.parent == out and path.read_bytes()[:8] == PNG_SIGNATURE
+        height, width, _ = matplotlib.image.imread(path).shape
+        assert height >= 400 and width >= 800
+
+
+def test_two_runs_print_the_same(reference, tmp_path):
+    done, _, _, _ = reference
+    again, _ = demo("--reference", "--out", tmp_path)
+    assert again.stdout.replace(str(tmp_path), "OUT") == \
+        done.stdout.replace(str(reference[3]), "OUT")
+
+
+def test_english_only(tmp_path):
+    done, _ = demo("--reference", "--out", tmp_path, "--lang", "en")
+    assert done.returncode == 0
+    assert "Part 1" in done.stdout and "第 1 部分" not in done.stdout
+
+
+def assert_stops_cleanly(done, missing, present=()):
+    text = done.stdout + done.stderr
+    assert done.returncode == 1, text
+    assert "Traceback" not in text
+    assert "not implemented yet" in text and "还没有实现" in text
+    for name in missing:
+        assert f"  - {name}\n" in done.stdout, text
+    for name in present:
+        assert f"  - {name}\n" not in done.stdout, text
+
+
+def test_full_stub_names_every_missing_function(tmp_path):
+    path = stubbed(tmp_path, {"split_heads", "merge_heads", "attend", "CausalSelfAttention.__init__",
+                              "CausalSelfAttention.forward"})
+    done, _ = demo("--submission", path, "--out", tmp_path / "out")
+    assert_stops_cleanly(done, ["split_heads", "merge_heads", "attend", "CausalSelfAttention.__init__"])
+    assert "Part 2" not in done.stdout
+
+
+def test_only_attend_missing(tmp_path):
+    done, _ = demo("--submission", stubbed(tmp_path, {"attend"}), "--out", tmp_path / "out")
+    assert_stops_cleanly(done, ["attend"], present=["split_heads", "merge_heads"])
+
+
+def test_part1_runs_before_a_missing_block(tmp_path):
+    path = stubbed(tmp_path, {"CausalSelfAttention.forward"})
+    done, _ = demo("--submission", path, "--out", tmp_path / "out")
+    assert_stops_cleanly(done, ["CausalSelfAttention.forward"])
+    assert "[0.002978, 0.997022, 0.000000]" in done.stdout and "Part 2" not in done.stdout
+
+
+@pytest.mark.skipif(not SHIPPED_STUB.is_file(), reason="exercises/attention.py is not there yet")
+def test_shipped_stub_stops_cleanly(tmp_path):
+    done, _ = demo("--submission", SHIPPED_STUB, "--out", tmp_path / "out")
+    assert_stops_cleanly(done, [])
+
+
+def test_missing_file(tmp_path):
+    done, _ = demo("--submission", tmp_path / "nope.py", "--out", tmp_path / "out")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "file not found" in done.stdout
