@@ -119,27 +119,30 @@ def part1(m):
         loop = torch.stack([m.attend(q[:, h], k[:, h], v[:, h]) for h in range(2)], dim=1)
     shapes = {"split": list(q.shape), "scores": list(weights.shape),
               "context": list(context.shape), "output": list(output.shape)}
-    at_pos1 = weights[0, :, 1].tolist()  # [H, T]: each head's weights at query position 1
-    same = loop.shape == context.shape and torch.allclose(loop, context)
-
-    print(t("位置 1 的读取比例（读位置 0、1、2）", "weights at position 1 (reading positions 0, 1, 2)"))
-    figures_ok = True
-    for h, (row, lesson) in enumerate(zip(at_pos1, LESSON_WEIGHTS)):
-        ok = [f"{w:.6f}" for w in row] == [f"{w:.6f}" for w in lesson]
-        figures_ok &= ok
-        print(f"  {t('头', 'head')} {h}: [{', '.join(f'{w:.6f}' for w in row)}]  "
-              + ("✓" if ok else "✗ " + t("讲义", "lesson") + f" [{', '.join(f'{w:.6f}' for w in lesson)}]"))
+    print(t("形状", "shapes") + ":")
     labels = {"split": t("分头后 Q/K/V", "Q/K/V after split_heads"),
               "scores": t("分数/比例", "scores / weights"),
               "context": t("各头汇总", "context per head"), "output": t("输出", "output")}
-    shapes_ok = shapes == LESSON_SHAPES
     for key, label in labels.items():
-        mark = "✓" if shapes[key] == LESSON_SHAPES[key] else "✗ " + t("应为", "expected") + f" {LESSON_SHAPES[key]}"
+        ok = shapes[key] == LESSON_SHAPES[key]
+        mark = "✓" if ok else f"✗ {t('应为', 'expected')} {LESSON_SHAPES[key]}"
         print(f"  {label}: {shapes[key]} {mark}")
+    same = loop.shape == context.shape and torch.allclose(loop, context)
     print("  " + t("一次批量计算 = 逐头循环", "one batched call = the per-head loop") + ": "
           + ("✓" if same else "✗"))
+
+    print(t("位置 1 的读取比例（读位置 0、1、2）", "weights at position 1 (reading positions 0, 1, 2)"))
+    scores_ok = shapes["scores"] == LESSON_SHAPES["scores"]
+    at_pos1 = weights[0, :, 1].tolist() if scores_ok else []  # [H,T]: each head at query 1
+    figures_ok = len(at_pos1) == len(LESSON_WEIGHTS)
+    for h, (row, lesson) in enumerate(zip(at_pos1, LESSON_WEIGHTS)):
+        row, lesson = (", ".join(f"{w:.6f}" for w in r) for r in (row, lesson))
+        figures_ok &= row == lesson
+        mark = "✓" if row == lesson else f"✗ {t('讲义', 'lesson')} [{lesson}]"
+        print(f"  {t('头', 'head')} {h}: [{row}]  {mark}")
     return {"weights_pos1": at_pos1, "shapes": shapes, "batched_equals_loop": bool(same),
-            "checks": {"figures": figures_ok, "shapes": shapes_ok, "batched": bool(same)}}
+            "checks": {"figures": figures_ok, "shapes": shapes == LESSON_SHAPES,
+                       "batched": bool(same)}}
 
 
 # -- Parts 2 and 3 ---------------------------------------------------------------------------
@@ -294,7 +297,8 @@ def run(path, out):
     summary["part1"] = part1(module)
     require(stubs, PART2_NEEDS)
 
-    print("\n== " + t("第 2 部分：在重复任务上训练（4 个头）", "Part 2: training on the repeat task (4 heads)") + " ==")
+    print("\n== " + t("第 2 部分：在重复任务上训练（4 个头）",
+                      "Part 2: training on the repeat task (4 heads)") + " ==")
     run4 = train(module, 4)
     text_heatmap(run4["weights"][0], t("头 0 的注意力（训练后）", "head 0's attention after training")
                  + f", input id {SHORT_ID} × {SHORT_T}")
@@ -325,7 +329,8 @@ def run(path, out):
 
 def main(argv=None):
     global LANG
-    parser = argparse.ArgumentParser(prog="python -m exercises.demo", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m exercises.demo",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--submission", type=Path, default=ROOT / "exercises" / "attention.py")
     parser.add_argument("--reference", action="store_true", help="run solutions/attention.py")
     parser.add_argument("--out", type=Path, default=Path("out"))
@@ -346,7 +351,8 @@ def main(argv=None):
             print(f"  - {name}")
         print(t(f"请在 {path.name} 中补全它们，再运行一次。", f"Fill them in in {path.name}, then run again."))
         return 1
-    print("\n" + (t("全部检查通过 ✓", "all checks pass ✓") if ok else t("有检查没有通过 ✗", "some checks failed ✗")))
+    print("\n" + (t("全部检查通过 ✓", "all checks pass ✓") if ok
+                  else t("有检查没有通过 ✗", "some checks failed ✗")))
     return 0 if ok else 2
 
 

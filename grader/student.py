@@ -167,8 +167,11 @@ class Student:
         return reply["ok"]
 
     # -- what the checks call -----------------------------------------------------------------
-    def call(self, fn, *args, **kwargs):
-        return self.request("call", fn=fn, args=list(args), kwargs=kwargs)
+    def call(self, fn, *args, views=(), **kwargs):
+        """Call the student's function; `views` = [(arg index, dim0, dim1)] are transposed in the
+        worker before the call, to hand the student a non-contiguous tensor."""
+        return self.request("call", fn=fn, args=list(args), kwargs=kwargs,
+                            views=[list(v) for v in views])
 
     def split_heads(self, x, heads):
         return self.call("split_heads", x, heads)

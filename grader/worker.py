@@ -99,7 +99,11 @@ class Server:
             raise ValueError(f"unknown op {op!r}")
         return method(**request.get("args", {}))
 
-    def op_call(self, fn, args=(), kwargs=None):
+    def op_call(self, fn, args=(), kwargs=None, views=()):
+        args = list(args)
+        # A tensor crosses the wire contiguous; `views` re-creates a strided view the judge asks for.
+        for index, dim0, dim1 in views:
+            args[index] = args[index].transpose(dim0, dim1)
         return getattr(self.module, fn)(*args, **(kwargs or {}))
 
     def op_constants(self, names):

@@ -119,10 +119,10 @@ def assert_stops_cleanly(done, missing, present=()):
 
 
 def test_full_stub_names_every_missing_function(tmp_path):
-    path = stubbed(tmp_path, {"split_heads", "merge_heads", "attend", "CausalSelfAttention.__init__",
-                              "CausalSelfAttention.forward"})
+    everything = ["split_heads", "merge_heads", "attend", "CausalSelfAttention.__init__"]
+    path = stubbed(tmp_path, set(everything) | {"CausalSelfAttention.forward"})
     done, _ = demo("--submission", path, "--out", tmp_path / "out")
-    assert_stops_cleanly(done, ["split_heads", "merge_heads", "attend", "CausalSelfAttention.__init__"])
+    assert_stops_cleanly(done, everything)
     assert "Part 2" not in done.stdout
 
 
@@ -136,6 +136,18 @@ def test_part1_runs_before_a_missing_block(tmp_path):
     done, _ = demo("--submission", path, "--out", tmp_path / "out")
     assert_stops_cleanly(done, ["CausalSelfAttention.forward"])
     assert "[0.002978, 0.997022, 0.000000]" in done.stdout and "Part 2" not in done.stdout
+
+
+def test_a_wrong_scale_is_flagged(tmp_path):
+    text = SOLUTION.read_text(encoding="utf-8")
+    assert "/ math.sqrt(q.shape[-1])" in text
+    path = tmp_path / "attention.py"
+    path.write_text(text.replace("/ math.sqrt(q.shape[-1])", "/ math.sqrt(2 * q.shape[-1])"),
+                    encoding="utf-8")
+    done, _ = demo("--submission", path, "--out", tmp_path / "out")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "✗ 讲义 / lesson [0.002978, 0.997022, 0.000000]" in done.stdout
+    assert "some checks failed" in done.stdout
 
 
 @pytest.mark.skipif(not SHIPPED_STUB.is_file(), reason="exercises/attention.py is not there yet")
