@@ -1,0 +1,51 @@
+# 多头注意力练习 · multi-head attention exercise kit.  Every target sets up what it needs.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+SUBMISSION ?= exercises/attention.py
+FORMAT ?= text
+LANG_ARG ?= zh
+
+.PHONY: setup sandbox check grade demo release stubs test bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+# bubblewrap gives the grader a real sandbox; without it the grader falls back to a plain
+# subprocess with resource limits and says so.  Installed only where we are root with apt.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1 \
+	  && echo "installed bubblewrap"; } || echo "bubblewrap not available: grading uses a plain subprocess"
+
+# Students: the public checks on your attention.py (make check SUBMISSION=path, LANG_ARG=en).
+check: setup
+	@$(PY) -m grader check $(SUBMISSION) --lang $(LANG_ARG)
+
+# Instructors: every check, public and hidden (FORMAT=text|json|markdown|gradescope).
+grade: setup sandbox
+	@$(PY) -m grader grade $(SUBMISSION) --format $(FORMAT) --lang $(LANG_ARG)
+
+# The lesson's demos on your own code (REFERENCE=1 runs the reference solution).
+demo: setup
+	@$(PY) -m exercises.demo $(if $(REFERENCE),--reference,--submission $(SUBMISSION))
+
+stubs: setup
+	$(PY) -m grader.authoring stubs
+
+release: setup
+	$(PY) -m grader.authoring stubs
+	$(PY) -m grader.authoring release
+
+test: setup sandbox
+	$(PY) -m pytest tests -q -p no:cacheprovider
+
+bench: setup sandbox
+	$(PY) tests/bench.py
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,69 @@
+"""Command line: `python -m grader grade SUBMISSION` and `python -m grader check [SUBMISSION]`.
+
+Argument parsing only; the worker is started before anything heavy is imported.
+"""
+import argparse
+import os
+import sys
+
+from . import sandbox
+from .submission import SubmissionError
+
+DEFAULT_EXERCISE = os.path.join("exercises", "attention.py")
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(prog="python -m grader",
+                                     description="多头注意力练习评分器 · multi-head attention grader")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in (("grade", "every check, public and hidden (instructors)"),
+                            ("check", "the public checks only (students)")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("submission", nargs="?" if name == "check" else None,
+                       default=DEFAULT_EXERCISE if name == "check" else None,
+                       help=".py, .ipynb, or a folder holding one")
+        p.add_argument("--format", choices=("text", "json", "markdown", "gradescope"), default="text")
+        p.add_argument("--lang", choices=("zh", "en"), default="zh")
+        p.add_argument("--out", help="write the report here instead of stdout")
+        p.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default="auto")
+        p.add_argument("--require-sandbox", action="store_true",
+                       help="refuse to grade without bubblewrap")
+        p.add_argument("--call-timeout", type=float, default=sandbox.Limits.call_seconds,
+                       help="seconds for one call into the student's code")
+        p.add_argument("--memory-mb", type=int, default=sandbox.Limits.memory_bytes // 2 ** 20)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse(sys.argv[1:] if argv is None else argv)
+    isolation = "bubblewrap" if args.require_sandbox else args.isolation
+    limits = sandbox.Limits(call_seconds=args.call_timeout, memory_bytes=args.memory_mb * 2 ** 20)
+    from . import grading
+
+    try:
+        sub, student = grading.start(args.submission, isolation, limits)
+    except SubmissionError as exc:
+        print(f"错误 error: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:  # --require-sandbox without bubblewrap
+        print(f"错误 error: {exc}", file=sys.stderr)
+        return 2
+    visibilities = ("public",) if args.command == "check" else ("public", "hidden")
+    data = grading.finish(sub, student, visibilities)
+    from . import report, rubric
+
+    the_rubric = rubric.load()
+    if args.format == "text":
+        text = report.to_text(the_rubric, data, args.lang, data["metadata"]["hidden_not_run"])
+    else:
+        text = report.RENDERERS[args.format](the_rubric, data, args.lang)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Seed 003's training demo: a tiny language model around the attention block, on the repeat task.
+
+Each row of a batch is one random id repeated over the context; the target is the input shifted by
+one, so the model must learn that the next token equals the last one.  Public code: the worker
+trains the student's block with it, the judge re-evaluates the trained weights with it, and the
+lesson demo plots it.
+"""
+import math
+
+import torch
+from torch import nn
+
+VOCAB, D_MODEL, N_HEADS, CONTEXT = 64, 32, 4, 12
+EPOCHS, STEPS_PER_EPOCH, BATCH, LR = 3, 15, 32, 1e-2
+
+
+def repeat_batch(generator, batch=BATCH, context=CONTEXT, vocab=VOCAB):
+    """[batch, context + 1] rows of one repeated id -> (inputs, targets), each [batch, context]."""
+    ids = torch.randint(vocab, (batch, 1), generator=generator)  # [B,1]
+    rows = ids.expand(batch, context + 1)  # [B,T+1]
+    return rows[:, :-1], rows[:, 1:]
+
+
+class TinyLM(nn.Module):
+    """Token embedding + position embedding -> attention block -> LM head (no residual, so every
+    gradient must flow through the block)."""
+
+    def __init__(self, attention, vocab=VOCAB, d_model=D_MODEL, context=CONTEXT):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d_model)
+        self.pos = nn.Embedding(context, d_model)
+        self.attn = attention
+        self.head = nn.Linear(d_model, vocab, bias=False)
+
+    def forward(self, ids, return_weights=False):
+        positions = torch.arange(ids.shape[1], device=ids.device)  # [T]
+        h = self.tok(ids) + self.pos(positions)  # [B,T,D]
+        out = self.attn(h, return_weights=return_weights)
+        h, weights = out if return_weights else (out, None)
+        logits = self.head(h)  # [B,T,vocab]
+        return (logits, weights) if return_weights else logits
+
+
+class Adam:
+    """Plain Adam.  torch.optim's first use costs about 1 s here (it loads torch._dynamo), more
+    than the whole training run, so the few lines are written out."""
+
+    def __init__(self, params, lr, betas=(0.9, 0.999), eps=1e-8):
+        self.params, self.lr, self.betas, self.eps, self.step_count = params, lr, betas, eps, 0
+        self.m = [torch.zeros_like(p) for p in params]
+        self.v = [torch.zeros_like(p) for p in params]
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self):
+        self.step_count += 1
+        b1, b2 = self.betas
+        for p, m, v in zip(self.params, self.m, self.v):
+            if p.grad is None:
+                continue
+            m.mul_(b1).add_(p.grad, alpha=1 - b1)
+            v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+            m_hat = m / (1 - b1 ** self.step_count)
+            v_hat = v / (1 - b2 ** self.step_count)
+            p.sub_(self.lr * m_hat / (v_hat.sqrt() + self.eps))
+
+
+def loss_of(model, inputs, targets):
+    logits = model(inputs)  # [B,T,vocab]
+    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def train(attention_cls, seed=0, n_heads=N_HEADS, epochs=EPOCHS, on_step=None):
+    """Train TinyLM(attention_cls(D_MODEL, n_heads, CONTEXT)); return (model, mean loss per epoch)."""
+    torch.manual_seed(seed)
+    model = TinyLM(attention_cls(D_MODEL, n_heads, CONTEXT))
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = Adam(list(model.parameters()), lr=LR)
+    first = None
+    epoch_losses = []
+    for _ in range(epochs):
+        total = 0.0
+        for _ in range(STEPS_PER_EPOCH):
+            loss = loss_of(model, *repeat_batch(generator))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            first = loss.item() if first is None else first
+            total += loss.item()
+            if on_step is not None:
+                on_step(loss.item())
+        epoch_losses.append(total / STEPS_PER_EPOCH)
+    return model, [first] + epoch_losses
+
+
+def chance_loss(vocab=VOCAB):
+    return math.log(vocab)

@@ -1,0 +1,50 @@
+"""One submission, start to finish: work folder -> worker -> checks -> report data.
+
+The worker is started before the judge imports torch and pytest, so the two imports overlap.
+"""
+import platform
+
+from . import rubric as rubric_module
+from . import sandbox, submission
+from .student import Student
+
+SEED = 20261129
+
+
+def start(path, isolation="auto", limits=None):
+    """Load the submission and start its worker at once (nothing heavy imported yet)."""
+    sub = submission.load(path)
+    student = Student(sub.work_dir, limits=limits or sandbox.Limits(), isolation=isolation)
+    student.start()
+    return sub, student
+
+
+def finish(sub, student, visibilities=("public", "hidden")):
+    """Run the checks against a started worker; return the report data (renderers format it)."""
+    import torch
+
+    from . import report, runner
+
+    torch.manual_seed(SEED)
+    rubric = rubric_module.load()
+    checks = rubric.select(visibilities)
+    try:
+        parts = runner.run(student, visibilities)
+    finally:
+        student.close()
+        sub.cleanup()
+    metadata = {
+        "submission": sub.origin, "kind": sub.kind, "seed": SEED, "torch": torch.__version__,
+        "python": platform.python_version(), "rubric_version": rubric.version,
+        "rubric_hash": rubric.hash, "isolation": student.isolation,
+        "limits": student.limits.describe(), "worker_starts": student.starts,
+        "worker_events": student.events, "student_output": student.student_output()[:4000],
+        "visibilities": list(visibilities),
+        "hidden_not_run": 0 if "hidden" in visibilities else len(rubric.select(("hidden",))),
+    }
+    return report.build(rubric, checks, parts, metadata)
+
+
+def grade(path, visibilities=("public", "hidden"), isolation="auto", limits=None):
+    sub, student = start(path, isolation, limits)
+    return finish(sub, student, visibilities)

@@ -1,0 +1,195 @@
+"""Start the worker behind a process boundary: bubblewrap where it works, else a plain subprocess.
+
+Either way the worker gets resource limits, a minimal environment, `python -I`, its own process
+group (so everything it starts is killed with it) and a private copy of the only judge files it
+needs (worker.py, wire.py, copytask.py).  In bubblewrap it also gets no network, a read-only view
+of the Python runtime, an empty /tmp, an unprivileged uid, its own PID namespace and the work
+folder as the only writable place; the repo, solutions/ and the hidden checks are not there.
+"""
+import dataclasses
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+RUNTIME_FILES = ("worker.py", "wire.py", "copytask.py")
+SANDBOX_WORK = "/submission"
+SANDBOX_RUNTIME = "/grader-runtime"
+
+
+@dataclasses.dataclass
+class Limits:
+    call_seconds: float = 10.0          # wall time for one call (the first one includes the start-up)
+    submission_seconds: float = 120.0   # wall time for all calls of one submission
+    cpu_seconds: int = 120              # RLIMIT_CPU of one worker
+    memory_bytes: int = 3 * 1024 ** 3   # RLIMIT_AS of one worker (torch's import alone maps ~1 GiB)
+    processes: int = 64                 # RLIMIT_NPROC (effective for a non-root uid)
+    file_bytes: int = 64 * 1024 ** 2    # RLIMIT_FSIZE: the largest file the worker may write
+    output_bytes: int = 16 * 1024       # how much of stdout and stderr is kept, each
+
+    def describe(self):
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def bubblewrap_path():
+    return shutil.which("bwrap")
+
+
+_probe_cache = {}
+
+
+def bubblewrap_works():
+    """bwrap may be installed but refused by the kernel (no user namespaces): try it once."""
+    path = bubblewrap_path()
+    if path is None:
+        return False
+    if path not in _probe_cache:
+        try:
+            probe = subprocess.run([path, "--unshare-all", "--ro-bind", "/", "/", "true"],
+                                   capture_output=True, timeout=10)
+            _probe_cache[path] = probe.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _probe_cache[path] = False
+    return _probe_cache[path]
+
+
+def choose_isolation(requested="auto"):
+    """'bubblewrap', 'process', or 'auto' (bubblewrap when it works here)."""
+    if requested == "auto":
+        return "bubblewrap" if bubblewrap_works() else "process"
+    if requested == "bubblewrap" and not bubblewrap_works():
+        raise RuntimeError("bubblewrap is not available here (apt-get install -y bubblewrap)")
+    return requested
+
+
+def make_runtime_dir():
+    """A private folder with the worker's own files, so the worker never sees grader/."""
+    runtime = tempfile.mkdtemp(prefix="attn-runtime-")
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in RUNTIME_FILES:
+        shutil.copy(os.path.join(here, name), os.path.join(runtime, name))
+    os.chmod(runtime, 0o755)
+    return runtime
+
+
+def minimal_env(home):
+    return {"PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _python_roots():
+    """Folders the worker's Python needs, read-only: the venv and the interpreter it points to."""
+    roots = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), sys.prefix}
+    return sorted(r for r in roots if os.path.isdir(r))
+
+
+def bubblewrap_argv(work_dir, runtime_dir):
+    argv = [bubblewrap_path(), "--unshare-all", "--die-with-parent", "--new-session",
+            "--uid", "65534", "--gid", "65534", "--hostname", "sandbox",
+            "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for link in ("lib", "lib64", "bin"):
+        if os.path.islink("/" + link):
+            argv += ["--symlink", os.readlink("/" + link), "/" + link]
+        elif os.path.isdir("/" + link):
+            argv += ["--ro-bind", "/" + link, "/" + link]
+    for root in _python_roots():
+        argv += ["--ro-bind", root, root]
+    argv += ["--ro-bind", runtime_dir, SANDBOX_RUNTIME, "--bind", work_dir, SANDBOX_WORK,
+             "--chdir", SANDBOX_WORK, "--setenv", "HOME", "/tmp"]
+    return argv
+
+
+def _apply_limits(limits):
+    def preexec():
+        os.setsid()
+        for kind, value in ((resource.RLIMIT_CPU, limits.cpu_seconds),
+                            (resource.RLIMIT_AS, limits.memory_bytes),
+                            (resource.RLIMIT_NPROC, limits.processes),
+                            (resource.RLIMIT_FSIZE, limits.file_bytes),
+                            (resource.RLIMIT_CORE, 0)):
+            try:
+                resource.setrlimit(kind, (value, value))
+            except (ValueError, OSError):
+                pass  # a limit the OS does not allow is left as it is
+    return preexec
+
+
+class CappedReader(threading.Thread):
+    """Drain a pipe for ever, keep only the first `cap` bytes (a 200 MB print cannot fill memory)."""
+
+    def __init__(self, stream, cap):
+        super().__init__(daemon=True)
+        self.stream, self.cap, self.kept, self.dropped = stream, cap, bytearray(), 0
+
+    def run(self):
+        while True:
+            chunk = self.stream.read1(65536)
+            if not chunk:
+                return
+            room = self.cap - len(self.kept)
+            self.kept += chunk[:max(room, 0)]
+            self.dropped += max(len(chunk) - max(room, 0), 0)
+
+    def text(self):
+        out = self.kept.decode("utf-8", "replace")
+        return out + (f"\n… [{self.dropped} more bytes dropped]" if self.dropped else "")
+
+
+class WorkerProcess:
+    """One running worker: its process, its channel and its captured output."""
+
+    def __init__(self, work_dir, student_name, limits, isolation):
+        self.isolation = isolation
+        self.runtime_dir = make_runtime_dir()
+        judge_end, worker_end = socket.socketpair()
+        if isolation == "bubblewrap":
+            prefix = bubblewrap_argv(work_dir, self.runtime_dir)
+            worker_py, student = f"{SANDBOX_RUNTIME}/worker.py", f"{SANDBOX_WORK}/{student_name}"
+            cwd, home = None, "/tmp"
+        else:
+            prefix = []
+            worker_py = os.path.join(self.runtime_dir, "worker.py")
+            student, cwd, home = os.path.join(work_dir, student_name), work_dir, work_dir
+        argv = prefix + [os.path.abspath(sys.executable), "-I", worker_py, str(worker_end.fileno()), student]
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            pass_fds=(worker_end.fileno(),), cwd=cwd, env=minimal_env(home),
+            preexec_fn=_apply_limits(limits), close_fds=True)
+        worker_end.close()
+        self.channel = judge_end
+        self.stdout = CappedReader(self.proc.stdout, limits.output_bytes)
+        self.stderr = CappedReader(self.proc.stderr, limits.output_bytes)
+        self.stdout.start()
+        self.stderr.start()
+
+    def kill(self):
+        """Kill the worker's whole process group (children and SIGTERM-ignorers included)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        self.channel.close()
+        self.stdout.join(timeout=1)
+        self.stderr.join(timeout=1)
+        shutil.rmtree(self.runtime_dir, ignore_errors=True)
+
+    def exit_description(self):
+        code = self.proc.poll()
+        if code is None:
+            return "still running"
+        if code < 0:
+            name = signal.Signals(-code).name
+            hint = {"SIGXCPU": "CPU time limit", "SIGXFSZ": "file size limit",
+                    "SIGKILL": "killed"}.get(name, name)
+            return f"{name} ({hint})"
+        return f"exit code {code}"

@@ -1,0 +1,146 @@
+"""The protocol the judge and the worker speak: framed JSON plus raw tensor bytes.
+
+Both sides import this module; it must stay free of anything secret.  The judge treats every
+frame as hostile: `decode` rebuilds plain data only (dict, list, str, numbers, bool, None and
+exact `torch.Tensor`s made from raw bytes), never unpickles, and enforces size caps.
+
+Frame: MAGIC (4 bytes) | header length (4 bytes, big endian) | payload length (8 bytes) |
+header (UTF-8 JSON) | payload (the tensors' raw bytes, back to back).
+In the header a tensor is {"$tensor": [offset, nbytes], "dtype": "float32", "shape": [...]},
+a tuple is {"$tuple": [...]} and an object that is neither is {"$object": "TypeName"}.
+"""
+import json
+import struct
+
+MAGIC = b"AW12"
+PREFIX = struct.Struct(">4sIQ")
+MAX_HEADER = 4 * 1024 * 1024
+MAX_PAYLOAD = 256 * 1024 * 1024
+MAX_DEPTH = 32
+# Dtypes that may cross the boundary, by name; anything else is refused by the judge.
+DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
+
+
+class ProtocolError(Exception):
+    """A frame that is malformed, oversized or of a kind the protocol does not allow."""
+
+
+class Opaque:
+    """Judge-side stand-in for an object the worker could not send as plain data."""
+
+    def __init__(self, type_name):
+        self.type_name = str(type_name)[:80]
+
+    def __repr__(self):
+        return f"<{self.type_name}>"
+
+
+def _torch():
+    import torch  # imported lazily: the worker's first frame goes out before torch is loaded
+
+    return torch
+
+
+def encode(obj):
+    """Turn plain data (and tensors) into one frame of bytes."""
+    chunks, offset = [], [0]
+
+    def walk(value, depth):
+        if depth > MAX_DEPTH:
+            raise ProtocolError("nesting too deep")
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, dict):
+            return {str(k): walk(v, depth + 1) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v, depth + 1) for v in value]
+        if isinstance(value, tuple):
+            return {"$tuple": [walk(v, depth + 1) for v in value]}
+        torch = _torch()
+        if isinstance(value, torch.Tensor):
+            tensor = value.detach().cpu()
+            if type(tensor) is not torch.Tensor:
+                tensor = tensor.as_subclass(torch.Tensor)
+            if tensor.dtype is torch.bfloat16:
+                tensor = tensor.float()
+            name = str(tensor.dtype).replace("torch.", "")
+            if name not in DTYPES:
+                return {"$object": f"Tensor[{name}]"}
+            raw = tensor.contiguous().numpy().tobytes()
+            chunks.append(raw)
+            start = offset[0]
+            offset[0] += len(raw)
+            return {"$tensor": [start, len(raw)], "dtype": name, "shape": list(tensor.shape)}
+        return {"$object": type(value).__name__}
+
+    header = json.dumps(walk(obj, 0), ensure_ascii=True, allow_nan=True).encode()
+    payload = b"".join(chunks)
+    return PREFIX.pack(MAGIC, len(header), len(payload)) + header + payload
+
+
+def read_frame(read_exact):
+    """Read one frame with `read_exact(n) -> bytes` (which raises EOFError at end of stream)."""
+    magic, header_len, payload_len = PREFIX.unpack(read_exact(PREFIX.size))
+    if magic != MAGIC:
+        raise ProtocolError("bad frame magic")
+    if header_len > MAX_HEADER or payload_len > MAX_PAYLOAD:
+        raise ProtocolError(f"frame too large ({header_len} + {payload_len} bytes)")
+    header = read_exact(header_len)
+    payload = read_exact(payload_len)
+    return header, payload
+
+
+def decode(header, payload):
+    """Rebuild plain data from a frame's header and payload; raise ProtocolError on anything odd."""
+    try:
+        tree = json.loads(header.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ProtocolError(f"header is not JSON: {type(exc).__name__}") from None
+    return _rebuild(tree, payload, 0)
+
+
+def _rebuild(value, payload, depth):
+    if depth > MAX_DEPTH:
+        raise ProtocolError("nesting too deep")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, list):
+        return [_rebuild(v, payload, depth + 1) for v in value]
+    if not isinstance(value, dict):
+        raise ProtocolError("unexpected JSON value")
+    if "$tensor" in value:
+        return _tensor(value, payload)
+    if "$tuple" in value:
+        items = value["$tuple"]
+        if not isinstance(items, list):
+            raise ProtocolError("bad tuple")
+        return tuple(_rebuild(v, payload, depth + 1) for v in items)
+    if "$object" in value:
+        return Opaque(value["$object"])
+    return {k: _rebuild(v, payload, depth + 1) for k, v in value.items()}
+
+
+def _tensor(spec, payload):
+    torch = _torch()
+    span, dtype_name, shape = spec.get("$tensor"), spec.get("dtype"), spec.get("shape")
+    if dtype_name not in DTYPES:
+        raise ProtocolError(f"dtype not allowed: {str(dtype_name)[:20]}")
+    if not (isinstance(span, list) and len(span) == 2 and all(_is_count(n) for n in span)):
+        raise ProtocolError("bad tensor span")
+    if not (isinstance(shape, list) and len(shape) <= 8 and all(_is_count(n) for n in shape)):
+        raise ProtocolError("bad tensor shape")
+    start, nbytes = span
+    dtype = getattr(torch, dtype_name)
+    numel = 1
+    for n in shape:
+        numel *= n
+    if start + nbytes > len(payload) or numel * dtype.itemsize != nbytes:
+        raise ProtocolError("tensor bytes do not match its shape")
+    if nbytes == 0:
+        return torch.zeros(shape, dtype=dtype)
+    # bytearray copies the bytes, so the tensor owns writable memory; the result is an exact Tensor.
+    return torch.frombuffer(bytearray(payload[start:start + nbytes]), dtype=dtype).reshape(shape)
+
+
+def _is_count(n):
+    return type(n) is int and 0 <= n <= MAX_PAYLOAD

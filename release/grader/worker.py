@@ -1,0 +1,205 @@
+"""The worker: runs inside the sandbox, imports the student's module and serves calls.
+
+It imports nothing from the judge side (no checks, no reference, no variants): only `wire` and
+`copytask`, which are copied beside it into a private folder.  It never decides a verdict; it
+only returns what the student's code computed.  Everything it sends is untrusted by the judge.
+
+Usage: python -I worker.py CHANNEL_FD STUDENT_FILE
+"""
+import os
+import sys
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import wire  # noqa: E402
+
+FORBIDDEN_USES = []
+
+
+class Channel:
+    def __init__(self, fd):
+        self.fd = fd
+
+    def read_exact(self, n):
+        parts, left = [], n
+        while left:
+            chunk = os.read(self.fd, min(left, 1 << 20))
+            if not chunk:
+                raise EOFError
+            parts.append(chunk)
+            left -= len(chunk)
+        return b"".join(parts)
+
+    def send(self, obj):
+        data = wire.encode(obj)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+
+    def receive(self):
+        return wire.decode(*wire.read_frame(self.read_exact))
+
+
+def describe_exception(exc, student_file):
+    """Type, message and the student's own line: never a traceback through the worker."""
+    line, code = None, None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if os.path.abspath(frame.filename) == student_file:
+            line, code = frame.lineno, frame.line
+    if isinstance(exc, SyntaxError) and exc.filename and os.path.abspath(exc.filename) == student_file:
+        line, code = exc.lineno, (exc.text or "").rstrip()
+    return {
+        "type": type(exc).__name__,
+        "mro": [cls.__name__ for cls in type(exc).__mro__],
+        "message": str(exc)[:500],
+        "line": line,
+        "code": (code or "")[:200],
+    }
+
+
+def watch_forbidden(torch):
+    """Record uses of the library attention that the exercise asks students to write by hand."""
+    functional = torch.nn.functional
+    original_sdpa = functional.scaled_dot_product_attention
+
+    def sdpa(*args, **kwargs):
+        FORBIDDEN_USES.append("F.scaled_dot_product_attention")
+        return original_sdpa(*args, **kwargs)
+
+    functional.scaled_dot_product_attention = sdpa
+    original_mha_init = torch.nn.MultiheadAttention.__init__
+
+    def mha_init(self, *args, **kwargs):
+        FORBIDDEN_USES.append("nn.MultiheadAttention")
+        original_mha_init(self, *args, **kwargs)
+
+    torch.nn.MultiheadAttention.__init__ = mha_init
+
+
+def import_student(student_file):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("attention", student_file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["attention"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class Server:
+    def __init__(self, module, student_file, torch):
+        self.module, self.student_file, self.torch = module, student_file, torch
+        self.handles = {}
+
+    def handle(self, request):
+        op = request.get("op")
+        method = getattr(self, "op_" + str(op), None)
+        if method is None:
+            raise ValueError(f"unknown op {op!r}")
+        return method(**request.get("args", {}))
+
+    def op_call(self, fn, args=(), kwargs=None, views=()):
+        args = list(args)
+        # A tensor crosses the wire contiguous; `views` re-creates a strided view the judge asks for.
+        for index, dim0, dim1 in views:
+            args[index] = args[index].transpose(dim0, dim1)
+        return getattr(self.module, fn)(*args, **(kwargs or {}))
+
+    def op_constants(self, names):
+        missing = object()
+        values = {}
+        for name in names:
+            value = getattr(self.module, name, missing)
+            values[name] = {"$missing": True} if value is missing else value
+        return values
+
+    def op_new(self, args=(), kwargs=None):
+        instance = self.module.CausalSelfAttention(*args, **(kwargs or {}))
+        handle = len(self.handles) + 1
+        self.handles[handle] = instance
+        return handle
+
+    def op_describe(self, handle):
+        module = self.handles[handle]
+        state_names = set(module.state_dict().keys())
+        return {
+            "class": [cls.__name__ for cls in type(module).__mro__],
+            "is_module": isinstance(module, self.torch.nn.Module),
+            "params": [[n, list(p.shape), str(p.device)] for n, p in module.named_parameters()],
+            "buffers": [[n, list(b.shape), str(b.dtype).replace("torch.", ""), str(b.device),
+                         n in state_names] for n, b in module.named_buffers()],
+            "modules": [[n, type(m).__name__] for n, m in module.named_modules() if n],
+        }
+
+    def op_buffer(self, handle, name):
+        return self.handles[handle].get_buffer(name)
+
+    def op_load(self, handle, state):
+        module = self.handles[handle]
+        with self.torch.no_grad():
+            for name, value in state.items():
+                module.get_parameter(name).copy_(value)
+        return True
+
+    def op_forward(self, handle, x, return_weights=False):
+        module = self.handles[handle]
+        with self.torch.no_grad():
+            if return_weights:
+                return module(x, return_weights=True)
+            return module(x)
+
+    def op_grads(self, handle, x, upstream):
+        module = self.handles[handle]
+        for p in module.parameters():
+            p.grad = None
+        y = module(x)
+        (y * upstream).sum().backward()
+        return {n: p.grad for n, p in module.named_parameters()}
+
+    def op_to_meta(self, handle):
+        self.handles[handle].to("meta")
+        return self.op_describe(handle)
+
+    def op_train_copy(self, seed, n_heads):
+        import copytask
+
+        model, losses = copytask.train(self.module.CausalSelfAttention, seed=seed, n_heads=n_heads)
+        return {"losses": losses, "state": {n: p.detach() for n, p in model.named_parameters()}}
+
+    def op_forbidden(self):
+        return list(FORBIDDEN_USES)
+
+
+def main():
+    channel_fd, student_file = int(sys.argv[1]), os.path.abspath(sys.argv[2])
+    channel = Channel(channel_fd)
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    watch_forbidden(torch)
+    try:
+        module = import_student(student_file)
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt at import are the student's too
+        channel.send({"hello": False, "error": describe_exception(exc, student_file)})
+        return
+    channel.send({"hello": True, "names": sorted(n for n in vars(module) if not n.startswith("__"))})
+    server = Server(module, student_file, torch)
+    while True:
+        try:
+            request = channel.receive()
+        except EOFError:
+            return
+        try:
+            reply = {"id": request.get("id"), "ok": server.handle(request)}
+        except BaseException as exc:
+            reply = {"id": request.get("id"), "error": describe_exception(exc, student_file)}
+        try:
+            channel.send(reply)
+        except wire.ProtocolError as exc:
+            channel.send({"id": request.get("id"), "error": describe_exception(exc, student_file)})
+
+
+if __name__ == "__main__":
+    main()
