@@ -156,7 +156,9 @@ class WorkerProcess:
             prefix = []
             worker_py = os.path.join(self.runtime_dir, "worker.py")
             student, cwd, home = os.path.join(work_dir, student_name), work_dir, work_dir
-        argv = prefix + [os.path.abspath(sys.executable), "-I", worker_py, str(worker_end.fileno()), student]
+        # abspath: a "../.venv/bin/python" would not resolve inside the sandbox.
+        python = os.path.abspath(sys.executable)
+        argv = prefix + [python, "-I", worker_py, str(worker_end.fileno()), student]
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(worker_end.fileno(),), cwd=cwd, env=minimal_env(home),

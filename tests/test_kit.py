@@ -1,0 +1,183 @@
+"""The kit itself: stubs in step with the reference, the release reproducible and clean, the
+reference at full marks in every front end and isolation mode, the stub at zero, the CLI."""
+import filecmp
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from grader import authoring, grading, report, rubric, sandbox
+
+ROOT = authoring.ROOT
+PY = sys.executable
+
+
+def read(path):
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def test_exercise_stub_is_generated_from_the_solution():
+    assert read(authoring.EXERCISE) == authoring.make_stub(read(authoring.SOLUTION))
+
+
+def test_stub_keeps_signatures_and_raises():
+    stub = read(authoring.EXERCISE)
+    for signature in ("def split_heads(x, heads):", "def merge_heads(x):",
+                      "def attend(q, k, v, mask=None, return_weights=False):",
+                      "class CausalSelfAttention(nn.Module):",
+                      "def __init__(self, d_model, n_heads, max_len=128):",
+                      "def forward(self, x, return_weights=False):"):
+        assert signature in stub
+    assert stub.count("raise NotImplementedError") == 5
+    assert "Q2_SHAPE_IS_ENOUGH = None" in stub
+
+
+def test_release_is_reproduced_exactly(tmp_path):
+    out = authoring.build_release(str(tmp_path / "release"))
+    comparison = filecmp.dircmp(out, os.path.join(ROOT, "release"), ignore=["__pycache__", ".venv"])
+
+    def differences(cmp):
+        found = cmp.left_only + cmp.right_only + cmp.diff_files
+        for sub in cmp.subdirs.values():
+            found += differences(sub)
+        return found
+
+    assert differences(comparison) == []
+    for root, _, files in os.walk(out):
+        for name in files:
+            rel = os.path.relpath(os.path.join(root, name), out)
+            assert filecmp.cmp(os.path.join(root, name), os.path.join(ROOT, "release", rel),
+                               shallow=False), rel
+
+
+def test_release_holds_no_solution_and_no_hidden_check():
+    release = os.path.join(ROOT, "release")
+    names = {os.path.relpath(os.path.join(r, f), release)
+             for r, _, files in os.walk(release) for f in files if "__pycache__" not in r}
+    assert not [n for n in names if "hidden" in n or n.endswith(("reference.py", "variants.py"))]
+    solution_lines = set()
+    in_block = False
+    for line in read(authoring.SOLUTION).splitlines():
+        if line.strip() == authoring.BEGIN:
+            in_block = True
+        elif line.strip() == authoring.END:
+            in_block = False
+        elif in_block and line.strip() and not line.strip().startswith("#") \
+                and not line.strip().endswith("= x.shape"):  # unpacking a shape gives nothing away
+            solution_lines.add(line.strip())
+    for name in names:
+        text = read(os.path.join(release, name))
+        assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN" not in text, name
+        leaked = [line for line in solution_lines if line in text.splitlines()
+                  or any(line == t.strip() for t in text.splitlines())]
+        assert leaked == [], (name, leaked)
+
+
+@pytest.fixture(scope="module")
+def reference_report():
+    return grading.grade(authoring.SOLUTION)
+
+
+def test_reference_gets_full_marks(reference_report):
+    assert reference_report["max_score"] == sum(c.points for c in rubric.load().checks)
+    failing = [c["id"] for c in reference_report["checks"] if c["status"] != "passed"]
+    assert failing == []
+    assert reference_report["score"] == reference_report["max_score"]
+
+
+def test_every_front_end_gives_the_same_score(reference_report):
+    r = rubric.load()
+    as_json = json.loads(report.to_json(r, reference_report, "en"))
+    assert as_json["score"] == reference_report["score"]
+    assert {c["id"] for c in as_json["checks"]} == {c.id for c in r.checks}
+    gradescope = json.loads(report.to_gradescope(r, reference_report, "zh"))
+    assert sum(t["score"] for t in gradescope["tests"]) == reference_report["max_score"]
+    assert all(t["status"] == "passed" for t in gradescope["tests"])
+    assert {t["visibility"] for t in gradescope["tests"]} == {"visible", "after_published"}
+    markdown = report.to_markdown(r, reference_report, "zh")
+    score = f"**{reference_report['score']:g} / {reference_report['max_score']:g}**"
+    assert score in markdown
+
+
+def test_metadata_is_recorded(reference_report):
+    meta = reference_report["metadata"]
+    assert meta["seed"] == grading.SEED
+    assert meta["rubric_hash"] == rubric.load().hash
+    assert meta["torch"].startswith("2.13")
+    assert meta["isolation"] in ("bubblewrap", "process")
+
+
+def test_plain_subprocess_fallback_gives_the_same_report(reference_report):
+    fallback = grading.grade(authoring.SOLUTION, isolation="process")
+    assert fallback["metadata"]["isolation"] == "process"
+    strip = lambda data: [(c["id"], c["status"], c["score"]) for c in data["checks"]]  # noqa: E731
+    assert strip(fallback) == strip(reference_report)
+
+
+def test_stub_scores_zero_with_not_implemented():
+    data = grading.grade(authoring.EXERCISE)
+    assert data["score"] == 0
+    for check in data["checks"]:
+        keys = {v["key"] for v in check["verdicts"]}
+        expected = {"quiz_missing"} if check["exercise"] == "quiz" else {"not_implemented"}
+        assert check["status"] == "failed" and keys == expected, check["id"]
+
+
+def run_cli(*args):
+    return subprocess.run([PY, "-m", "grader", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_cli_missing_path_is_a_one_line_error():
+    result = run_cli("grade", "no/such/attention.py")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1 and "no such file" in result.stderr
+
+
+def test_cli_check_runs_public_checks_and_counts_hidden_ones():
+    result = run_cli("check", "solutions/attention.py", "--lang", "en", "--format", "json")
+    assert result.returncode == 0
+    data = json.loads(result.stdout)
+    hidden = len(rubric.load().select(("hidden",)))
+    assert data["metadata"]["hidden_not_run"] == hidden > 0
+    assert {c["visibility"] for c in data["checks"]} == {"public"}
+    text = run_cli("check", "exercises/attention.py").stdout
+    assert f"另有 {hidden} 项隐藏检查没有运行" in text and "尚未实现" not in text
+    assert "还没有实现" in text
+
+
+def test_cli_writes_gradescope_results(tmp_path):
+    out = tmp_path / "results.json"
+    result = run_cli("grade", "solutions/attention.py", "--format", "gradescope", "--out", str(out))
+    assert result.returncode == 0 and result.stdout == ""
+    data = json.loads(out.read_text())
+    assert data["score"] == sum(t["max_score"] for t in data["tests"])
+
+
+def test_notebook_submission_drops_magics(tmp_path):
+    cells = [{"cell_type": "markdown", "source": ["# 多头注意力"]},
+             {"cell_type": "code", "source": ["%matplotlib inline\n", "!pip list\n"]},
+             {"cell_type": "code", "source": read(authoring.SOLUTION)}]
+    path = tmp_path / "attention.ipynb"
+    path.write_text(json.dumps({"cells": cells, "nbformat": 4, "nbformat_minor": 5,
+                                "metadata": {}}))
+    data = grading.grade(str(tmp_path), visibilities=("public",))
+    assert data["score"] == data["max_score"] and data["metadata"]["kind"] == "notebook"
+
+
+def test_original_submission_is_never_modified(tmp_path):
+    path = tmp_path / "attention.py"
+    path.write_text(read(authoring.SOLUTION) + "\nopen(__file__, 'a').write('# tampered')\n")
+    before = path.read_bytes()
+    grading.grade(str(path), visibilities=("public",))
+    assert path.read_bytes() == before
+
+
+def test_isolation_is_reported_honestly():
+    assert sandbox.choose_isolation("process") == "process"
+    expected = "bubblewrap" if sandbox.bubblewrap_works() else "process"
+    assert sandbox.choose_isolation("auto") == expected
