@@ -66,4 +66,9 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Everything is written and the worker is gone; skip the interpreter's teardown of torch,
+    # which costs about 0.5 s here and changes nothing.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -46,11 +46,14 @@ def attention(q, k, v, mask=None, scale="sqrt_d", mask_mode="tril", softmax_dim=
               "sqrt_D": 1 / math.sqrt(width or d)}[scale]
     s = s * factor
     t_q, t_k = q.shape[-2], k.shape[-2]
-    ones = torch.ones(t_q, t_k, dtype=torch.bool)
     if mask is None:
-        mask = {"tril": ones.tril(), "none": ones, "after_softmax": ones.tril(),
-                "fill_zero": ones.tril(), "diagonal": ones.tril(-1), "anti_causal": ones.triu(),
-                "off_by_one": ones.tril(1)}[mask_mode]
+        ones = torch.ones(t_q, t_k, dtype=torch.bool)
+        if mask_mode == "none":
+            mask = ones
+        elif mask_mode == "anti_causal":
+            mask = ones.triu()
+        else:
+            mask = ones.tril({"diagonal": -1, "off_by_one": 1}.get(mask_mode, 0))
     if mask_mode == "after_softmax":
         w = torch.softmax(s, dim=softmax_dim) * mask
     elif mask_mode == "fill_zero":
