@@ -4,7 +4,10 @@ It imports nothing from the judge side (no checks, no reference, no variants): o
 `copytask`, which are copied beside it into a private folder.  It never decides a verdict; it
 only returns what the student's code computed.  Everything it sends is untrusted by the judge.
 
-Usage: python -I worker.py CHANNEL_FD STUDENT_FILE
+Usage: python -I worker.py CHANNEL_FD STUDENT_FILE [--wait-go]
+
+With --wait-go (watch mode's spare workers) it imports torch, then waits for one frame (any
+content: the "go") before importing STUDENT_FILE, which need not exist until then.
 """
 import os
 import sys
@@ -179,6 +182,11 @@ def main():
     torch.set_num_threads(1)
     torch.manual_seed(0)
     watch_forbidden(torch)
+    if sys.argv[3:] == ["--wait-go"]:
+        try:
+            channel.receive()  # the go: the student's file is in place now
+        except EOFError:
+            return  # a spare that was never used
     try:
         module = import_student(student_file)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt at import are the student's too

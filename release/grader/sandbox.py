@@ -17,6 +17,8 @@ import sys
 import tempfile
 import threading
 
+from . import wire
+
 RUNTIME_FILES = ("worker.py", "wire.py", "copytask.py")
 SANDBOX_WORK = "/submission"
 SANDBOX_RUNTIME = "/grader-runtime"
@@ -24,7 +26,7 @@ SANDBOX_RUNTIME = "/grader-runtime"
 
 @dataclasses.dataclass
 class Limits:
-    call_seconds: float = 10.0          # wall time for one call (the first one includes the start-up)
+    call_seconds: float = 5.0           # wall time for one call (the first one includes the start-up)
     submission_seconds: float = 120.0   # wall time for all calls of one submission
     cpu_seconds: int = 120              # RLIMIT_CPU of one worker
     memory_bytes: int = 3 * 1024 ** 3   # RLIMIT_AS of one worker (torch's import alone maps ~1 GiB)
@@ -144,7 +146,7 @@ class CappedReader(threading.Thread):
 class WorkerProcess:
     """One running worker: its process, its channel and its captured output."""
 
-    def __init__(self, work_dir, student_name, limits, isolation):
+    def __init__(self, work_dir, student_name, limits, isolation, wait_go=False):
         self.isolation = isolation
         self.runtime_dir = make_runtime_dir()
         judge_end, worker_end = socket.socketpair()
@@ -159,6 +161,7 @@ class WorkerProcess:
         # abspath: a "../.venv/bin/python" would not resolve inside the sandbox.
         python = os.path.abspath(sys.executable)
         argv = prefix + [python, "-I", worker_py, str(worker_end.fileno()), student]
+        argv += ["--wait-go"] if wait_go else []  # a spare: imports the student only on go()
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(worker_end.fileno(),), cwd=cwd, env=minimal_env(home),
@@ -169,6 +172,10 @@ class WorkerProcess:
         self.stderr = CappedReader(self.proc.stderr, limits.output_bytes)
         self.stdout.start()
         self.stderr.start()
+
+    def go(self):
+        """Let a worker started with wait_go import the student's file (now written in place)."""
+        self.channel.sendall(wire.encode({"op": "go"}))
 
     def kill(self):
         """Kill the worker's whole process group (children and SIGTERM-ignorers included)."""

@@ -10,6 +10,10 @@ import time
 from . import sandbox, wire
 
 
+# Calls that run the module's forward inside the worker cannot succeed once forward hangs.
+NEEDS_FORWARD = {"grads:": "forward:", "train_copy:": "forward:"}
+
+
 class StudentError(Exception):
     """The student's code raised: type, message and the student's line (never a traceback)."""
 
@@ -45,7 +49,7 @@ class WorkerFailure(Exception):
 
 class Student:
     def __init__(self, work_dir, student_name="attention.py", limits=None, isolation="auto",
-                 startup_seconds=60.0, max_starts=6):
+                 startup_seconds=60.0, max_starts=30):
         self.work_dir, self.student_name = work_dir, student_name
         self.limits = limits or sandbox.Limits()
         self.isolation = sandbox.choose_isolation(isolation)
@@ -55,6 +59,10 @@ class Student:
         self.names = []
         self.output = []            # captured stdout/stderr of every worker, for feedback
         self.events = []            # what went wrong with workers, for the report
+        # A call that hung (or crashed the worker twice) will do it again: later calls of the same
+        # kind fail at once with the same failure, so one endless loop cannot eat the whole
+        # submission's time budget and starve the checks that never call it.
+        self.poisoned, self.crashes = {}, {}
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self):
@@ -140,6 +148,20 @@ class Student:
     def request(self, op, timeout=None, **args):
         if self.import_error is not None:
             raise self.import_error
+        kind = f"{op}:{args.get('fn', '')}"
+        for blocker in (kind, NEEDS_FORWARD.get(kind)):
+            if blocker in self.poisoned:
+                raise self.poisoned[blocker]
+        try:
+            return self._request(op, timeout, args)
+        except WorkerFailure as failure:
+            self.crashes[kind] = self.crashes.get(kind, 0) + 1
+            if failure.kind == "timeout" or self.crashes[kind] >= 2:
+                self.poisoned[kind] = WorkerFailure(failure.kind, failure.message
+                                                    + " (an earlier call of the same kind)")
+            raise
+
+    def _request(self, op, timeout, args):
         if self.spent >= self.limits.submission_seconds:
             raise WorkerFailure("budget", f"time budget of {self.limits.submission_seconds:g} s "
                                           "for this submission is used up")

@@ -94,7 +94,8 @@ def test_gradients_match_reference(student):
 
 @pytest.mark.check("module.learns")
 def test_learns_the_copy_task(student):
-    result = student.train_copy(seed=0, n_heads=copytask.N_HEADS, timeout=60)
+    # About 0.1 s of training here; 20 s leaves room for a loaded grading machine.
+    result = student.train_copy(seed=0, n_heads=copytask.N_HEADS, timeout=20)
     if not isinstance(result, dict) or not isinstance(result.get("state"), dict):
         raise Verdict("wrong_type", expected="trained weights", got=type(result).__name__)
     losses = result.get("losses")
