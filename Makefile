@@ -6,7 +6,7 @@ SUBMISSION ?= exercises/attention.py
 FORMAT ?= text
 LANG_ARG ?= zh
 
-.PHONY: setup sandbox check grade demo release stubs test bench clean
+.PHONY: setup sandbox check watch hint grade demo release stubs test bench clean
 
 setup: $(VENV)/.installed
 
@@ -25,6 +25,15 @@ sandbox:
 # Students: the public checks on your attention.py (make check SUBMISSION=path, LANG_ARG=en).
 check: setup
 	@$(PY) -m grader check $(SUBMISSION) --lang $(LANG_ARG)
+
+# Students: rerun the public checks on every save of your file (Ctrl-C to stop).
+watch: setup
+	@$(PY) -m grader watch $(SUBMISSION) --lang $(LANG_ARG)
+
+# Students: the next hint, one level at a time (make hint EX=attend); plain `make hint` takes
+# the first unfinished exercise.  Levels are remembered beside your file, never inside it.
+hint: setup
+	@$(PY) -m grader hint $(EX) --submission $(SUBMISSION) --lang $(LANG_ARG)
 
 # Instructors: every check, public and hidden (FORMAT=text|json|markdown|gradescope).
 grade: setup sandbox

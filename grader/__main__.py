@@ -1,4 +1,5 @@
-"""Command line: `python -m grader grade SUBMISSION` and `python -m grader check [SUBMISSION]`.
+"""Command line: `python -m grader grade SUBMISSION`, `check [SUBMISSION]`, `watch [SUBMISSION]`
+and `hint [EXERCISE]`.
 
 Argument parsing only; the worker is started before anything heavy is imported.
 """
@@ -31,11 +32,36 @@ def parse(argv):
         p.add_argument("--call-timeout", type=float, default=sandbox.Limits.call_seconds,
                        help="seconds for one call into the student's code")
         p.add_argument("--memory-mb", type=int, default=sandbox.Limits.memory_bytes // 2 ** 20)
+    p = sub.add_parser("watch", help="rerun the public checks on every save (students)")
+    p.add_argument("submission", nargs="?", default=DEFAULT_EXERCISE, help="the .py file to watch")
+    p.add_argument("--lang", choices=("zh", "en"), default="zh")
+    p.add_argument("--poll", action="store_true",
+                   help="poll the file instead of using watchfiles (network drives, tests)")
+    p.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default="auto")
+    p.add_argument("--require-sandbox", action="store_true")
+    # Shorter than check's: the public checks use tiny tensors, and an endless loop should not
+    # hold the screen for long.
+    p.add_argument("--call-timeout", type=float, default=3.0,
+                   help="seconds for one call into the student's code")
+    p.add_argument("--memory-mb", type=int, default=sandbox.Limits.memory_bytes // 2 ** 20)
+    p = sub.add_parser("hint", help="the next hint for an exercise, one level at a time (students)")
+    p.add_argument("exercise", nargs="?", help="split_heads, merge_heads, attend, "
+                   "CausalSelfAttention or quiz; default: the first unfinished one")
+    p.add_argument("--submission", default=DEFAULT_EXERCISE,
+                   help="the student's file: its hint state is kept beside it")
+    p.add_argument("--lang", choices=("zh", "en"), default="zh")
+    p.add_argument("--reset", action="store_true", help="start this exercise's hints again")
+    p.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default="auto")
+    p.add_argument("--call-timeout", type=float, default=sandbox.Limits.call_seconds)
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
+    if args.command in ("watch", "hint"):
+        from . import hints, watch
+
+        return (watch if args.command == "watch" else hints).main(args)
     isolation = "bubblewrap" if args.require_sandbox else args.isolation
     limits = sandbox.Limits(call_seconds=args.call_timeout, memory_bytes=args.memory_mb * 2 ** 20)
     from . import grading

@@ -64,7 +64,7 @@ def save_state(path, state):
     temporary = path + ".tmp"
     try:
         with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(state, handle, ensure_ascii=False, indent=1, sort_keys=True)
+            json.dump(state, handle, ensure_ascii=False, indent=1)
         os.replace(temporary, path)
     except OSError:
         pass  # a read-only folder costs the memory of the level, never the hint itself
@@ -102,13 +102,18 @@ def render(exercise, level, total, text, lang, repeated):
         if repeated:
             lines.append(f"这已经是最后一级提示（{total}/{total}），再显示一次。"
                          "提示不会给出答案：对照课文，把你的输出和期望值比一比。")
+        elif level == total:
+            lines.append(f"这是 {exercise} 的最后一级提示。")
         else:
             lines.append(f"还卡着？再运行 {make} 看第 {level + 1} 级提示。")
     else:
         lines = [f"hint · {exercise} · level {level}/{total}", "", f"  {text}", ""]
         if repeated:
             lines.append(f"That was the last hint ({total}/{total}); here it is again. Hints never "
-                         "give the solution: compare your output with the expected one, lesson in hand.")
+                         "give the solution: compare your output with the expected one, "
+                         "lesson in hand.")
+        elif level == total:
+            lines.append(f"This is the last hint for {exercise}.")
         else:
             lines.append(f"Still stuck? Run {make} again for hint {level + 1}.")
     return "\n".join(lines) + "\n"
@@ -126,7 +131,10 @@ def unfinished_now(submission, args, state_file):
     sub.cleanup()
     last = load_state(state_file).get("last_run")
     if isinstance(last, dict) and last.get("sha256") == sha and isinstance(last.get("done"), dict):
-        return first_unfinished(list(last["done"].items())), "state"
+        done = last["done"]
+        progress = [(n, done[n] is True) for n in rubric_module.load().exercises() if n in done]
+        if progress:  # else a record from another rubric: check again
+            return first_unfinished(progress), "state"
     from . import grading, sandbox
 
     limits = sandbox.Limits(call_seconds=args.call_timeout)

@@ -1,0 +1,263 @@
+"""`python -m grader watch`, driven as a student would: a real process, real saves in a tmp folder,
+and assertions on what it prints after each save.  Waits use deadlines, never fixed sleeps."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from grader import authoring
+
+ROOT = authoring.ROOT
+PY = sys.executable
+CALL_TIMEOUT = "1"
+
+
+def read(path):
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+SOLUTION = read(authoring.SOLUTION)
+STUB = read(authoring.EXERCISE)
+
+
+def solved(keep, source=SOLUTION):
+    """The stub made from `source`, except the named exercises, which keep their code."""
+    out, name = [], None
+    for line in source.splitlines():
+        match = re.match(r"(?:def|class)\s+(\w+)", line)
+        name = match.group(1) if match else name
+        if line.strip() == authoring.BEGIN and not line.startswith(" "):
+            name = "quiz"  # the module-level block holds the check questions' answers
+        if line.strip() in (authoring.BEGIN, authoring.END) and name in keep:
+            continue
+        out.append(line)
+    return authoring.make_stub("\n".join(out) + "\n")
+
+
+def with_body(source, function, body):
+    """`source` with the solution block of `function` replaced by `body` (indented lines)."""
+    start = source.index(f"def {function}(")
+    begin = source.index(authoring.BEGIN, start)
+    begin = source.rindex("\n", 0, begin) + 1
+    end = source.index("\n", source.index(authoring.END, begin)) + 1
+    return source[:begin] + body + source[end:]
+
+
+HALF_CORRECT = solved({"split_heads", "merge_heads"})
+HALF_TYPED = solved({"split_heads"}, with_body(SOLUTION, "merge_heads",
+                                               "    batch, heads, positions, width = x.shape\n"
+                                               "    return x.transpose(1, 2).resh\n"))
+LOOPING = with_body(SOLUTION, "attend", "    while True:\n        pass\n")
+SYNTAX_ERROR = STUB + "\n\ndef broken(x:\n    return x\n"
+RAISES_AT_IMPORT = STUB + '\nraise RuntimeError("boom at import")\n'
+
+
+def save(path, text):
+    """Save as many editors do: a new file renamed over the old one (never a half-written file)."""
+    temporary = str(path) + ".saving"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(temporary, path)
+
+
+class Watcher:
+    """The watch process with its output collected line by line on a thread."""
+
+    def __init__(self, target, tmp_dir, *extra, env=()):
+        env = dict(os.environ, TMPDIR=str(tmp_dir), PYTHONUNBUFFERED="1", **dict(env))
+        self.proc = subprocess.Popen(
+            [PY, "-m", "grader", "watch", str(target), "--lang", "en",
+             "--call-timeout", CALL_TIMEOUT, *extra],
+            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, encoding="utf-8")
+        self.lines, self.lock = [], threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self.lock:
+                self.lines.append(line.rstrip("\n"))
+
+    def blocks(self):
+        """The finished screens so far: from a run's header to its 'Watching' line."""
+        with self.lock:
+            text = "\n".join(self.lines)
+        return [b for b in re.findall(r"── .*?\nWatching [^\n]*", text, re.S)]
+
+    def next_block(self, after, predicate, seconds=60):
+        """The first screen after the first `after` screens that satisfies `predicate`."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for block in self.blocks()[after:]:
+                if predicate(block):
+                    return block
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        pytest.fail(f"no matching screen within {seconds} s (alive: {self.proc.poll() is None});"
+                    f" output so far:\n" + "\n".join(self.lines))
+
+    def save_and_wait(self, path, text, predicate, seconds=60):
+        """Save, then the screen for it and the seconds from the save to that screen."""
+        after = len(self.blocks())
+        began = time.monotonic()
+        save(path, text)
+        block = self.next_block(after, predicate, seconds)
+        return block, time.monotonic() - began
+
+    def interrupt(self):
+        self.proc.send_signal(signal.SIGINT)
+        code = self.proc.wait(timeout=20)
+        return code, self.proc.stderr.read()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def progress(*marks):
+    names = ["split_heads", "merge_heads", "attend", "CausalSelfAttention", "quiz"]
+    done = sum(1 for m in marks if m == "✓")
+    return f"{done}/5 exercises done: " + " ".join(f"{n} {m}" for n, m in zip(names, marks))
+
+
+def leftover_processes(tmp_dir):
+    """Processes whose command line names our tmp folder: workers that outlived the watcher."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if str(tmp_dir).encode() in handle.read():
+                    found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+@pytest.fixture
+def work(tmp_path):
+    student = tmp_path / "student"
+    scratch = tmp_path / "scratch"  # the watcher's TMPDIR: its work folders and spares
+    student.mkdir()
+    scratch.mkdir()
+    target = student / "attention.py"
+    save(target, STUB)
+    return target, scratch
+
+
+def test_watch_survives_every_state_of_the_file(work):
+    target, scratch = work
+    watcher = Watcher(target, scratch)
+    try:
+        first = watcher.next_block(0, lambda b: "exercises done" in b or "error" in b)
+        assert progress("✗", "✗", "✗", "✗", "✗") in first
+        assert "✗ split_heads.shape" in first and "Not implemented yet" in first
+        assert "make hint EX=split_heads" in first
+        backend = re.search(r"Watching attention\.py for changes \((\w+);", first).group(1)
+        assert backend in ("watchfiles", "polling")
+
+        block, _ = watcher.save_and_wait(target, SYNTAX_ERROR, lambda b: "SyntaxError" in b)
+        assert "could not be imported" in block and "attention.py:" in block
+        assert "make attention.py import again" in block
+
+        block, _ = watcher.save_and_wait(target, RAISES_AT_IMPORT, lambda b: "boom" in b)
+        assert "RuntimeError: boom at import" in block and "could not be imported" in block
+
+        block, _ = watcher.save_and_wait(target, HALF_TYPED, lambda b: "AttributeError" in b)
+        assert progress("✓", "✗", "✗", "✗", "✗") in block
+        assert "merge_heads." in block and "make hint EX=merge_heads" in block
+
+        block, _ = watcher.save_and_wait(target, HALF_CORRECT,
+                                         lambda b: "2/5 exercises done" in b)
+        assert progress("✓", "✓", "✗", "✗", "✗") in block
+        assert "✗ attend.scale" in block and "make hint EX=attend" in block
+
+        block, looped = watcher.save_and_wait(target, LOOPING, lambda b: "3/5 exercises" in b)
+        assert progress("✓", "✓", "✗", "✗", "✓") in block
+        assert "⏱ attend." in block and "Timed out" in block
+        assert "endless loop in attend" in block
+
+        block, seconds = watcher.save_and_wait(target, SOLUTION, lambda b: "5/5 exercises" in b)
+        assert "Every public check passes" in block
+        print(f"\nsave -> screen: correct file {seconds:.2f} s, endless loop {looped:.2f} s "
+              f"({backend})")
+        assert seconds < 10  # generous for a busy CI box; about 0.3-0.5 s on an idle one
+
+        assert watcher.proc.poll() is None, "the watcher died"
+        code, stderr = watcher.interrupt()
+        assert code == 0, stderr
+        assert "Traceback" not in stderr
+        assert watcher.lines[-1] == "watch stopped. bye"
+        assert read(target) == SOLUTION  # the watcher only ever reads the student's file
+        assert leftover_processes(scratch) == []
+        assert os.listdir(scratch) == []  # every work folder and spare cleaned up
+    finally:
+        watcher.kill()
+
+
+def test_polling_when_watchfiles_is_missing_and_a_touch_is_no_save(work, tmp_path):
+    target, scratch = work
+    missing = tmp_path / "no-watchfiles"
+    (missing / "watchfiles").mkdir(parents=True)
+    (missing / "watchfiles" / "__init__.py").write_text("raise ImportError('not installed')\n")
+    watcher = Watcher(target, scratch, env={"PYTHONPATH": str(missing)})
+    try:
+        first = watcher.next_block(0, lambda b: "exercises done" in b)
+        assert "(polling;" in first
+        os.utime(target)  # same content, newer mtime: nothing to rerun
+        block, seconds = watcher.save_and_wait(target, SOLUTION, lambda b: "exercises done" in b)
+        assert progress("✓", "✓", "✓", "✓", "✓") in block
+        assert len(watcher.blocks()) == 2, "\n".join(watcher.lines)
+        code, stderr = watcher.interrupt()
+        assert code == 0 and "Traceback" not in stderr
+        assert leftover_processes(scratch) == []
+    finally:
+        watcher.kill()
+
+
+def test_ctrl_c_during_a_run_and_a_missing_file(work):
+    target, scratch = work
+    watcher = Watcher(target, scratch, "--poll")
+    try:
+        watcher.next_block(0, lambda b: "exercises done" in b)
+        os.remove(target)
+        block = watcher.next_block(1, lambda b: "error" in b)
+        assert "no such file" in block
+        save(target, LOOPING)
+        # Ctrl-C as soon as the new run has begun (its work folder exists; the loop holds it).
+        deadline = time.monotonic() + 10
+        while not any(n.startswith("attn-work-") for n in os.listdir(scratch)):
+            assert time.monotonic() < deadline, "no run began"
+            time.sleep(0.01)
+        began = time.monotonic()
+        code, stderr = watcher.interrupt()
+        assert code == 0 and "Traceback" not in stderr
+        assert time.monotonic() - began < 10
+        assert leftover_processes(scratch) == []
+    finally:
+        watcher.kill()
+
+
+def test_watch_records_progress_for_hint(work):
+    target, scratch = work
+    save(target, HALF_CORRECT)
+    watcher = Watcher(target, scratch, "--poll")
+    try:
+        watcher.next_block(0, lambda b: "2/5 exercises done" in b)
+        watcher.interrupt()
+    finally:
+        watcher.kill()
+    state_file = target.parent / ".attention-hints.json"
+    assert state_file.exists()
+    out = subprocess.run([PY, "-m", "grader", "hint", "--submission", str(target), "--lang", "en"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "hint · attend · level 1/3" in out.stdout
+    assert "ran the public checks" not in out.stdout  # it used what the watcher recorded
