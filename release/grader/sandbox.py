@@ -22,6 +22,7 @@ from . import wire
 RUNTIME_FILES = ("worker.py", "wire.py", "copytask.py")
 SANDBOX_WORK = "/submission"
 SANDBOX_RUNTIME = "/grader-runtime"
+UNPRIVILEGED = 65534  # nobody
 
 
 @dataclasses.dataclass
@@ -92,18 +93,43 @@ def _python_roots():
 
 
 def bubblewrap_argv(work_dir, runtime_dir):
-    argv = [bubblewrap_path(), "--unshare-all", "--die-with-parent", "--new-session",
-            "--uid", "65534", "--gid", "65534", "--hostname", "sandbox",
-            "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    """bwrap, then (when the grader is root) setpriv to a real unprivileged uid inside it.
+
+    As root, a user namespace would map the sandbox's uid back to real root, which escapes
+    RLIMIT_NPROC; so the namespaces are unshared without a user namespace and the worker drops to
+    uid 65534 with no capabilities.  As an ordinary user, bwrap needs a user namespace instead.
+    """
+    as_root = os.geteuid() == 0 and shutil.which("setpriv") is not None
+    argv = [bubblewrap_path()]
+    argv += (["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+              "--unshare-cgroup-try"] if as_root else ["--unshare-all"])
+    argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox",
+             "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--tmpfs", "/tmp"]
     for link in ("lib", "lib64", "bin"):
         if os.path.islink("/" + link):
             argv += ["--symlink", os.readlink("/" + link), "/" + link]
         elif os.path.isdir("/" + link):
             argv += ["--ro-bind", "/" + link, "/" + link]
+    made = set()
     for root in _python_roots():
+        # bwrap makes missing parents mode 0700; the unprivileged worker must traverse them.
+        parent = os.path.dirname(root)
+        ancestors = []
+        while parent not in ("/", "") and parent not in made:
+            ancestors.append(parent)
+            parent = os.path.dirname(parent)
+        for folder in reversed(ancestors):
+            argv += ["--perms", "0755", "--dir", folder]
+            made.add(folder)
         argv += ["--ro-bind", root, root]
     argv += ["--ro-bind", runtime_dir, SANDBOX_RUNTIME, "--bind", work_dir, SANDBOX_WORK,
              "--chdir", SANDBOX_WORK, "--setenv", "HOME", "/tmp"]
+    if as_root:
+        argv += [shutil.which("setpriv"), f"--reuid={UNPRIVILEGED}", f"--regid={UNPRIVILEGED}",
+                 "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"]
+    else:
+        argv += ["--uid", str(UNPRIVILEGED), "--gid", str(UNPRIVILEGED)]
     return argv
 
 
