@@ -32,6 +32,13 @@ def parse(argv):
         p.add_argument("--call-timeout", type=float, default=sandbox.Limits.call_seconds,
                        help="seconds for one call into the student's code")
         p.add_argument("--memory-mb", type=int, default=sandbox.Limits.memory_bytes // 2 ** 20)
+        p.add_argument("--submission-timeout", type=float,
+                       default=sandbox.Limits.submission_seconds,
+                       help="seconds for all calls of one submission")
+        p.add_argument("--cpu-seconds", type=int, default=sandbox.Limits.cpu_seconds)
+        p.add_argument("--max-processes", type=int, default=sandbox.Limits.processes)
+        p.add_argument("--output-kb", type=int, default=sandbox.Limits.output_bytes // 1024,
+                       help="how much of the student's stdout and stderr is kept")
     p = sub.add_parser("watch", help="rerun the public checks on every save (students)")
     p.add_argument("submission", nargs="?", default=DEFAULT_EXERCISE, help="the .py file to watch")
     p.add_argument("--lang", choices=("zh", "en"), default="zh")
@@ -53,17 +60,30 @@ def parse(argv):
     p.add_argument("--reset", action="store_true", help="start this exercise's hints again")
     p.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default="auto")
     p.add_argument("--call-timeout", type=float, default=sandbox.Limits.call_seconds)
+    try:  # instructors: `batch DIR --out OUTDIR`, `merge OUTDIR... --out MERGED` (not in release/)
+        from . import batch
+    except ImportError:
+        batch = None
+    if batch is not None:
+        batch.add_arguments(sub)
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
+    if args.command in ("batch", "merge"):
+        from . import batch
+
+        return batch.main(args)
     if args.command in ("watch", "hint"):
         from . import hints, watch
 
         return (watch if args.command == "watch" else hints).main(args)
     isolation = "bubblewrap" if args.require_sandbox else args.isolation
-    limits = sandbox.Limits(call_seconds=args.call_timeout, memory_bytes=args.memory_mb * 2 ** 20)
+    limits = sandbox.Limits(call_seconds=args.call_timeout, memory_bytes=args.memory_mb * 2 ** 20,
+                            submission_seconds=args.submission_timeout,
+                            cpu_seconds=args.cpu_seconds, processes=args.max_processes,
+                            output_bytes=args.output_kb * 1024)
     from . import grading
 
     try:

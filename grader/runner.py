@@ -28,6 +28,9 @@ def classify(exc):
         fields = {"type": exc.type, "message": exc.message, "where": exc.where()}
         if exc.during == "import":
             return {"status": "failed", "key": "import_failed", "fields": fields}
+        if exc.memory_limit:
+            fields["limit"] = f"{exc.memory_limit / 2 ** 30:g} GiB"
+            return {"status": "error", "key": "memory_limit", "fields": fields}
         if exc.not_implemented:
             return {"status": "failed", "key": "not_implemented", "fields": {}}
         return {"status": "failed", "key": "raised", "fields": fields}

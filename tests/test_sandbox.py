@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from grader import authoring, grading, sandbox
+from grader import authoring, grading, report, rubric, sandbox
 from grader.sandbox import Limits
 
 MODES = ["process"] + (["bubblewrap"] if sandbox.bubblewrap_works() else [])
@@ -150,9 +150,11 @@ def test_memory_hog_is_stopped_by_the_limit(tmp_path, mode):
     data = grade_source(tmp_path, inject(in_attend=attack), mode)
     s = statuses(data)
     assert s["attend.scale"] != "passed" and s["split_heads.transpose"] == "passed"
-    text = " ".join(str(v) for c in data["checks"] if c["id"] == "attend.scale"
-                    for v in c["verdicts"])
-    assert "memory" in text.lower() or "alloc" in text.lower()
+    scale = next(c for c in data["checks"] if c["id"] == "attend.scale")
+    assert scale["status"] == "error"
+    assert [v["key"] for v in scale["verdicts"]] == ["memory_limit"]
+    limit = f"{FAST.memory_bytes / 2 ** 30:g} GiB"
+    assert report.feedback(rubric.load(), scale, "en").count(f"Memory limit {limit} exceeded") == 1
 
 
 @pytest.mark.parametrize("mode", MODES)

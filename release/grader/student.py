@@ -26,6 +26,7 @@ class StudentError(Exception):
         self.line = info.get("line") if isinstance(info.get("line"), int) else None
         self.code = str(info.get("code") or "")[:200]
         self.during = during
+        self.memory_limit = None
         super().__init__(f"{self.type}: {self.message}")
 
     def is_a(self, name):
@@ -183,7 +184,10 @@ class Student:
         if not isinstance(reply, dict) or reply.get("id") != self.next_id:
             self._fail("protocol", "reply out of order or malformed")
         if "error" in reply:
-            raise StudentError(reply["error"])
+            error = StudentError(reply["error"])
+            if error.is_a("MemoryError") or "can't allocate memory" in error.message:
+                error.memory_limit = self.limits.memory_bytes  # the limit, not the student, said no
+            raise error
         if "ok" not in reply:
             self._fail("protocol", "reply without a result")
         return reply["ok"]
