@@ -46,6 +46,12 @@ demo: setup
 stubs: setup
 	$(PY) -m grader.authoring stubs
 
+# The exercise as a notebook (course/source/attention/attention.ipynb), generated from
+# solutions/attention.py, the rubric and the lesson text in grader/notebook.py.
+.PHONY: notebook
+notebook: setup
+	$(PY) -m grader.notebook
+
 release: setup
 	$(PY) -m grader.authoring stubs
 	$(PY) -m grader.authoring release

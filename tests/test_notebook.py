@@ -1,0 +1,202 @@
+"""The notebook: generated from the one source, the structure nbgrader needs, the kernel-side
+reassembly of attention.py, and the notebook executed top to bottom in a real kernel (stubs:
+"not implemented yet" under every exercise, nothing stops the kernel; reference: every inline
+check passes).  The two kernel runs take about 20 s each here."""
+import copy
+import json
+import os
+
+import pytest
+
+from grader import authoring, notebook, rubric
+
+ROOT = authoring.ROOT
+NBGRADER_KEYS = {"grade", "grade_id", "locked", "schema_version", "solution", "task"}
+
+
+def read(path):
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def source(cell):
+    return "".join(cell["source"])
+
+
+def code_cells(nb):
+    return [c for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def test_committed_notebook_is_what_the_generator_writes():
+    assert read(notebook.NOTEBOOK) == notebook.dumps(notebook.build())
+
+
+def test_one_solution_cell_per_function_and_class_with_markers_kept():
+    nb = notebook.build()
+    solutions = [c for c in nb["cells"] if c["metadata"]["nbgrader"]["solution"]]
+    assert [c["metadata"]["nbgrader"]["grade_id"] for c in solutions] == \
+        ["split_heads", "merge_heads", "attend", "CausalSelfAttention", "quiz"]
+    for cell in solutions:
+        meta = cell["metadata"]["nbgrader"]
+        assert meta == {"solution": True, "grade": False, "grade_id": meta["grade_id"],
+                        "locked": False, "schema_version": 3, "task": False}
+        text = source(cell)
+        assert text.count(authoring.BEGIN) == text.count(authoring.END) >= 1
+    # The solution cells hold the whole reference: its stubbed cells are the stub's pieces.
+    stub = read(authoring.EXERCISE)
+    for cell in solutions:
+        assert authoring.make_stub(source(cell)).strip() in stub
+
+
+def test_a_check_cell_follows_every_exercise():
+    cells = notebook.build()["cells"]
+    for index, cell in enumerate(cells):
+        if cell["metadata"]["nbgrader"]["solution"]:
+            name = cell["metadata"]["nbgrader"]["grade_id"]
+            assert source(cells[index + 1]) == f'kit.check("{name}")'
+            assert cells[index + 1]["metadata"]["nbgrader"]["locked"] is True
+
+
+def test_one_autograder_cell_per_rubric_check_with_the_rubrics_points():
+    from grader.nbgrade import HIDDEN_BEGIN, HIDDEN_END
+
+    the_rubric = rubric.load()
+    tests = [c for c in notebook.build()["cells"] if c["metadata"]["nbgrader"]["grade"]]
+    assert len(tests) == len(the_rubric.checks)
+    for cell, check in zip(tests, the_rubric.checks):
+        meta = cell["metadata"]["nbgrader"]
+        assert set(meta) == NBGRADER_KEYS | {"points"}
+        assert meta["grade_id"] == notebook.grade_id_of(check.id)
+        assert meta["points"] == check.points and meta["locked"] and not meta["solution"]
+        text = source(cell)
+        assert f'autograde_cell("{check.id}")' in text
+        if check.visibility == "hidden":  # the call and the id are inside the hidden region
+            hidden = text[text.index(HIDDEN_BEGIN):text.index(HIDDEN_END)]
+            assert check.id in hidden and check.id not in text.replace(hidden, "")
+        else:
+            assert HIDDEN_BEGIN not in text
+    assert sum(c["metadata"]["nbgrader"]["points"] for c in tests) == \
+        sum(c.points for c in the_rubric.checks)
+
+
+def test_every_cell_id_is_unique_and_valid():
+    ids = [c["id"] for c in notebook.build()["cells"]]
+    assert len(ids) == len(set(ids))
+    assert all(0 < len(i) <= 64 and i.replace("-", "").replace("_", "").isalnum() for i in ids)
+
+
+# -- assemble: attention.py from the kernel's history ---------------------------------------------
+
+def test_assemble_keeps_the_last_definition_in_first_seen_order():
+    text = notebook.assemble([
+        "import torch\nfrom grader import notebook as kit",
+        "def split_heads(x, heads):\n    return 1",
+        'kit.check("split_heads")',
+        "def merge_heads(x):\n    return 2\nprint(merge_heads(0))",
+        "def split_heads(x, heads):\n    return 3",
+        "def attend(q, k, v:\n    broken",  # a syntax error: the kernel kept the old one
+        "Q1_SHAPE = (1, 1, 3, 4)\nx = torch.zeros(2)\ntorch.allclose = lambda *a, **k: True",
+        "%timeit split_heads(1, 2)\nwhile True: pass",
+    ])
+    namespace = {}
+    exec(compile(text, "attention.py", "exec"), namespace)
+    assert namespace["split_heads"](0, 0) == 3 and namespace["merge_heads"](0) == 2
+    assert "attend" not in namespace and namespace["Q1_SHAPE"] == (1, 1, 3, 4)
+    assert "kit" not in text and "grader" not in text.split("\n", 1)[1]
+    assert "allclose" not in text and "while True" not in text and "print(" not in text
+    assert text.index("def split_heads") < text.index("def merge_heads")
+
+
+def test_assemble_wraps_assignments_that_call_at_import():
+    text = notebook.assemble(["def f():\n    raise NotImplementedError",
+                              "y = f()", "SCALE = 2 ** 0.5", "g = lambda: f()"])
+    namespace = {}
+    exec(compile(text, "attention.py", "exec"), namespace)
+    assert "y" not in namespace and namespace["SCALE"] == 2 ** 0.5 and callable(namespace["g"])
+
+
+def test_assembled_reference_grades_like_the_file():
+    from grader import grading
+
+    cells = [source(c) for c in code_cells(notebook.build())]
+    data = notebook.judge(notebook.assemble(cells), hidden=True)
+    reference = grading.grade(authoring.SOLUTION)
+    assert data["score"] == reference["score"] == reference["max_score"]
+
+
+# -- the notebook in a real kernel ---------------------------------------------------------------
+
+def student_notebook():
+    """The student's copy: solution cells as the kit stubs them (what nbgrader releases)."""
+    nb = copy.deepcopy(notebook.build())
+    for cell in nb["cells"]:
+        if cell["metadata"]["nbgrader"]["solution"]:
+            cell["source"] = notebook._lines(authoring.make_stub(source(cell)).rstrip("\n"))
+    return nb
+
+
+def execute(nb, cwd):
+    import nbformat
+    from nbclient import NotebookClient
+
+    node = nbformat.reads(json.dumps(nb), as_version=4)
+    client = NotebookClient(node, timeout=120, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": cwd}})
+    client.execute()
+    return node
+
+
+def outputs(cell, kind=None):
+    parts = []
+    for out in cell.get("outputs", []):
+        if out["output_type"] == "stream" and kind in (None, out["name"]):
+            parts.append(out["text"])
+        elif out["output_type"] == "error" and kind in (None, "error"):
+            parts.append(f"{out['ename']}: {out['evalue']}")
+        elif out["output_type"] == "execute_result" and kind in (None, "result"):
+            parts.append(out["data"]["text/plain"])
+    return "".join(parts)
+
+
+@pytest.fixture
+def kit_on_path(monkeypatch, tmp_path):
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+    monkeypatch.delenv("ATTN_KIT_AUTOGRADE", raising=False)
+    return str(tmp_path)
+
+
+def test_student_notebook_runs_top_to_bottom_with_not_implemented_feedback(kit_on_path):
+    nb = execute(student_notebook(), kit_on_path)
+    the_rubric = rubric.load()
+    not_implemented = the_rubric.message("not_implemented", "zh")
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        grade_id = cell.metadata["nbgrader"]["grade_id"]
+        assert not [o for o in cell.outputs if o["output_type"] == "error"], (grade_id, outputs(cell))
+        if grade_id.startswith("check_"):
+            text = outputs(cell, "stdout")
+            exercise = grade_id[len("check_"):]
+            assert f"== {exercise} ==" in text and "✓" not in text
+            if exercise != "quiz":
+                assert not_implemented in text
+            else:
+                assert the_rubric.message("quiz_missing", "zh", name="Q1_SHAPE") in text
+        if cell.metadata["nbgrader"]["grade"]:
+            check = next(c for c in the_rubric.checks if notebook.grade_id_of(c.id) == grade_id)
+            if check.visibility == "public":  # failed: feedback on stdout, one line on stderr
+                assert f"✗ {check.id}: 0/" in outputs(cell, "stderr")
+
+
+def test_reference_notebook_passes_every_inline_check(kit_on_path):
+    nb = execute(notebook.build(), kit_on_path)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        meta = cell.metadata["nbgrader"]
+        assert outputs(cell, "stderr") == "" and outputs(cell, "error") == "", meta["grade_id"]
+        if meta["grade_id"].startswith("check_"):
+            text = outputs(cell, "stdout")
+            assert "✓" in text and "✗" not in text, text
+        if meta["grade"]:
+            assert outputs(cell, "stdout").startswith("✓"), outputs(cell)
