@@ -6,7 +6,7 @@ SUBMISSION ?= exercises/attention.py
 FORMAT ?= text
 LANG_ARG ?= zh
 
-.PHONY: setup sandbox check watch hint grade demo release stubs test bench clean
+.PHONY: setup sandbox check watch hint grade batch demo release stubs test bench clean
 
 setup: $(VENV)/.installed
 
@@ -38,6 +38,12 @@ hint: setup
 # Instructors: every check, public and hidden (FORMAT=text|json|markdown|gradescope).
 grade: setup sandbox
 	@$(PY) -m grader grade $(SUBMISSION) --format $(FORMAT) --lang $(LANG_ARG)
+
+# Instructors: a whole class (make batch DIR=submissions OUT=graded [JOBS=4] [SHARD=1/8]):
+# per student report.json + feedback.html/.md, gradebook.csv, summary.md/.html.  Rerun to resume.
+batch: setup sandbox
+	@test -n "$(DIR)" -a -n "$(OUT)" || { echo "usage: make batch DIR=folder OUT=folder [JOBS=n] [SHARD=k/n]"; exit 2; }
+	@$(PY) -m grader batch $(DIR) --out $(OUT) --lang $(LANG_ARG) $(if $(JOBS),--jobs $(JOBS)) $(if $(SHARD),--shard $(SHARD))
 
 # The lesson's demos on your own code (REFERENCE=1 runs the reference solution).
 demo: setup

@@ -1,4 +1,5 @@
-"""Turn a submission (.py, .ipynb, or a folder holding one) into a clean work folder.
+"""Turn a submission (.py, .ipynb, a folder or a .zip holding one, or a cloned git repository)
+into a clean work folder.
 
 The work folder holds one file, attention.py, and nothing else of the student's: no conftest.py,
 no pytest.ini, no other modules.  The original is only ever read.
@@ -7,7 +8,10 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
+import zipfile
+import zlib
 
 STUDENT_FILE = "attention.py"
 MAX_BYTES = 2 * 1024 * 1024
@@ -19,6 +23,8 @@ class SubmissionError(Exception):
 
 
 class Submission:
+    container = "file"  # or folder, git, zip: where the attention file came from
+
     def __init__(self, origin, source, kind):
         self.origin, self.source, self.kind = origin, source, kind
         self.work_dir = tempfile.mkdtemp(prefix="attn-work-")
@@ -84,8 +90,72 @@ def load(path):
     if not os.path.exists(path):
         raise SubmissionError(f"{path}: no such file or folder")
     if os.path.isdir(path):
-        return load_file(_pick_in_folder(path), origin=path)
+        # A folder or a cloned repository (GitHub Classroom): only its attention file is read,
+        # nothing of it is run; a symlink out of the folder (e.g. to solutions/) is refused.
+        picked = _pick_in_folder(path)
+        inside = os.path.realpath(path)
+        if os.path.commonpath([inside, os.path.realpath(picked)]) != inside:
+            raise SubmissionError(f"{picked}: a symlink to a file outside the submission")
+        sub = load_file(picked, origin=path)
+        sub.container = "git" if os.path.exists(os.path.join(path, ".git")) else "folder"
+        return sub
+    if path.lower().endswith(".zip"):
+        return load_zip(path)
     return load_file(path, origin=path)
+
+
+def _zip_walk_key(name):
+    """Sort zip members the way _pick_in_folder walks a folder: a folder's files before its
+    subfolders, subfolders by name."""
+    parts = name.split("/")
+    return [(1, p) for p in parts[:-1]] + [(0, parts[-1])]
+
+
+def _zip_candidates(archive):
+    members = []
+    for info in archive.infolist():
+        parts = info.filename.replace("\\", "/").split("/")
+        if info.is_dir() or any(p.startswith(".") or p in ("__MACOSX", "__pycache__")
+                                for p in parts[:-1]) or parts[-1].startswith("."):
+            continue
+        if stat.S_ISLNK(info.external_attr >> 16):
+            continue  # a symlink member: its "content" is a path, never followed
+        members.append(info)
+    for name in ("attention.py", "attention.ipynb"):
+        found = [m for m in members if m.filename.replace("\\", "/").split("/")[-1] == name]
+        if found:
+            return min(found, key=lambda m: _zip_walk_key(m.filename.replace("\\", "/")))
+    code = [m for m in members if m.filename.endswith((".py", ".ipynb"))]
+    if len(code) == 1:
+        return code[0]
+    raise SubmissionError("no attention.py or attention.ipynb inside the zip")
+
+
+def load_zip(path):
+    """The attention file of a .zip, read in memory (nothing is extracted to disk)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            info = _zip_candidates(archive)
+            if info.file_size > MAX_BYTES:
+                raise SubmissionError(f"{info.filename}: larger than {MAX_BYTES // 1024} KiB")
+            with archive.open(info) as handle:
+                raw = handle.read(MAX_BYTES + 1)
+    except SubmissionError as exc:
+        raise SubmissionError(f"{path}: {exc}") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, RuntimeError,
+            NotImplementedError, ValueError, zlib.error) as exc:
+        raise SubmissionError(f"{path}: not a readable zip ({type(exc).__name__}: "
+                              f"{str(exc)[:120]})") from None
+    if len(raw) > MAX_BYTES:
+        raise SubmissionError(f"{path}: {info.filename} is larger than {MAX_BYTES // 1024} KiB")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise SubmissionError(f"{path}: {info.filename} is not UTF-8 text") from None
+    source = notebook_source(text) if info.filename.endswith(".ipynb") else text
+    sub = Submission(path, source, "notebook" if info.filename.endswith(".ipynb") else "python")
+    sub.container = "zip"
+    return sub
 
 
 def load_file(path, origin):

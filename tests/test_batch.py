@@ -1,0 +1,352 @@
+"""Batch grading (grader/batch.py): a mixed class folder, the gradebook, the summary, resuming
+after kill -9, shards and merge, and that nothing in the class folder is ever written to.
+
+The mixed folder is graded once per module by the real CLI (about 20-40 s on 2 cores: six
+submissions that reach the checks); the kill and shard tests grade again, for real.
+"""
+import csv
+import hashlib
+import io
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from grader import batch, grading, rubric, submission  # noqa: E402
+
+SUBMISSIONS = ROOT / "tests" / "submissions"
+PY = sys.executable
+RUBRIC = rubric.load()
+CHECK_IDS = [c.id for c in RUBRIC.checks]
+MAX = sum(c.points for c in RUBRIC.checks)
+GRADED = {"alice", "bob", "carol", "dave", "erin", "henry"}
+UNGRADABLE = {"frank": "not a readable zip", "gina": "no attention.py",
+              "ivan": "symlink to a file outside"}
+
+
+def digest_tree(path):
+    """Every path, mode and byte under `path` (symlinks by target, .git included)."""
+    h = hashlib.sha256()
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files) + sorted(dirs):
+            full = os.path.join(root, name)
+            st = os.lstat(full)
+            h.update(f"{os.path.relpath(full, path)}\0{st.st_mode}\0".encode())
+            if os.path.islink(full):
+                h.update(os.readlink(full).encode())
+            elif os.path.isfile(full):
+                h.update(Path(full).read_bytes())
+    return h.hexdigest()
+
+
+def make_class(folder):
+    """py, ipynb, folder, zip, git repository, broken zip, empty folder, escaping symlink."""
+    folder.mkdir(parents=True)
+    shutil.copy(SUBMISSIONS / "correct" / "einsum.py", folder / "alice.py")
+    shutil.copy(SUBMISSIONS / "wrong" / "module_scale_sqrt_D.py", folder / "bob.py")
+    shutil.copy(SUBMISSIONS / "correct" / "notebook.ipynb", folder / "carol.ipynb")
+    shutil.copytree(SUBMISSIONS / "correct" / "folder_submission", folder / "dave")
+    with zipfile.ZipFile(folder / "erin.zip", "w") as archive:
+        archive.write(SUBMISSIONS / "wrong" / "mask_missing.py", "erin-lesson12/attention.py")
+        archive.writestr("__MACOSX/erin-lesson12/._attention.py", "junk")
+    (folder / "frank.zip").write_bytes(b"PK\x03\x04 this is not really a zip")
+    (folder / "gina").mkdir()
+    repo = folder / "henry"
+    repo.mkdir()
+    shutil.copy(SUBMISSIONS / "wrong" / "mask_after_softmax.py", repo / "attention.py")
+    marker = folder.parent / "REPO_CODE_RAN"
+    for name in ("conftest.py", "setup.py", "sitecustomize.py"):  # never run by the grader
+        (repo / name).write_text(f"open({str(marker)!r}, 'w').write('{name}')\n")
+    (repo / ".github" / "workflows").mkdir(parents=True)
+    (repo / ".github" / "workflows" / "classroom.yml").write_text("on: push\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"]
+    subprocess.run(git + ["init", "-q"], cwd=repo, check=True)
+    subprocess.run(git + ["add", "-A"], cwd=repo, check=True)
+    subprocess.run(git + ["commit", "-qm", "submit"], cwd=repo, check=True)
+    (folder / "ivan").mkdir()
+    os.symlink(ROOT / "solutions" / "attention.py", folder / "ivan" / "attention.py")
+    (folder / ".DS_Store").write_bytes(b"\0")  # OS litter: not a student
+    return marker
+
+
+def run_batch(source, out, *extra, timeout=600):
+    return subprocess.run([PY, "-m", "grader", "batch", str(source), "--out", str(out), *extra],
+                          cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def read_gradebook(path):
+    with open(path, encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    base = tmp_path_factory.mktemp("class")
+    source = base / "submissions"
+    marker = make_class(source)
+    before = digest_tree(source)
+    out = base / "out"
+    began = time.monotonic()
+    proc = run_batch(source, out, "--jobs", "2")
+    seconds = time.monotonic() - began
+    assert proc.returncode == 0, proc.stderr
+    return {"source": source, "out": out, "proc": proc, "before": before, "marker": marker,
+            "seconds": seconds}
+
+
+# -- the mixed folder -------------------------------------------------------------------------------
+def test_every_entry_gets_a_row_and_the_right_outcome(mixed):
+    rows = read_gradebook(mixed["out"] / "gradebook.csv")
+    assert list(rows[0].keys()) == ["student", "entry"] + CHECK_IDS + [
+        "total", "max_score", "status", "note"]
+    by_id = {r["student"]: r for r in rows}
+    assert set(by_id) == GRADED | set(UNGRADABLE)  # .DS_Store is no student
+    assert [r["student"] for r in rows] == sorted(by_id)
+    for sid in ("alice", "carol", "dave"):
+        assert float(by_id[sid]["total"]) == MAX, sid
+    assert by_id["carol"]["entry"] == "carol.ipynb" and by_id["erin"]["entry"] == "erin.zip"
+    for sid in ("bob", "erin", "henry"):
+        assert 0 < float(by_id[sid]["total"]) < MAX, sid
+    assert float(by_id["bob"]["module.reference"]) == 0
+    assert float(by_id["erin"]["attend.causal"]) == 0
+    assert float(by_id["henry"]["attend.softmax"]) == 0
+    for sid in GRADED:
+        row = by_id[sid]
+        assert row["status"] == "graded" and row["note"] == ""
+        assert float(row["max_score"]) == MAX
+        assert sum(float(row[c]) for c in CHECK_IDS) == pytest.approx(float(row["total"]), abs=1e-3)
+    for sid, reason in UNGRADABLE.items():
+        row = by_id[sid]
+        assert row["status"] == "ungradable" and reason in row["note"], row
+        assert float(row["total"]) == 0 and all(row[c] == "" for c in CHECK_IDS)
+        assert str(mixed["source"]) not in row["note"]  # the entry's name, not the TA's path
+
+
+def test_reports_pages_and_kinds(mixed):
+    out = mixed["out"]
+    for sid in GRADED | set(UNGRADABLE):
+        folder = out / "students" / sid
+        record = json.loads((folder / "report.json").read_text(encoding="utf-8"))
+        assert record["student"] == sid
+        assert record["digest"] == batch.entry_digest(str(mixed["source"] / record["entry"]))
+        html = (folder / "feedback.html").read_text(encoding="utf-8")
+        assert html.startswith("<!DOCTYPE html>") and sid in html
+        assert (folder / "feedback.md").read_text(encoding="utf-8").startswith("# ")
+    containers = {sid: json.loads((out / "students" / sid / "report.json").read_text())["container"]
+                  for sid in GRADED}
+    assert containers == {"alice": "file", "bob": "file", "carol": "file", "dave": "folder",
+                          "erin": "zip", "henry": "git"}
+    henry = json.loads((out / "students" / "henry" / "report.json").read_text())
+    maps = henry["attention_maps"]
+    assert maps["causal"]["student"] and len(maps["causal"]["student"]) == batch.PROBE_T
+    erin = json.loads((out / "students" / "erin" / "report.json").read_text())
+    leaks = erin["attention_maps"]["causal"]["leaks"]  # mask_missing: the future leaks
+    assert sum(map(sum, leaks)) == batch.PROBE_T * (batch.PROBE_T - 1) // 2
+
+
+def test_batch_report_equals_a_single_grade(mixed):
+    """One judge grading many in a row gives what `grade` gives each alone (no leftovers)."""
+    record = json.loads((mixed["out"] / "students" / "bob" / "report.json").read_text())
+    alone = grading.grade(str(mixed["source"] / "bob.py"))
+    assert record["score"] == alone["score"]
+    assert [(c["id"], c["status"], c["score"], [v["key"] for v in c["verdicts"]])
+            for c in record["report"]["checks"]] == \
+           [(c["id"], c["status"], c["score"], [v["key"] for v in c["verdicts"]])
+            for c in alone["checks"]]
+
+
+def test_class_summary_names_the_mistakes(mixed):
+    summary = json.loads((mixed["out"] / "summary.json").read_text(encoding="utf-8"))
+    assert summary["students"] == 9 and summary["graded"] == 6
+    assert {u["student"] for u in summary["ungradable"]} == set(UNGRADABLE)
+    assert summary["full_marks"] == 3
+    assert sum(b["count"] for b in summary["histogram"]) == 6
+    assert summary["histogram"][-1]["count"] >= 3
+    mistakes = {m["key"]: m for m in summary["mistakes"]}
+    assert mistakes["scale_sqrt_D"]["students"] == 1 and mistakes["scale_sqrt_D"]["percent"] == 17
+    assert mistakes["mask_missing"]["students"] >= 1
+    assert mistakes["mask_after_softmax"]["students"] == 1
+    assert "√D" in mistakes["scale_sqrt_D"]["text"]["en"]
+    assert not {"wrong_values", "raised", "not_implemented"} & set(mistakes)  # outcomes, apart
+    causal = next(c for c in summary["checks"] if c["id"] == "attend.causal")
+    assert causal["passed"] == 4 and causal["not_passed"] == 2 and causal["percent_not_passed"] == 33
+    md = (mixed["out"] / "summary.md").read_text(encoding="utf-8")
+    assert "| 1 | 17% | `scale_sqrt_D`" in md
+    html = (mixed["out"] / "summary.html").read_text(encoding="utf-8")
+    assert 'data-key="scale_sqrt_D"' in html and 'id="histogram"' in html
+
+
+def test_progress_and_ungradable_lines(mixed):
+    err = mixed["proc"].stderr
+    for sid, reason in UNGRADABLE.items():
+        line = next(l for l in err.splitlines() if f"✗ {sid}:" in l)
+        assert "cannot grade" in line and reason in line
+    progress = [l for l in err.splitlines() if l.startswith("[")]
+    assert len(progress) == 9  # one plain line per entry when stderr is no tty
+    assert all("/min" in l and "left" in l for l in progress)
+    assert progress[-1].startswith("[9/9]") and " 0:00 left" in progress[-1]
+
+
+def test_nothing_in_the_class_folder_is_written_or_run(mixed):
+    assert digest_tree(mixed["source"]) == mixed["before"]
+    assert not mixed["marker"].exists()
+
+
+def test_a_rerun_regrades_nothing_and_a_changed_entry_only(mixed, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(mixed["out"], out)
+    first = json.loads((mixed["out"] / "batch.json").read_text())["grader"]
+    if batch.grader_fingerprint() != first:
+        pytest.skip("grader files were edited since the module's batch ran")
+    proc = run_batch(mixed["source"], out, "--jobs", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "9 up to date, grading 0" in proc.stderr
+    assert (out / "gradebook.csv").read_bytes() == (mixed["out"] / "gradebook.csv").read_bytes()
+    # A changed entry (a copy of the class, DIR is never touched) is the only one regraded.
+    source = tmp_path / "class"
+    shutil.copytree(mixed["source"], source, symlinks=True)
+    shutil.copy(SUBMISSIONS / "correct" / "einsum.py", source / "bob.py")
+    proc = run_batch(source, out, "--jobs", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "8 up to date, grading 1" in proc.stderr
+    rows = {r["student"]: r for r in read_gradebook(out / "gradebook.csv")}
+    assert float(rows["bob"]["total"]) == MAX
+
+
+def test_kill_minus_9_and_resume_gives_the_same_gradebook(mixed, tmp_path):
+    """Killed (SIGKILL to the whole batch: parent and judges) at a random moment after the first
+    report, then run again: the gradebook is byte-identical to the uninterrupted run's rows."""
+    keep = ["alice.py", "bob.py", "erin.zip", "frank.zip", "henry"]
+    source = tmp_path / "class"
+    source.mkdir()
+    for name in keep:
+        src = mixed["source"] / name
+        (shutil.copytree(src, source / name, symlinks=True) if src.is_dir()
+         else shutil.copy(src, source / name))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([PY, "-m", "grader", "batch", str(source), "--out", str(out),
+                             "--jobs", "1"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while not list((out / "students").glob("*/report.json")) and time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    time.sleep(random.uniform(0, 1.5))
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done_before = len(list((out / "students").glob("*/report.json")))
+    assert 1 <= done_before < len(keep), "the kill should land mid-batch"
+    assert not (out / "gradebook.csv").exists()
+    rerun = run_batch(source, out, "--jobs", "1")
+    assert rerun.returncode == 0, rerun.stderr
+    if json.loads((out / "batch.json").read_text())["grader"] == \
+            json.loads((mixed["out"] / "batch.json").read_text())["grader"]:
+        up_to_date = int(rerun.stderr.split(" up to date")[0].split(": ")[-1])
+        assert up_to_date >= done_before - 1  # at most the one a judge was writing is redone
+    assert not list(out.rglob(".tmp-*"))
+    full = (mixed["out"] / "gradebook.csv").read_text(encoding="utf-8").splitlines()
+    students = {Path(n).stem if not (mixed["source"] / n).is_dir() else n for n in keep}
+    expected = [full[0]] + [line for line in full[1:] if line.split(",")[0] in students]
+    assert (out / "gradebook.csv").read_text(encoding="utf-8").splitlines() == expected
+
+
+def test_shards_merge_into_the_same_gradebook(mixed, tmp_path):
+    shards = [tmp_path / "shard1", tmp_path / "shard2"]
+    procs = [subprocess.Popen([PY, "-m", "grader", "batch", str(mixed["source"]), "--out",
+                               str(out), "--jobs", "1", "--shard", f"{k}/2"], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for k, out in enumerate(shards, 1)]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+    parts = [{e["student"] for e in json.loads((s / "batch.json").read_text())["entries"]}
+             for s in shards]
+    assert parts[0] and parts[1] and not parts[0] & parts[1]
+    assert parts[0] | parts[1] == GRADED | set(UNGRADABLE)
+    merged = tmp_path / "merged"
+    proc = subprocess.run([PY, "-m", "grader", "merge", *map(str, shards), "--out", str(merged)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (merged / "gradebook.csv").read_bytes() == (mixed["out"] / "gradebook.csv").read_bytes()
+    assert json.loads((merged / "summary.json").read_text()) == \
+        json.loads((mixed["out"] / "summary.json").read_text())
+    assert (merged / "students" / "bob" / "feedback.html").exists()
+
+
+# -- small parts, no grading ------------------------------------------------------------------------
+def test_shards_are_a_deterministic_partition():
+    students = [f"s{i:03d}" for i in range(200)]
+    for n in (1, 2, 3, 8):
+        parts = [[s for s in students if batch.shard_of(s, n) == k] for k in range(1, n + 1)]
+        assert sorted(sum(parts, [])) == students
+        assert all(parts) and max(map(len, parts)) < 2.5 * 200 / n
+    assert batch.parse_shard("2/8") == (2, 8)
+    for bad in ("0/2", "3/2", "2", "a/b", ""):
+        with pytest.raises(ValueError):
+            batch.parse_shard(bad)
+
+
+def test_student_ids_from_entry_names():
+    ids = batch.assign_ids(["alice.py", "alice.zip", "bob.ipynb", "张三.py", "a b.py", "a_b.py",
+                            "carol"])
+    assert ids["bob.ipynb"] == "bob" and ids["carol"] == "carol" and ids["张三.py"] == "张三"
+    assert ids["alice.py"] != ids["alice.zip"] and "/" not in "".join(ids.values())
+    assert len(set(ids.values())) == len(ids)
+
+
+def test_zip_loading(tmp_path):
+    path = tmp_path / "s.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("s/other/attention.py", "X = 'deeper'\n")
+        archive.writestr("s/attention.py", "X = 'top'\n")
+        archive.writestr(".hidden/attention.py", "X = 'hidden'\n")
+        link = zipfile.ZipInfo("attention.py")
+        link.external_attr = (0o120777 << 16)  # a symlink member: never followed
+        archive.writestr(link, "/work/main/solutions/attention.py")
+    with submission.load(str(path)) as sub:
+        assert sub.source == "X = 'top'\n" and sub.container == "zip"
+    nb = tmp_path / "nb.zip"
+    notebook = {"cells": [{"cell_type": "code", "source": ["%pip install x\n", "Y = 1\n"]}]}
+    with zipfile.ZipFile(nb, "w") as archive:
+        archive.writestr("work/attention.ipynb", json.dumps(notebook))
+    with submission.load(str(nb)) as sub:
+        assert sub.kind == "notebook" and "Y = 1" in sub.source and "\n%pip" not in sub.source
+    empty = tmp_path / "empty.zip"
+    with zipfile.ZipFile(empty, "w") as archive:
+        archive.writestr("README.md", "hi")
+    for bad, reason in ((empty, "no attention.py"), (tmp_path / "nb.zip.part", "no such file")):
+        with pytest.raises(submission.SubmissionError, match=reason):
+            submission.load(str(bad))
+
+
+def test_out_inside_the_class_folder_is_refused(tmp_path):
+    (tmp_path / "class").mkdir()
+    proc = run_batch(tmp_path / "class", tmp_path / "class" / "out", timeout=60)
+    assert proc.returncode == 2 and "inside" in proc.stderr
+    assert os.listdir(tmp_path / "class") == []
+
+
+def test_merge_refuses_conflicting_shards(tmp_path):
+    for name, digest in (("a", "1" * 64), ("b", "2" * 64)):
+        (tmp_path / name / "students").mkdir(parents=True)
+        (tmp_path / name / "batch.json").write_text(json.dumps(
+            {"format": 1, "grader": "g", "lang": "zh",
+             "entries": [{"student": "x", "entry": "x.py", "digest": digest}]}))
+    proc = subprocess.run([PY, "-m", "grader", "merge", str(tmp_path / "a"), str(tmp_path / "b"),
+                           "--out", str(tmp_path / "m")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and "different content" in proc.stderr
