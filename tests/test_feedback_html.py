@@ -1,0 +1,207 @@
+"""The student's feedback page in headless Chromium (Debian `chromium`): a failing submission is
+graded by the batch CLI, its page is rendered, screenshotted, and the DOM Chromium built (after
+the page's own script ran) is checked: one card per check with its status, the total, heatmaps of
+the student's weights beside the expected ones with the leaking cells marked, the zh/en switch,
+nothing loaded from the network, and the student's printed output escaped.
+
+Skipped, with the reason, where no Chromium is installed (apt-get install -y chromium).
+"""
+import html.parser
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from grader import batch, feedback_html, rubric  # noqa: E402
+
+PY = sys.executable
+RUBRIC = rubric.load()
+HOSTILE_PRINT = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
+
+
+def chromium_binary():
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+CHROMIUM = chromium_binary()
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="no headless Chromium here (Debian: apt-get install -y chromium)")
+
+
+def chromium(url, *mode, timeout=90):
+    profile = tempfile.mkdtemp(prefix="chromium-profile-")
+    try:
+        return subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", f"--user-data-dir={profile}", *mode, url],
+            capture_output=True, text=True, timeout=timeout)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+class Dom(html.parser.HTMLParser):
+    """A flat list of (tag, attrs, ancestors) and the text of elements by id."""
+
+    VOID = {"meta", "br", "img", "input", "link", "hr"}
+
+    def __init__(self, text):
+        super().__init__()
+        self.elements, self.stack, self.texts = [], [], {}
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        element = {"tag": tag, "attrs": attrs, "classes": set((attrs.get("class") or "").split()),
+                   "parents": list(self.stack), "text": ""}
+        self.elements.append(element)
+        if tag not in self.VOID:
+            self.stack.append(element)
+
+    def handle_endtag(self, tag):
+        while self.stack:
+            if self.stack.pop()["tag"] == tag:
+                break
+
+    def handle_data(self, data):
+        for element in self.stack:
+            element["text"] += data
+
+    def find(self, tag=None, cls=None, within=None, **attrs):
+        found = []
+        for e in self.elements:
+            if tag and e["tag"] != tag or cls and cls not in e["classes"]:
+                continue
+            if any(e["attrs"].get(k.replace("_", "-")) != v for k, v in attrs.items()):
+                continue
+            if within is not None and not any(p is within for p in e["parents"]):
+                continue
+            found.append(e)
+        return found
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    """A batch run over one failing submission (no causal mask, and it prints HTML).
+
+    The print is flushed: the worker's stdout is a block-buffered pipe and the worker is killed
+    at the end, so an unflushed print never reaches any report (worker.py, not the page)."""
+    base = tmp_path_factory.mktemp("page")
+    (base / "class").mkdir()
+    source = (ROOT / "tests" / "submissions" / "wrong" / "mask_missing.py").read_text(encoding="utf-8")
+    (base / "class" / "zoe.py").write_text(source + f"\nprint({HOSTILE_PRINT!r}, flush=True)\n", encoding="utf-8")
+    proc = subprocess.run([PY, "-m", "grader", "batch", str(base / "class"), "--out",
+                           str(base / "out"), "--jobs", "1"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    folder = base / "out" / "students" / "zoe"
+    record = json.loads((folder / "report.json").read_text(encoding="utf-8"))
+    assert record["status"] == "graded" and record["score"] < record["max_score"]
+    return {"path": folder / "feedback.html", "record": record, "base": base}
+
+
+@needs_chromium
+def test_page_in_chromium_has_cards_and_heatmaps(page):
+    url = page["path"].as_uri()
+    dump = chromium(url, "--dump-dom")
+    assert dump.returncode == 0 and "<article" in dump.stdout, dump.stderr[-2000:]
+    dom = Dom(dump.stdout)
+    report = page["record"]["report"]
+    # One card per check, in rubric order, with the report's status and points.
+    cards = dom.find("article", cls="card")
+    assert [c["attrs"]["data-check"] for c in cards] == [c.id for c in RUBRIC.checks]
+    statuses = {c["id"]: c for c in report["checks"]}
+    for card in cards:
+        result = statuses[card["attrs"]["data-check"]]
+        assert card["attrs"]["data-status"] == result["status"]
+        assert result["status"] in card["classes"]
+        points = dom.find("span", cls="points", within=card)[0]["text"]
+        assert points == f"{result['score']:g} / {result['max_score']:g}"
+    total = dom.find(id="total")[0]
+    assert total["text"].strip() == f"{report['score']:g} / {report['max_score']:g}"
+    # Failing cards carry the feedback in both languages, naming the mistake.
+    causal = next(c for c in cards if c["attrs"]["data-check"] == "attend.causal")
+    assert causal["attrs"]["data-status"] == "failed"
+    feedback = {lang: e["text"] for e in dom.find("pre", cls="feedback", within=causal)
+                for lang in ("zh", "en") if lang in e["classes"]}
+    assert RUBRIC.message("mask_missing", "zh").split("：")[0] in feedback["zh"]
+    assert RUBRIC.message("mask_missing", "en").split(":")[0] in feedback["en"]
+    # Heatmaps in the failing attend cards: the student's weights beside the expected ones.
+    failing_attend = [c for c in cards if c["attrs"]["data-check"].startswith("attend.")
+                      and c["attrs"]["data-status"] != "passed"]
+    assert failing_attend
+    t = batch.PROBE_T
+    for card in failing_attend:
+        tables = dom.find("table", cls="heatmap", within=card)
+        assert [tb["attrs"]["data-kind"] for tb in tables] == ["student", "expected"]
+        student, expected = tables
+        assert len(dom.find("td", within=student)) == t * t
+        assert not dom.find("td", cls="leak", within=expected)
+        if dom.find("div", cls="heatmaps", within=card)[0]["attrs"]["data-probe"] == "causal":
+            leaks = dom.find("td", cls="leak", within=student)  # no mask: the whole future leaks
+            assert len(leaks) == t * (t - 1) // 2
+    passing = [c for c in cards if c["attrs"]["data-status"] == "passed"]
+    assert passing and not any(dom.find("table", within=c) for c in passing)
+
+
+@needs_chromium
+def test_language_switch_and_screenshot(page, tmp_path):
+    dom_zh = Dom(chromium(page["path"].as_uri(), "--dump-dom").stdout)
+    dom_en = Dom(chromium(page["path"].as_uri() + "#lang=en", "--dump-dom").stdout)
+    assert dom_zh.find("html")[0]["attrs"]["class"] == "lang-zh"
+    assert dom_en.find("html")[0]["attrs"]["class"] == "lang-en"  # the page's script switched it
+    assert dom_zh.find("button", id="lang-toggle")[0]["attrs"]["onclick"] == "toggleLang()"
+    shot = tmp_path / "zoe.png"
+    proc = chromium(page["path"].as_uri(), f"--screenshot={shot}", "--window-size=1200,2000")
+    assert proc.returncode == 0 and shot.exists(), proc.stderr[-2000:]
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", data[16:24]) == (1200, 2000)
+    assert len(data) > 50_000  # a drawn page with cards and heatmaps, not a blank one
+    keep = os.environ.get("FEEDBACK_SCREENSHOT")  # to look at it: FEEDBACK_SCREENSHOT=/tmp/x.png
+    if keep:
+        shutil.copy(shot, keep)
+
+
+@needs_chromium
+def test_students_output_is_escaped_and_nothing_loads_from_the_network(page):
+    dom = Dom(chromium(page["path"].as_uri(), "--dump-dom").stdout)
+    assert len(dom.find("script")) == 1  # the page's own, not the student's
+    assert dom.find("title")[0]["text"] != "pwned"
+    assert not dom.find("img")
+    handlers = [(e["tag"], k) for e in dom.elements for k in e["attrs"] if k.startswith("on")]
+    assert handlers == [("button", "onclick")]
+    printed = dom.find("details")[0]["text"]
+    assert HOSTILE_PRINT in printed  # shown as text
+    raw = page["path"].read_text(encoding="utf-8")
+    assert "http://" not in raw and "https://" not in raw
+    assert not [e for e in dom.elements if e["attrs"].get("src") or e["attrs"].get("href")]
+
+
+def test_page_without_a_browser_escapes_and_marks_leaks():
+    """The renderer alone (runs everywhere): an ungradable record, and a leaking heatmap."""
+    record = {"student": "x<y", "entry": "x<y.zip", "status": "ungradable", "score": 0,
+              "max_score": 39, "error": "x<y.zip: not a readable zip", "report": None}
+    text = feedback_html.student_page(RUBRIC, record, "en")
+    assert "x&lt;y.zip: not a readable zip" in text and "<y" not in text.replace("&lt;y", "")
+    assert 'class="lang-en"' in text
+    grid = [[1.0, 0.5], [0.5, 0.5]]
+    allowed = [[True, False], [True, True]]
+    table = feedback_html.heatmap_table(grid, allowed, "student", leaks=[[False, True], [False, False]])
+    assert table.count('class="masked leak') == 1 and "0.50" in table
+    nan_table = feedback_html.heatmap_table([[None]], [[True]], "student")
+    assert 'class="nan"' in nan_table and "NaN" in nan_table
