@@ -6,7 +6,7 @@ SUBMISSION ?= exercises/attention.py
 FORMAT ?= text
 LANG_ARG ?= zh
 
-.PHONY: setup sandbox check watch hint grade batch demo release stubs test bench clean
+.PHONY: setup sandbox check watch hint grade batch gradescope demo release stubs test bench clean
 
 setup: $(VENV)/.installed
 
@@ -44,6 +44,10 @@ grade: setup sandbox
 batch: setup sandbox
 	@test -n "$(DIR)" -a -n "$(OUT)" || { echo "usage: make batch DIR=folder OUT=folder [JOBS=n] [SHARD=k/n]"; exit 2; }
 	@$(PY) -m grader batch $(DIR) --out $(OUT) --lang $(LANG_ARG) $(if $(JOBS),--jobs $(JOBS)) $(if $(SHARD),--shard $(SHARD))
+
+# Instructors: the Gradescope autograder zip (setup.sh, run_autograder, grader with hidden checks).
+gradescope: setup
+	$(PY) -m grader.gradescope build --out build/gradescope/autograder.zip
 
 # The lesson's demos on your own code (REFERENCE=1 runs the reference solution).
 demo: setup
