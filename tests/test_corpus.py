@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -61,11 +62,22 @@ def _digest(path):
 
 
 class Graded:
+    """One grading, with the grader's temporary folders in a private scratch folder: what is
+    left there afterwards is a leak (or, without bubblewrap, a hostile write outside the work
+    folder), and nothing a submission writes can reach the real temp folder."""
+
     def __init__(self, path):
         before = _digest(path)
-        start = time.monotonic()
-        self.data = grading.grade(str(path), isolation=ISOLATION)
-        self.seconds = time.monotonic() - start
+        scratch = tempfile.mkdtemp(prefix="corpus-scratch-")
+        saved, tempfile.tempdir = tempfile.tempdir, scratch
+        try:
+            start = time.monotonic()
+            self.data = grading.grade(str(path), isolation=ISOLATION)
+            self.seconds = time.monotonic() - start
+        finally:
+            tempfile.tempdir = saved
+            self.leftovers = sorted(str(p.relative_to(scratch)) for p in Path(scratch).rglob("*"))
+            shutil.rmtree(scratch, ignore_errors=True)
         self.unchanged = _digest(path) == before
         self.by_id = {c["id"]: c for c in self.data["checks"]}
 
@@ -164,6 +176,7 @@ def test_wrong_solution_does_not_get_full_marks(path):
     g = graded(path)
     assert g.seconds < GRADE_SECONDS
     assert g.data["score"] < g.data["max_score"]
+    assert g.leftovers == [], "the grader left files in the temp folder"
 
 
 @pytest.mark.parametrize("path", xfail_where(NOT_CAUGHT), ids=ids(WRONG))
@@ -203,6 +216,7 @@ def test_correct_solution_gets_full_marks(path):
                   for c in g.data["checks"] if c["status"] != "passed"}
     assert not_passed == {}
     assert g.data["score"] == max_score
+    assert g.leftovers == [], "the grader left files in the temp folder"
 
 
 def test_isolation_is_recorded():
@@ -259,6 +273,11 @@ def test_hostile_submission(name):
     assert g.seconds < GRADE_SECONDS, f"grading took {g.seconds:.0f} s"
     assert g.unchanged, "the original submission was written to"
     assert len(g.data["checks"]) == len(RUBRIC.checks)
+    # The work and runtime folders are removed.  In bubblewrap nothing else is writable; a plain
+    # subprocess can write beside its work folder (here: the fake results.json), a known limit.
+    allowed = ["results.json"] if (name == "write_results_json"
+                                   and g.data["metadata"]["isolation"] == "process") else []
+    assert g.leftovers == allowed
     for result in _matching(g, spec["zero"]):
         assert result["status"] != "passed" and result["score"] == 0, result["id"]
     for result in _matching(g, spec["full"]) if "full" in spec else []:
@@ -316,8 +335,6 @@ def test_fake_json_on_stdout_does_not_reach_the_cli(fmt):
 
 
 def test_results_json_is_not_written_beside_the_submission(tmp_path, monkeypatch):
-    import tempfile
-
     course = tmp_path / "course"
     (course / "alice").mkdir(parents=True)
     submission = course / "alice" / "attention.py"
@@ -340,9 +357,16 @@ def test_results_json_is_not_written_beside_the_submission(tmp_path, monkeypatch
 
 # -- determinism -----------------------------------------------------------------------------
 TIMING = re.compile(r"time|second|elapsed|duration|took|started|finished", re.I)
+PRINTS_BUG = (
+    "grader: what a submission prints without flushing is lost or kept by a race: the worker's "
+    "stdout is a block-buffered pipe (sandbox.minimal_env has no PYTHONUNBUFFERED, the worker never "
+    "flushes) and WorkerProcess.kill SIGKILLs it before an exit flush; with a plain subprocess it is "
+    "always lost, in bubblewrap about 1 run in 4 keeps it, so metadata.student_output differs "
+    "between two gradings of notebook.ipynb.  Once fixed, compare student_output in "
+    "test_grading_twice_gives_the_same_report too")
 
 
-def normalised(data):
+def normalised(data, output=True):
     def clean(value):
         if isinstance(value, dict):
             return {k: clean(v) for k, v in value.items() if not TIMING.search(k)}
@@ -352,16 +376,29 @@ def normalised(data):
 
     out = clean(data)
     out["metadata"].pop("submission", None)
+    if not output:
+        out["metadata"].pop("student_output", None)
     return out
 
 
-@pytest.mark.parametrize("path", [SUBMISSIONS / "wrong" / "mask_fill_zero.py",
-                                  SUBMISSIONS / "wrong" / "merge_no_transpose.py",
-                                  SUBMISSIONS / "correct" / "notebook.ipynb"], ids=lambda p: p.name)
-def test_grading_twice_gives_the_same_report(path):
+@pytest.mark.parametrize("path,output", [
+    (SUBMISSIONS / "wrong" / "mask_fill_zero.py", True),
+    (SUBMISSIONS / "wrong" / "merge_no_transpose.py", True),
+    (SUBMISSIONS / "correct" / "notebook.ipynb", False),  # it prints: see PRINTS_BUG
+], ids=lambda p: getattr(p, "name", str(p)))
+def test_grading_twice_gives_the_same_report(path, output):
     first = graded(path).data
-    second = grading.grade(str(path), isolation=ISOLATION)
-    assert normalised(second) == normalised(first)
+    second = Graded(path).data  # a fresh grading, not the cached one
+    assert normalised(second, output) == normalised(first, output)
     for lang in ("en", "zh"):
-        assert json.loads(report.to_json(RUBRIC, normalised(second), lang)) == \
-            json.loads(report.to_json(RUBRIC, normalised(first), lang))
+        assert json.loads(report.to_json(RUBRIC, normalised(second, output), lang)) == \
+            json.loads(report.to_json(RUBRIC, normalised(first, output), lang))
+
+
+@pytest.mark.xfail(strict=True, reason=PRINTS_BUG)
+def test_what_the_student_prints_is_captured():
+    # A plain subprocess makes the race deterministic (the print is always lost), so this is a
+    # strict xfail wherever it runs.
+    data = grading.grade(str(SUBMISSIONS / "correct" / "notebook.ipynb"), isolation="process",
+                         visibilities=("public",))
+    assert "0.5735" in data["metadata"]["student_output"]  # the notebook prints its weights
