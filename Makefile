@@ -62,9 +62,21 @@ stubs: setup
 notebook: setup
 	$(PY) -m grader.notebook
 
+# Instructors (nbgrader, course/): real `nbgrader autograde` over course/submitted/, then the kit's
+# sandboxed regrade of every notebook; where they disagree the kit's grade goes into the gradebook
+# and course/regrade.md says why.  TIMEOUT=seconds a cell may run (default: course config, 20).
+.PHONY: autograde feedback
+autograde: setup sandbox
+	$(PY) -m grader.nbgrade autograde $(if $(TIMEOUT),--timeout $(TIMEOUT))
+
+# Instructors: `nbgrader generate_feedback` (course/feedback/), checked for hidden test source.
+feedback: setup
+	$(PY) -m grader.nbgrade feedback
+
 release: setup
 	$(PY) -m grader.authoring stubs
 	$(PY) -m grader.authoring release
+	$(PY) -m grader.nbgrade assignment
 
 test: setup sandbox
 	$(PY) -m pytest tests -q -p no:cacheprovider

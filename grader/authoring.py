@@ -29,6 +29,7 @@ RELEASE_GRADER_FILES = [
     "checks/public/__init__.py", "checks/public/test_split_heads.py",
     "checks/public/test_merge_heads.py", "checks/public/test_attend.py",
     "checks/public/test_module.py", "checks/public/test_quiz.py",
+    "notebook.py",  # the notebook's inline checks (kit.check) and autograder cells
 ]
 RELEASE_TEMPLATES = os.path.join(ROOT, "grader", "release_templates")
 
@@ -94,6 +95,10 @@ def build_release(out=RELEASE):
     for name in sorted(os.listdir(RELEASE_TEMPLATES)):
         shutil.copyfile(os.path.join(RELEASE_TEMPLATES, name), os.path.join(out, name))
     shutil.copyfile(os.path.join(ROOT, "requirements.txt"), os.path.join(out, "requirements.txt"))
+    # The student notebook, as the real `nbgrader generate_assignment` writes it (grader/nbgrade.py).
+    from . import nbgrade
+
+    nbgrade.release_notebook(os.path.join(out, "attention.ipynb"))
     return out
 
 

@@ -2,7 +2,6 @@
 reassembly of attention.py, and the notebook executed top to bottom in a real kernel (stubs:
 "not implemented yet" under every exercise, nothing stops the kernel; reference: every inline
 check passes).  The two kernel runs take about 20 s each here."""
-import copy
 import json
 import os
 
@@ -126,13 +125,39 @@ def test_assembled_reference_grades_like_the_file():
 
 # -- the notebook in a real kernel ---------------------------------------------------------------
 
-def student_notebook():
-    """The student's copy: solution cells as the kit stubs them (what nbgrader releases)."""
-    nb = copy.deepcopy(notebook.build())
-    for cell in nb["cells"]:
-        if cell["metadata"]["nbgrader"]["solution"]:
-            cell["source"] = notebook._lines(authoring.make_stub(source(cell)).rstrip("\n"))
-    return nb
+RELEASED = os.path.join(ROOT, "release", "attention.ipynb")
+
+
+def released():
+    with open(RELEASED, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def test_release_notebook_is_nbgraders_stubbed_copy_without_hidden_tests():
+    """release/attention.ipynb is what `nbgrader generate_assignment` wrote (the release test
+    proves it is reproduced); here: stubs as in attention.py, no hidden test, points kept."""
+    from grader.nbgrade import HIDDEN_BEGIN, HIDDEN_END
+
+    text = read(RELEASED)
+    for marker in (HIDDEN_BEGIN, HIDDEN_END, authoring.BEGIN, authoring.END, "BEGIN HIDDEN"):
+        assert marker not in text
+    source_cells = {c["metadata"]["nbgrader"]["grade_id"]: c for c in notebook.build()["cells"]}
+    hidden = {notebook.grade_id_of(c.id): c for c in rubric.load().select(("hidden",))}
+    cells = released()["cells"]
+    assert [c["id"] for c in cells] == [c["id"] for c in notebook.build()["cells"]]
+    for cell in cells:
+        meta = cell["metadata"]["nbgrader"]
+        original = source_cells[meta["grade_id"]]
+        if meta["solution"]:
+            assert source(cell) == authoring.make_stub(source(original)).rstrip("\n")
+            assert "raise NotImplementedError" in source(cell) or "= None  # TODO" in source(cell)
+        elif meta["grade_id"] in hidden:
+            check = hidden[meta["grade_id"]]
+            assert check.id not in source(cell) and "autograde_cell" not in source(cell)
+            assert meta["points"] == check.points
+        else:
+            assert source(cell) == source(original)
+        assert cell.get("outputs", []) == []
 
 
 def execute(nb, cwd):
@@ -159,14 +184,15 @@ def outputs(cell, kind=None):
 
 
 @pytest.fixture
-def kit_on_path(monkeypatch, tmp_path):
-    monkeypatch.setenv("PYTHONPATH", ROOT)
+def kernel_env(monkeypatch):
+    monkeypatch.delenv("PYTHONPATH", raising=False)
     monkeypatch.delenv("ATTN_KIT_AUTOGRADE", raising=False)
-    return str(tmp_path)
 
 
-def test_student_notebook_runs_top_to_bottom_with_not_implemented_feedback(kit_on_path):
-    nb = execute(student_notebook(), kit_on_path)
+def test_student_notebook_runs_top_to_bottom_with_not_implemented_feedback(kernel_env):
+    """The released notebook in the release folder, as a student runs it: the kit it imports is
+    release/grader (public checks only)."""
+    nb = execute(released(), os.path.join(ROOT, "release"))
     the_rubric = rubric.load()
     not_implemented = the_rubric.message("not_implemented", "zh")
     for cell in nb.cells:
@@ -186,10 +212,15 @@ def test_student_notebook_runs_top_to_bottom_with_not_implemented_feedback(kit_o
             check = next(c for c in the_rubric.checks if notebook.grade_id_of(c.id) == grade_id)
             if check.visibility == "public":  # failed: feedback on stdout, one line on stderr
                 assert f"✗ {check.id}: 0/" in outputs(cell, "stderr")
+            else:  # a hidden check's cell is empty in the student's copy
+                assert outputs(cell) == ""
 
 
-def test_reference_notebook_passes_every_inline_check(kit_on_path):
-    nb = execute(notebook.build(), kit_on_path)
+def test_reference_notebook_passes_every_inline_check(kernel_env, monkeypatch, tmp_path):
+    """The source notebook (the reference in every solution cell), with the whole kit on the
+    path as in the course: every inline check and every autograder cell passes."""
+    monkeypatch.setenv("PYTHONPATH", ROOT)
+    nb = execute(notebook.build(), str(tmp_path))
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
