@@ -29,7 +29,7 @@ import json
 import os
 import queue
 import re
-import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -111,6 +111,9 @@ def entry_digest(path):
 
 def _hash_file(h, path):
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or device would block a read
+            h.update(b"not a regular file")
+            return
         with open(path, "rb") as handle:
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 h.update(chunk)
@@ -377,6 +380,16 @@ def judge_main(argv):
     for started in ahead:
         if started.student is not None:
             started.student.close()
+    import resource
+
+    # Peak resident memory (ru_maxrss, KiB on Linux): this judge, and its largest worker.
+    stats = {"judge_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+             "worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+    try:
+        answers.write(json.dumps({"stats": stats}) + "\n")
+        answers.flush()
+    except (BrokenPipeError, OSError):
+        pass
     return 0
 
 
@@ -481,10 +494,12 @@ class _Judge:
             pass
 
 
-def dispatch(tasks, jobs, config, progress, log, prefetch):
-    """Grade `tasks` on `jobs` judges; return {task id: answer}.  A judge that dies has its
+def dispatch(tasks, jobs, config, progress, log, prefetch, stats=None):
+    """Grade `tasks` on `jobs` judges; return {task id: answer}; `stats` gets each judge's peak
+    memory.  A judge that dies has its
     tasks retried once on a new judge; a task that kills two judges is an error."""
     pending = collections.deque(tasks)
+    stats = [] if stats is None else stats
     events, judges, answers = queue.Queue(), [], {}
     attempts = collections.Counter()
     per_judge = 1 + prefetch
@@ -524,6 +539,9 @@ def dispatch(tasks, jobs, config, progress, log, prefetch):
                 judge.outstanding.clear()
                 judges.remove(judge)
                 continue
+            if "stats" in answer:
+                stats.append(answer["stats"])
+                continue
             task = judge.outstanding.pop(answer.get("id"), None)
             if task is None:
                 continue
@@ -537,6 +555,13 @@ def dispatch(tasks, jobs, config, progress, log, prefetch):
                 judge.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 judge.kill()
+        while True:  # the judges' last words: their peak memory
+            try:
+                _, answer = events.get_nowait()
+            except queue.Empty:
+                break
+            if answer and "stats" in answer:
+                stats.append(answer["stats"])
     return answers
 
 
@@ -596,7 +621,9 @@ def run(args):
     began = time.monotonic()
     with open(os.path.join(outdir, LOG), "a", encoding="utf-8") as log:
         try:
-            answers = dispatch(tasks, jobs, config, progress, log, config["prefetch"]) if tasks else {}
+            stats = []
+            answers = dispatch(tasks, jobs, config, progress, log, config["prefetch"],
+                               stats) if tasks else {}
         except KeyboardInterrupt:
             progress.close()
             print("interrupted: what was written is kept; run the same command to resume",
@@ -608,8 +635,12 @@ def run(args):
     records = [read_record(outdir, e.student) or _missing(e) for e in entries]
     gradebook.write_class_outputs(outdir, records, args.lang)
     if tasks:
-        print(f"graded {len(tasks)} in {seconds:.1f} s ({len(tasks) / seconds * 60:.1f}/min)",
-              file=sys.stderr)
+        memory = ""
+        if stats:
+            memory = (f"; peak memory: judge {max(s['judge_mb'] for s in stats):.0f} MiB, "
+                      f"worker {max(s['worker_mb'] for s in stats):.0f} MiB")
+        print(f"graded {len(tasks)} in {seconds:.1f} s ({len(tasks) / seconds * 60:.1f}/min, "
+              f"{len(stats) or '?'} processes){memory}", file=sys.stderr)
     ungradable = sum(1 for r in records if r["status"] == "ungradable")
     print(f"{outdir}/gradebook.csv: {len(records)} rows ({ungradable} ungradable, "
           f"{len(errors)} not graded); summary.md, summary.html; students/<id>/feedback.html",

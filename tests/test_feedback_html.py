@@ -114,12 +114,22 @@ def page(tmp_path_factory):
     return {"path": folder / "feedback.html", "record": record, "base": base}
 
 
+@pytest.fixture(scope="module")
+def dumps(page):
+    """The DOM Chromium built, after the page's script ran: as opened, and with #lang=en."""
+    if CHROMIUM is None:
+        pytest.skip("no headless Chromium here (Debian: apt-get install -y chromium)")
+    out = {}
+    for lang, suffix in (("zh", ""), ("en", "#lang=en")):
+        dump = chromium(page["path"].as_uri() + suffix, "--dump-dom")
+        assert dump.returncode == 0 and "<article" in dump.stdout, dump.stderr[-2000:]
+        out[lang] = Dom(dump.stdout)
+    return out
+
+
 @needs_chromium
-def test_page_in_chromium_has_cards_and_heatmaps(page):
-    url = page["path"].as_uri()
-    dump = chromium(url, "--dump-dom")
-    assert dump.returncode == 0 and "<article" in dump.stdout, dump.stderr[-2000:]
-    dom = Dom(dump.stdout)
+def test_page_in_chromium_has_cards_and_heatmaps(page, dumps):
+    dom = dumps["zh"]
     report = page["record"]["report"]
     # One card per check, in rubric order, with the report's status and points.
     cards = dom.find("article", cls="card")
@@ -159,9 +169,8 @@ def test_page_in_chromium_has_cards_and_heatmaps(page):
 
 
 @needs_chromium
-def test_language_switch_and_screenshot(page, tmp_path):
-    dom_zh = Dom(chromium(page["path"].as_uri(), "--dump-dom").stdout)
-    dom_en = Dom(chromium(page["path"].as_uri() + "#lang=en", "--dump-dom").stdout)
+def test_language_switch_and_screenshot(page, dumps, tmp_path):
+    dom_zh, dom_en = dumps["zh"], dumps["en"]
     assert dom_zh.find("html")[0]["attrs"]["class"] == "lang-zh"
     assert dom_en.find("html")[0]["attrs"]["class"] == "lang-en"  # the page's script switched it
     assert dom_zh.find("button", id="lang-toggle")[0]["attrs"]["onclick"] == "toggleLang()"
@@ -178,8 +187,8 @@ def test_language_switch_and_screenshot(page, tmp_path):
 
 
 @needs_chromium
-def test_students_output_is_escaped_and_nothing_loads_from_the_network(page):
-    dom = Dom(chromium(page["path"].as_uri(), "--dump-dom").stdout)
+def test_students_output_is_escaped_and_nothing_loads_from_the_network(page, dumps):
+    dom = dumps["zh"]
     assert len(dom.find("script")) == 1  # the page's own, not the student's
     assert dom.find("title")[0]["text"] != "pwned"
     assert not dom.find("img")
