@@ -508,7 +508,7 @@ def dispatch(tasks, jobs, config, progress, log, prefetch, stats=None):
         while pending or any(j.outstanding for j in judges):
             live = [j for j in judges if j.proc.poll() is None or j.outstanding]
             open_judges = [j for j in live if j.open]
-            while pending and len(open_judges) < jobs and len(judges) - len(live) < 4 * jobs + 4:
+            while pending and len(open_judges) < min(jobs, len(pending)):
                 count += 1
                 judge = _Judge(count, config, events, log)
                 judges.append(judge)
