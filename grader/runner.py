@@ -33,6 +33,8 @@ def classify(exc):
             return {"status": "error", "key": "memory_limit", "fields": fields}
         if exc.not_implemented:
             return {"status": "failed", "key": "not_implemented", "fields": {}}
+        if "view size is not compatible" in exc.message:
+            return {"status": "failed", "key": "view_non_contiguous", "fields": fields}
         return {"status": "failed", "key": "raised", "fields": fields}
     if isinstance(exc, WorkerFailure):
         return {"status": STATUS_OF_FAILURE.get(exc.kind, "error"), "key": exc.kind,

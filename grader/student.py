@@ -194,8 +194,9 @@ class Student:
 
     # -- what the checks call -----------------------------------------------------------------
     def call(self, fn, *args, views=(), **kwargs):
-        """Call the student's function; `views` = [(arg index, dim0, dim1)] are transposed in the
-        worker before the call, to hand the student a non-contiguous tensor."""
+        """Call the student's function; `views` = [(arg index, dim0, dim1)] are transposed (or
+        [(arg index, [dims])] permuted) in the worker before the call, to hand the student a
+        non-contiguous tensor."""
         return self.request("call", fn=fn, args=list(args), kwargs=kwargs,
                             views=[list(v) for v in views])
 

@@ -112,8 +112,10 @@ def module_variant(name, x, wq, wk, wv, wo, heads):
 
 def module_candidates(x, wq, wk, wv, wo, heads):
     """[(name, (y, weights))] for every module variant, the q|k|v orders included."""
-    out = [(name, module_variant(name, x, wq, wk, wv, wo, heads)) for name in MODULE_VARIANTS]
+    # q|k|v orders first: in the block, k|q|v and scores k @ qᵀ give the same numbers, and a
+    # wrong attend is named by attend's own checks.
     blocks = (wq, wk, wv)
-    for order in QKV_ORDERS:
-        out.append(("qkv_order", module_forward(x, *(blocks[i] for i in order), wo, heads)))
-    return out
+    out = [("qkv_order", module_forward(x, *(blocks[i] for i in order), wo, heads))
+           for order in QKV_ORDERS]
+    return out + [(name, module_variant(name, x, wq, wk, wv, wo, heads))
+                  for name in MODULE_VARIANTS]

@@ -115,32 +115,10 @@ def header(path):
 
 # Mistakes the grader catches but does not name as it should: reported, kept honest with a strict
 # xfail (an XPASS fails the suite, so the marker must go once the grader is fixed).
-NOT_NAMED = {
-    "split_wrong_axes.py":
-        "grader: no check ever raises the rubric's split_wrong_axes key; a [B,T,H,d] transposed on "
-        "the wrong axes is only reported as wrong_shape (checks/public/test_split_heads.py)",
-    "split_no_positive_check.py":
-        "grader: heads=-2 passes `width % heads`, then reshape raises RuntimeError; "
-        "test_invalid_heads maps only a missing exception (no_error) to negative_heads, so the "
-        "student is told wrong_error (assert / D % heads) instead of the 64 % -2 trap",
-    "merge_view_no_contiguous.py":
-        "grader: x.transpose(1, 2).view(...) raises 'view size is not compatible' on every "
-        "contiguous [B,H,T,d]; merge_heads.non_contiguous hands in a transposed view, which the "
-        "student's own transpose makes contiguous again, so that check passes, and the other merge "
-        "checks report the error as 'raised', never as view_non_contiguous",
-    "qkv_order_kqv.py":
-        "grader: a k|q|v split is numerically the same as scores k @ qᵀ, and module.reference "
-        "tries the attend variants before the q|k|v orders (grader/variants.py "
-        "module_candidates), so it names scores_transposed although attend itself is right",
-}
+NOT_NAMED = {}
 
 # Mistakes with an expect-fail check that passes although it should not (the same grader gap).
-NOT_CAUGHT = {
-    "merge_view_no_contiguous.py":
-        "grader: merge_heads.non_contiguous passes x.transpose(1, 2).view(...), the very bug it is "
-        "for: its input is a transposed view, which the student's transpose(1, 2) makes contiguous "
-        "(checks/hidden/test_attend_reference.py test_non_contiguous_input)",
-}
+NOT_CAUGHT = {}
 
 
 def test_corpus_is_big_enough():
@@ -297,10 +275,6 @@ def test_hostile_submission(name):
         assert g.data["score"] >= expected_total
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "grader: checks/support.py expect_student_error re-raises only NotImplementedError, so an "
-    "import failure (a StudentError with during='import') is reported by split_heads.errors and "
-    "module.errors as wrong_error ('should raise ValueError, but raised SystemExit: 0')"))
 @pytest.mark.parametrize("name", ["exit_at_import", "import_grader"])
 def test_import_failure_is_named_by_every_check(name):
     g = graded(SUBMISSIONS / "hostile" / f"{name}.py")
@@ -357,13 +331,6 @@ def test_results_json_is_not_written_beside_the_submission(tmp_path, monkeypatch
 
 # -- determinism -----------------------------------------------------------------------------
 TIMING = re.compile(r"time|second|elapsed|duration|took|started|finished", re.I)
-PRINTS_BUG = (
-    "grader: what a submission prints without flushing is lost or kept by a race: the worker's "
-    "stdout is a block-buffered pipe (sandbox.minimal_env has no PYTHONUNBUFFERED, the worker never "
-    "flushes) and WorkerProcess.kill SIGKILLs it before an exit flush; with a plain subprocess it is "
-    "always lost, in bubblewrap about 1 run in 4 keeps it, so metadata.student_output differs "
-    "between two gradings of notebook.ipynb.  Once fixed, compare student_output in "
-    "test_grading_twice_gives_the_same_report too")
 
 
 def normalised(data, output=True):
@@ -384,7 +351,7 @@ def normalised(data, output=True):
 @pytest.mark.parametrize("path,output", [
     (SUBMISSIONS / "wrong" / "mask_fill_zero.py", True),
     (SUBMISSIONS / "wrong" / "merge_no_transpose.py", True),
-    (SUBMISSIONS / "correct" / "notebook.ipynb", False),  # it prints: see PRINTS_BUG
+    (SUBMISSIONS / "correct" / "notebook.ipynb", True),  # it prints: the output must match too
 ], ids=lambda p: getattr(p, "name", str(p)))
 def test_grading_twice_gives_the_same_report(path, output):
     first = graded(path).data
@@ -395,10 +362,9 @@ def test_grading_twice_gives_the_same_report(path, output):
             json.loads(report.to_json(RUBRIC, normalised(first, output), lang))
 
 
-@pytest.mark.xfail(strict=True, reason=PRINTS_BUG)
 def test_what_the_student_prints_is_captured():
-    # A plain subprocess makes the race deterministic (the print is always lost), so this is a
-    # strict xfail wherever it runs.
+    # A plain subprocess used to lose it every time (block-buffered pipe, then SIGKILL); the
+    # worker now runs unbuffered.
     data = grading.grade(str(SUBMISSIONS / "correct" / "notebook.ipynb"), isolation="process",
                          visibilities=("public",))
     assert "0.5735" in data["metadata"]["student_output"]  # the notebook prints its weights

@@ -184,9 +184,10 @@ class WorkerProcess:
             prefix = []
             worker_py = os.path.join(self.runtime_dir, "worker.py")
             student, cwd, home = os.path.join(work_dir, student_name), work_dir, work_dir
-        # abspath: a "../.venv/bin/python" would not resolve inside the sandbox.
+        # abspath: a "../.venv/bin/python" would not resolve inside the sandbox.  -u: unbuffered
+        # (-I ignores PYTHONUNBUFFERED), so a killed worker loses nothing it printed.
         python = os.path.abspath(sys.executable)
-        argv = prefix + [python, "-I", worker_py, str(worker_end.fileno()), student]
+        argv = prefix + [python, "-I", "-u", worker_py, str(worker_end.fileno()), student]
         argv += ["--wait-go"] if wait_go else []  # a spare: imports the student only on go()
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

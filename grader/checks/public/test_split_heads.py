@@ -25,10 +25,21 @@ def wrong_splits(x, heads):
     ]
 
 
+# Shapes that name the mistake: [B,T,H,d] stopped before the transpose, [B,T,d,H] and [H,T,B,d]
+# swapped other axes.
+WRONG_SHAPES = {(B, T, H, D_HEAD): "split_no_transpose", (B, T, D_HEAD, H): "split_wrong_axes",
+                (H, T, B, D_HEAD): "split_wrong_axes", (T, B, H, D_HEAD): "split_wrong_axes"}
+
+
 @pytest.mark.check("split_heads.shape")
 def test_shape(student):
     x = randn(B, T, H * D_HEAD, seed=1)
-    shaped(student.split_heads(x, H), [B, H, T, D_HEAD], "split_heads(x[2,5,12], 3)")
+    got = student.split_heads(x, H)
+    if type(got) is torch.Tensor and tuple(got.shape) in WRONG_SHAPES:
+        raise Verdict(WRONG_SHAPES[tuple(got.shape)],
+                      detail=f"split_heads(x[2,5,12], 3): shape {list(got.shape)}, "
+                             f"expected [B,H,T,d] = {[B, H, T, D_HEAD]}")
+    shaped(got, [B, H, T, D_HEAD], "split_heads(x[2,5,12], 3)")
 
 
 @pytest.mark.check("split_heads.transpose")
@@ -60,6 +71,6 @@ def test_invalid_heads(student, width, heads):
     try:
         expect_student_error(lambda: student.split_heads(x, heads), case)
     except Verdict as verdict:
-        if heads < 0 and verdict.key == "no_error":
+        if heads < 0 and verdict.key in ("no_error", "wrong_error"):
             raise Verdict("negative_heads") from None
         raise

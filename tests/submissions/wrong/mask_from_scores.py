@@ -1,6 +1,6 @@
 # mistake: attend builds the causal mask from the score values (scores.tril() != 0)
 # expect-fail: attend.zero_scores
-# expect-key: wrong_values
+# expect-key: mask_from_values
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 
 手写小模型，看懂大模型。填写下面的函数与类，然后运行 `make check`。

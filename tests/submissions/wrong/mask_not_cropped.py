@@ -1,6 +1,6 @@
 # mistake: forward passes the whole [max_len, max_len] mask to attend, not mask[:T, :T]
 # expect-fail: module.shapes
-# expect-key: raised
+# expect-key: mask_not_cropped
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 
 手写小模型，看懂大模型。填写下面的函数与类，然后运行 `make check`。
