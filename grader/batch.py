@@ -615,6 +615,10 @@ def run(args):
     print(f"{len(entries)} entries{where}: {len(entries) - len(todo)} up to date, grading "
           f"{len(todo)} with {min(jobs, len(todo)) or 0} processes; isolation {isolation}",
           file=sys.stderr)
+    if isolation != "bubblewrap" and todo:
+        print("warning: isolation process: submissions run as plain subprocesses, which can read "
+              "what this user can read (README, Security); --require-sandbox refuses instead",
+              file=sys.stderr)
     tasks = [{"id": i, "student": e.student, "entry": e.name, "path": e.path, "digest": e.digest}
              for i, e in enumerate(todo)]
     progress = Progress(len(tasks))
