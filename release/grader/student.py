@@ -72,10 +72,13 @@ class Student:
             if self.starts >= self.max_starts:
                 raise WorkerFailure("budget", f"worker restarted {self.starts} times; giving up")
             self.starts += 1
-            self.worker = sandbox.WorkerProcess(self.work_dir, self.student_name, self.limits,
-                                                self.isolation)
+            self.worker = self._spawn()
             self.hello_pending = True
         return self
+
+    def _spawn(self):
+        """A new worker for this submission (the watcher overrides it to take a warm one)."""
+        return sandbox.WorkerProcess(self.work_dir, self.student_name, self.limits, self.isolation)
 
     def _await_hello(self):
         try:

@@ -198,21 +198,18 @@ class WarmStudent(Student):
         self.cancelled, self.adopted, self.lock = False, [], threading.RLock()
 
     def start(self):
-        """Student.start, with the worker taken from the pool instead of started cold."""
-        if self.worker is None and self.import_error is None:
-            with self.lock:
-                if self.cancelled:
-                    raise WorkerFailure("budget", "a newer save replaced this run")
-                if self.starts >= self.max_starts:
-                    raise WorkerFailure("budget", f"worker restarted {self.starts} times; "
-                                                  "giving up")
-                self.starts += 1
-                worker = self.pool.take(self.source_text)
-                self.adopted.append(worker)
-                self.worker, self.hello_pending = worker, True
-                if self.cancelled:  # cancelled by a signal handler while we were taking it
-                    worker.interrupt()
-        return self
+        with self.lock:
+            return super().start()
+
+    def _spawn(self):
+        """The worker is taken from the pool (torch already imported) instead of started cold."""
+        if self.cancelled:
+            raise WorkerFailure("budget", "a newer save replaced this run")
+        worker = self.pool.take(self.source_text)
+        self.adopted.append(worker)
+        if self.cancelled:  # cancelled by a signal handler while we were taking it
+            worker.interrupt()
+        return worker
 
     def cancel(self):
         with self.lock:
