@@ -281,7 +281,7 @@ class _Started:
 
     def __init__(self, task):
         self.task, self.began = task, time.monotonic()
-        self.sub = self.student = self.error = None
+        self.sub = self.student = self.error = self.crash = None
 
 
 def _begin(task, isolation, limits):
@@ -293,6 +293,8 @@ def _begin(task, isolation, limits):
         started.sub, started.student = grading.start(task["path"], isolation, limits)
     except SubmissionError as exc:
         started.error = str(exc).replace(task["path"], task["entry"])
+    except Exception as exc:  # the grader's own trouble (e.g. no worker could start): not saved
+        started.crash = exc
     return started
 
 
@@ -300,6 +302,8 @@ def _complete(started, config):
     from . import grading
 
     task = started.task
+    if started.crash is not None:
+        raise started.crash
     record = {"format": FORMAT, "student": task["student"], "entry": task["entry"],
               "digest": task["digest"], "grader": config["fingerprint"]}
     if started.error is not None:
