@@ -6,7 +6,7 @@ SUBMISSION ?= exercises/attention.py
 FORMAT ?= text
 LANG_ARG ?= zh
 
-.PHONY: setup sandbox check watch hint grade batch gradescope demo release stubs test bench clean
+.PHONY: setup sandbox browser check watch hint grade batch gradescope demo release stubs test bench clean
 
 setup: $(VENV)/.installed
 
@@ -21,6 +21,12 @@ sandbox:
 	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1 \
 	  && echo "installed bubblewrap"; } || echo "bubblewrap not available: grading uses a plain subprocess"
+
+# Headless Chromium renders the feedback pages in the tests; best effort, like bubblewrap.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium fonts-wqy-microhei) >/dev/null 2>&1 \
+	  && echo "installed chromium"; } || echo "chromium not available: the feedback-page browser test is skipped"
 
 # Students: the public checks on your attention.py (make check SUBMISSION=path, LANG_ARG=en).
 check: setup
@@ -78,7 +84,7 @@ release: setup
 	$(PY) -m grader.authoring release
 	$(PY) -m grader.nbgrade assignment
 
-test: setup sandbox
+test: setup sandbox browser
 	$(PY) -m pytest tests -q -p no:cacheprovider
 
 bench: setup sandbox
