@@ -5,6 +5,7 @@
   python -m grader.nbgrade autograde       nbgrader autograde, then the sandboxed regrade + fix-up
   python -m grader.nbgrade regrade         only the regrade + fix-up (after an autograde)
   python -m grader.nbgrade feedback        nbgrader generate_feedback, then a scan for leaks
+  python -m grader.nbgrade export          nbgrader export --to grades.csv
   (options: --course DIR, --timeout SECONDS per cell, --jobs N regrades at once)
 
 Why a regrade.  In nbgrader the student's code and the tests share one kernel: a notebook can
@@ -75,6 +76,7 @@ def _kit_clear_solutions():
 def nbgrader(args, course, env=None, log=None):
     """Run `nbgrader ARGS` in the course folder with this environment's interpreter."""
     environment = dict(os.environ)
+    environment["ATTN_KIT_ROOT"] = KIT_ROOT  # the course config finds the kit from any folder
     environment.update(env or {})
     # nbgrader runs `alembic` (beside this interpreter) when it creates a gradebook.
     bin_dir = os.path.dirname(sys.executable)
@@ -101,8 +103,7 @@ def release_notebook(out_path):
         os.makedirs(os.path.dirname(source))
         with open(source, "w", encoding="utf-8") as handle:
             handle.write(notebook.dumps(notebook.build()))
-        code, output, _ = nbgrader(["generate_assignment", ASSIGNMENT, "--force"], course,
-                                   env={"ATTN_KIT_ROOT": KIT_ROOT})
+        code, output, _ = nbgrader(["generate_assignment", ASSIGNMENT, "--force"], course)
         built = os.path.join(course, "release", ASSIGNMENT, NOTEBOOK + ".ipynb")
         if code != 0 or not os.path.exists(built):
             raise RuntimeError(f"nbgrader generate_assignment failed:\n{output[-3000:]}")
@@ -202,7 +203,7 @@ def clean_submission(raw, source):
     return {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
 
 
-def regrade_one(path, source):
+def regrade_one(path, source, nice=0):
     """The kit's report data for one submitted notebook (its own judge process)."""
     from . import notebook
 
@@ -217,16 +218,18 @@ def regrade_one(path, source):
         with open(cleaned, "w", encoding="utf-8") as handle:
             json.dump(clean_submission(raw, source), handle, ensure_ascii=False)
         try:
-            return notebook.run_judge(cleaned, hidden=True, timeout=REGRADE_TIMEOUT, cwd=folder)
+            return notebook.run_judge(cleaned, hidden=True, timeout=REGRADE_TIMEOUT, cwd=folder,
+                                      nice=nice)
         except subprocess.TimeoutExpired:
             return {"error": f"the regrade took longer than {REGRADE_TIMEOUT} s"}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def regrade_all(found, source, jobs=2):
+def regrade_all(found, source, jobs=2, nice=0):
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {student: pool.submit(regrade_one, path, source) for student, path in found.items()}
+        futures = {student: pool.submit(regrade_one, path, source, nice)
+                   for student, path in found.items()}
         return {student: future.result() for student, future in futures.items()}
 
 
@@ -282,6 +285,9 @@ def fix_up(course, student, data, rubric, source, log_section="", lang="zh"):
 
     from .notebook import grade_id_of
 
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's add_submission
     scores = sandbox_scores(data, rubric)
     record = {"student": student, "nbgrader": "graded", "disagreements": [],
               "max_score": sum(c.points for c in rubric.checks)}
@@ -517,17 +523,18 @@ def autograde(course=COURSE, timeout=None, jobs=1, lang="zh"):
     found = submissions(course)
     args = ["autograde", ASSIGNMENT, "--force"]
     if timeout:
-        args.append(f"--Execute.timeout={timeout}")  # nbgrader's Execute, as in the config
+        args.append(f"--Execute.timeout={int(timeout)}")  # nbgrader's Execute, as in the config
     log = os.path.join(course, "autograde.log")
     if os.path.exists(log):
         os.remove(log)
     source = source_notebook()
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        # nbgrader executes the notebooks one after the other on one core; the regrade uses the
-        # other one meanwhile.
+        # nbgrader executes the notebooks one after the other on about one core; the regrade
+        # uses what is left meanwhile, at a lower priority: the kernels' own judges (which
+        # have a cell timeout to meet) go first.
         plain = pool.submit(nbgrader, args, course, None, log)
         regrade_started = time.monotonic()
-        results = regrade_all(found, source, jobs)
+        results = regrade_all(found, source, jobs, nice=10)
         regrade_seconds = time.monotonic() - regrade_started
         code, output, nbgrader_seconds = plain.result()
     fix_started = time.monotonic()
@@ -544,9 +551,10 @@ def hidden_leaks(course=COURSE):
     """Feedback files that show a hidden test: its markers or a hidden check's call."""
     from . import rubric as rubric_module
 
-    needles = [HIDDEN_BEGIN, HIDDEN_END, "BEGIN HIDDEN", "END HIDDEN"]
-    needles += [f'autograde_cell("{c.id}")' for c in rubric_module.load().select(("hidden",))]
-    needles += [f"autograde_cell(&quot;{c.id}&quot;)" for c in rubric_module.load().select(("hidden",))]
+    needles = [re.escape(n) for n in (HIDDEN_BEGIN, HIDDEN_END, "BEGIN HIDDEN", "END HIDDEN")]
+    for check in rubric_module.load().select(("hidden",)):  # a hidden check's call, in any form
+        needles.append(r"%autograde\s+" + re.escape(check.id) + r"\b")
+        needles.append(r"autograde_cell\((&quot;|&#34;|\"|')" + re.escape(check.id))
     leaks = []
     folder = os.path.join(course, "feedback")
     for root, _, files in os.walk(folder):
@@ -555,7 +563,7 @@ def hidden_leaks(course=COURSE):
                 continue
             with open(os.path.join(root, name), encoding="utf-8", errors="replace") as handle:
                 text = handle.read()
-            found = [n for n in needles if n in text]
+            found = [n for n in needles if re.search(n, text)]
             if found:
                 leaks.append((os.path.relpath(os.path.join(root, name), course), found))
     return leaks
@@ -568,12 +576,21 @@ def feedback(course=COURSE):
     return seconds, hidden_leaks(course)
 
 
+def export(course=COURSE, out="grades.csv"):
+    """nbgrader export: the gradebook as CSV (scores include the kit's corrections)."""
+    code, output, seconds = nbgrader(["export", "--to", out], course)
+    if code != 0:
+        raise RuntimeError(f"nbgrader export failed:\n{output[-3000:]}")
+    return os.path.join(course, out), seconds
+
+
 def main(argv):
     parser = argparse.ArgumentParser(prog="python -m grader.nbgrade")
-    parser.add_argument("command", choices=("assignment", "release", "autograde", "regrade", "feedback"))
+    parser.add_argument("command", choices=("assignment", "release", "autograde", "regrade",
+                                            "feedback", "export"))
     parser.add_argument("out", nargs="?", help="release: where to write the student notebook")
     parser.add_argument("--course", default=COURSE)
-    parser.add_argument("--timeout", type=float, help="seconds a notebook cell may run")
+    parser.add_argument("--timeout", type=int, help="seconds a notebook cell may run")
     parser.add_argument("--jobs", type=int, default=1, help="regrades at once (nbgrader takes a core)")
     parser.add_argument("--lang", choices=("zh", "en"), default="zh")
     args = parser.parse_args(argv)
@@ -598,6 +615,9 @@ def main(argv):
         for key, value in timings.items():
             print(f"{key}: {value}")
         print(f"report: {os.path.join(course, 'regrade.md')}")
+    elif args.command == "export":
+        path, seconds = export(course)
+        print(f"nbgrader export: {seconds:.1f} s -> {path}")
     elif args.command == "feedback":
         seconds, leaks = feedback(course)
         print(f"nbgrader generate_feedback {ASSIGNMENT}: {seconds:.1f} s -> "

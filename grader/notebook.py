@@ -7,8 +7,11 @@
 Generation.  The notebook is built from `solutions/attention.py` (the reference with its solution
 markers), the rubric and the short lesson text below; it is never edited by hand.  One solution
 cell per function or class (markers kept, nbgrader metadata), after each exercise a cell
-`kit.check("attend")` that runs that exercise's public checks inline, and at the end one
-autograder cell per rubric check, worth the rubric's points, calling `autograde_cell(check_id)`.
+`%check attend` that runs that exercise's public checks inline (grader.notebook.check), and at
+the end one autograder cell per rubric check, worth the rubric's points, `%autograde CHECK_ID`
+(grader.notebook.autograde_cell).  The kit's cells are IPython magics (`%load_ext grader.notebook`
+registers them), so the kit's own grader skips them like any magic: `make grade` on a notebook
+sees only the student's code.
 The cells of hidden checks keep their call between nbgrader's hidden-test markers, so
 `nbgrader generate_assignment` strips it from the student's copy.
 
@@ -36,7 +39,10 @@ LANG = os.environ.get("ATTN_KIT_LANG", "zh")
 # Set by the course's nbgrader_config.py: the kernel is being autograded by nbgrader.
 AUTOGRADE_ENV = "ATTN_KIT_AUTOGRADE"
 MAGIC_LINE = re.compile(r"^\s*[%!]")
-KIT_LINE = re.compile(r"^\s*(from\s+grader[\s.]|import\s+grader\b|kit\s*\.|autograde_cell\s*\()")
+# The kit's own lines in a notebook: its magics (which the CLI grader skips like any magic) and
+# direct calls of its helpers.
+KIT_LINE = re.compile(r"^\s*(%(check|autograde|load_ext\s+grader|reload_ext\s+grader)\b|"
+                      r"from\s+grader[\s.]|import\s+grader\b|kit\s*\.|autograde_cell\s*\()")
 
 # ------------------------------------------------------------------------------------------------
 # The lesson text between the exercises (seed 000, 第 12 讲), in Chinese with a line of English.
@@ -49,7 +55,7 @@ INTRO = """# 第 12 讲 多头注意力 · 练习笔记本
 读取比例；多头注意力让多组表示分别计算读取比例，再把结果组合起来。
 
 **怎么做 · How to work.** 在每个练习的代码单元里实现函数（`# TODO` 是提示），运行它，再运行它下面的
-检查单元 `kit.check(...)`：它运行这个练习的公开检查，反馈与 `make check` 相同。从上到下运行即可；
+检查单元 `%check ...`：它运行这个练习的公开检查，反馈与 `make check` 相同。从上到下运行即可；
 检查单元在你的 kernel 之外评分，所以可以反复修改、反复运行。
 Fill in each exercise cell, run it, then run the check cell below it: it runs that exercise's public
 checks and prints the same feedback as `make check`.
@@ -57,8 +63,9 @@ checks and prints the same feedback as `make check`.
 形状记号 · shapes: B = 样本 batch，T = 位置 positions，D = 表示宽度 model width，H = 头数 heads，
 d = D / H（每头宽度 head width）。"""
 
-KIT_CELL = """# 练习工具包：grader/ 就在这个笔记本旁边 · the kit (grader/ sits beside this notebook)
-from grader import notebook as kit"""
+KIT_CELL = """# 练习工具包（grader/ 就在这个笔记本旁边）：%check 运行一个练习的公开检查
+# the kit (grader/ sits beside this notebook): %check runs the public checks of one exercise
+%load_ext grader.notebook"""
 
 IMPORTS_MD = """运行下面的单元导入 torch（第一次大约需要几秒）。
 Run the imports (torch takes a few seconds the first time)."""
@@ -205,7 +212,7 @@ def build(solution_path=None, rubric=None):
     for name, text in pieces:
         cells.append(_cell("markdown", LESSON[name], _meta(f"lesson_{name}"), f"lesson-{name}"))
         cells.append(_cell("code", text, _meta(name, solution=True, locked=False), name))
-        cells.append(_cell("code", f'kit.check("{name}")', _meta(f"check_{name}"), f"check-{name}"))
+        cells.append(_cell("code", f"%check {name}", _meta(f"check_{name}"), f"check-{name}"))
     cells.append(_cell("markdown", AUTOGRADE_MD, _meta("autograde_md"), "autograde-md"))
     ids = set()
     for check in rubric.checks:
@@ -215,7 +222,7 @@ def build(solution_path=None, rubric=None):
         ids.add(grade_id)
         points = int(check.points) if check.points == int(check.points) else check.points
         title = check.title["zh"]
-        call = f'from grader.notebook import autograde_cell\nautograde_cell("{check.id}")'
+        call = f"%autograde {check.id}"
         if check.visibility == "public":
             text = f"# {check.id}：{title}（{points} 分 points）\n{call}"
         else:
@@ -380,12 +387,15 @@ def judge_env():
     return env
 
 
-def run_judge(path, hidden, call_seconds=None, budget_seconds=None, timeout=None, cwd=None):
-    """Run the judge process on `path`; never raises for what the submission does."""
+def run_judge(path, hidden, call_seconds=None, budget_seconds=None, timeout=None, cwd=None,
+              nice=0):
+    """Run the judge process on `path`; never raises for what the submission does.  `nice` lowers
+    its priority (and its worker's), e.g. to let a kernel's own judge go first."""
     process = subprocess.Popen(judge_command(path, hidden, call_seconds, budget_seconds),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                stdin=subprocess.DEVNULL, cwd=cwd or KIT_ROOT, env=judge_env(),
-                               start_new_session=True)
+                               start_new_session=True,
+                               preexec_fn=(lambda: os.nice(nice)) if nice else None)
     try:
         out, err = process.communicate(timeout=timeout)
     except BaseException:  # a timeout, or the kernel interrupted while we waited
@@ -516,6 +526,12 @@ def render_check(rubric, result, lang):
     text = report.feedback(rubric, result, lang)
     lines += ["    " + line for line in text.splitlines()] if text else []
     return "\n".join(lines)
+
+
+def load_ipython_extension(ipython):
+    """`%load_ext grader.notebook`: the magics `%check EXERCISE` and `%autograde CHECK_ID`."""
+    ipython.register_magic_function(lambda line: check(line.strip()), "line", "check")
+    ipython.register_magic_function(lambda line: autograde_cell(line.strip()), "line", "autograde")
 
 
 # ------------------------------------------------------------------------------------------------

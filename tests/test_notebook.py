@@ -52,7 +52,7 @@ def test_a_check_cell_follows_every_exercise():
     for index, cell in enumerate(cells):
         if cell["metadata"]["nbgrader"]["solution"]:
             name = cell["metadata"]["nbgrader"]["grade_id"]
-            assert source(cells[index + 1]) == f'kit.check("{name}")'
+            assert source(cells[index + 1]) == f"%check {name}"
             assert cells[index + 1]["metadata"]["nbgrader"]["locked"] is True
 
 
@@ -68,7 +68,7 @@ def test_one_autograder_cell_per_rubric_check_with_the_rubrics_points():
         assert meta["grade_id"] == notebook.grade_id_of(check.id)
         assert meta["points"] == check.points and meta["locked"] and not meta["solution"]
         text = source(cell)
-        assert f'autograde_cell("{check.id}")' in text
+        assert f"%autograde {check.id}" in text
         if check.visibility == "hidden":  # the call and the id are inside the hidden region
             hidden = text[text.index(HIDDEN_BEGIN):text.index(HIDDEN_END)]
             assert check.id in hidden and check.id not in text.replace(hidden, "")
@@ -88,7 +88,7 @@ def test_every_cell_id_is_unique_and_valid():
 
 def test_assemble_keeps_the_last_definition_in_first_seen_order():
     text = notebook.assemble([
-        "import torch\nfrom grader import notebook as kit",
+        "import torch\nfrom grader import notebook as kit\n%load_ext grader.notebook",
         "def split_heads(x, heads):\n    return 1",
         'kit.check("split_heads")',
         "def merge_heads(x):\n    return 2\nprint(merge_heads(0))",
@@ -153,7 +153,7 @@ def test_release_notebook_is_nbgraders_stubbed_copy_without_hidden_tests():
             assert "raise NotImplementedError" in source(cell) or "= None  # TODO" in source(cell)
         elif meta["grade_id"] in hidden:
             check = hidden[meta["grade_id"]]
-            assert check.id not in source(cell) and "autograde_cell" not in source(cell)
+            assert check.id not in source(cell) and "%autograde" not in source(cell)
             assert meta["points"] == check.points
         else:
             assert source(cell) == source(original)
