@@ -6,7 +6,7 @@ SUBMISSION ?= exercises/attention.py
 FORMAT ?= text
 LANG_ARG ?= zh
 
-.PHONY: setup sandbox browser check watch hint grade batch gradescope demo release stubs test bench clean
+.PHONY: setup sandbox browser check watch hint submit grade batch gradescope demo release stubs test bench clean
 
 setup: $(VENV)/.installed
 
@@ -40,6 +40,12 @@ watch: setup
 # the first unfinished exercise.  Levels are remembered beside your file, never inside it.
 hint: setup
 	@$(PY) -m grader hint $(EX) --submission $(SUBMISSION) --lang $(LANG_ARG)
+
+# Students: check your file and package it for handing in: <id>.zip beside it (work + manifest).
+# make submit STUDENT=id (asked once, then remembered beside your file); CONFIRM=1 answers "yes"
+# for the untouched stub; NOCOMMIT=1 skips the git commit made in a git checkout (never pushed).
+submit: setup
+	@$(PY) -m grader submit $(SUBMISSION) --lang $(LANG_ARG) $(if $(STUDENT),--student '$(STUDENT)') $(if $(CONFIRM),--yes) $(if $(NOCOMMIT),--no-commit)
 
 # Instructors: every check, public and hidden (FORMAT=text|json|markdown|gradescope).
 grade: setup sandbox

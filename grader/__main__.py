@@ -1,5 +1,5 @@
-"""Command line: `python -m grader grade SUBMISSION`, `check [SUBMISSION]`, `watch [SUBMISSION]`
-and `hint [EXERCISE]`.
+"""Command line: `python -m grader grade SUBMISSION`, `check [SUBMISSION]`, `watch [SUBMISSION]`,
+`hint [EXERCISE]` and `submit [SUBMISSION]`.
 
 Argument parsing only; the worker is started before anything heavy is imported.
 """
@@ -60,6 +60,19 @@ def parse(argv):
     p.add_argument("--reset", action="store_true", help="start this exercise's hints again")
     p.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default="auto")
     p.add_argument("--call-timeout", type=float, default=sandbox.Limits.call_seconds)
+    p = sub.add_parser("submit", help="check your work and package it for handing in (students)")
+    p.add_argument("submission", nargs="?", default=DEFAULT_EXERCISE,
+                   help="attention.py or attention.ipynb (or a folder holding one)")
+    p.add_argument("--student", help="your student id (default: the one remembered beside your "
+                   "file, else asked once)")
+    p.add_argument("--out", help="folder for <student id>.zip (default: beside your file)")
+    p.add_argument("--yes", action="store_true",
+                   help="package even the untouched stub without asking")
+    p.add_argument("--no-commit", action="store_true",
+                   help="in a git checkout, do not commit the work file")
+    p.add_argument("--lang", choices=("zh", "en"), default="zh")
+    p.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default="auto")
+    p.add_argument("--call-timeout", type=float, default=sandbox.Limits.call_seconds)
     try:  # instructors: `batch DIR --out OUTDIR`, `merge OUTDIR... --out MERGED` (not in release/)
         from . import batch
     except ImportError:
@@ -75,6 +88,10 @@ def main(argv=None):
         from . import batch
 
         return batch.main(args)
+    if args.command == "submit":
+        from . import submit
+
+        return submit.main(args)
     if args.command in ("watch", "hint"):
         from . import hints, watch
 
@@ -96,13 +113,18 @@ def main(argv=None):
         return 2
     visibilities = ("public",) if args.command == "check" else ("public", "hidden")
     data = grading.finish(sub, student, visibilities)
-    from . import report, rubric
+    from . import manifest, report, rubric
 
     the_rubric = rubric.load()
+    if sub.package is not None:  # a `make submit` zip: its manifest, verified
+        data["metadata"]["package"] = sub.package
     if args.format == "text":
         text = report.to_text(the_rubric, data, args.lang, data["metadata"]["hidden_not_run"])
+        text += "".join(line + "\n" for line in manifest.describe(sub.package, args.lang))
     else:
         text = report.RENDERERS[args.format](the_rubric, data, args.lang)
+        if args.format == "markdown" and sub.package is not None:
+            text += "".join(f"- {line}\n" for line in manifest.describe(sub.package, args.lang))
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
             handle.write(text)

@@ -1,7 +1,8 @@
 """`python -m grader batch DIR --out OUTDIR`: a whole class, graded in parallel and resumably.
 
 Each entry of DIR is one student (a .py, an .ipynb, a folder, a .zip or a cloned git repository);
-the student id is the entry's name.  OUTDIR gets:
+the student id is the entry's name (for a `make submit` package: the id in its manifest, whose
+hashes are verified; what does not match is noted in the report and the gradebook).  OUTDIR gets:
 
     students/<id>/report.json      the report data, the entry's content hash, the attention maps
     students/<id>/feedback.html    self-contained page, zh with en switchable
@@ -46,7 +47,7 @@ SKIPPED_NAMES = {"__MACOSX", "__pycache__", "Thumbs.db"}
 GRADABLE_SUFFIXES = (".py", ".ipynb", ".zip")
 # Grader files that cannot change a report or a page: editing them does not force a regrade.
 NOT_IN_FINGERPRINT = {"watch.py", "hints.py", "authoring.py", "__main__.py", "gradescope.py",
-                      "batch.py"}
+                      "batch.py", "submit.py"}
 
 
 # -- entries -------------------------------------------------------------------------------------
@@ -71,10 +72,12 @@ def _safe(name):
     return safe[:120]
 
 
-def assign_ids(names):
-    """{entry name: student id}: the name without .py/.ipynb/.zip; the full name where two
-    entries would otherwise share an id (alice.py and alice.zip)."""
-    first = {name: _safe(_stem(name)) for name in names}
+def assign_ids(names, preferred=None):
+    """{entry name: student id}: the name without .py/.ipynb/.zip (or, for a `make submit`
+    package, the id in its manifest: `preferred`); the full name where two entries would
+    otherwise share an id (alice.py and alice.zip)."""
+    preferred = preferred or {}
+    first = {name: preferred.get(name) or _safe(_stem(name)) for name in names}
     counts = collections.Counter(first.values())
     ids = {name: (first[name] if counts[first[name]] == 1 else _safe(name)) for name in names}
     counts = collections.Counter(ids.values())
@@ -123,9 +126,13 @@ def _hash_file(h, path):
 
 def list_entries(folder):
     """Every entry of `folder` (hidden files and OS litter left out), sorted by name."""
+    from .manifest import student_in_zip
+
     names = sorted(n for n in os.listdir(folder)
                    if not n.startswith(".") and n not in SKIPPED_NAMES)
-    ids = assign_ids(names)
+    packaged = {n: student_in_zip(os.path.join(folder, n)) for n in names
+                if n.lower().endswith(".zip") and os.path.isfile(os.path.join(folder, n))}
+    ids = assign_ids(names, {n: sid for n, sid in packaged.items() if sid})
     return [Entry(n, os.path.join(folder, n), ids[n], entry_digest(os.path.join(folder, n)))
             for n in names]
 
@@ -322,9 +329,12 @@ def _complete(started, config):
         finally:
             close()
         data["metadata"]["submission"] = task["entry"]
+        package = getattr(started.sub, "package", None)  # a `make submit` zip, verified
+        if package is not None:
+            data["metadata"]["package"] = package
         record.update(status="graded", error=None, score=data["score"],
                       max_score=data["max_score"], container=getattr(started.sub, "container", None),
-                      report=data, attention_maps=maps)
+                      report=data, attention_maps=maps, package=package)
     record["seconds"] = round(time.monotonic() - started.began, 3)
     write_student(config["outdir"], record, config["lang"])
     return {"id": task["id"], "student": task["student"], "status": record["status"],

@@ -10,6 +10,7 @@ import os
 import statistics
 
 from . import report, rubric as rubric_module
+from .manifest import describe as describe_package, package_notes
 
 # Verdict keys that say *that* something went wrong, not *which* mistake it was.
 OUTCOME_KEYS = {"not_implemented", "raised", "import_failed", "timeout", "crashed", "protocol",
@@ -24,13 +25,15 @@ def _num(x):
 
 
 def gradebook_csv(the_rubric, records):
-    """student, entry, one column per check (rubric order), total, max_score, status, note."""
+    """student, entry, one column per check (rubric order), total, max_score, status, note (why an
+    entry was not graded; for a `make submit` package what its manifest check found)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     ids = [c.id for c in the_rubric.checks]
     writer.writerow(["student", "entry"] + ids + ["total", "max_score", "status", "note"])
     max_score = sum(c.points for c in the_rubric.checks)
     for record in sorted(records, key=lambda r: r["student"]):
+        note = record.get("error") or "; ".join(package_notes(record.get("package")))
         scores = {}
         if record.get("report"):
             scores = {c["id"]: c["score"] for c in record["report"]["checks"]}
@@ -38,7 +41,7 @@ def gradebook_csv(the_rubric, records):
                         + [_num(scores.get(i)) for i in ids]
                         + [_num(record.get("score") or 0), _num(record.get("max_score") or max_score),
                            STATUS_WORDS.get(record["status"], record["status"]),
-                           record.get("error") or ""])
+                           note])
     return out.getvalue()
 
 
@@ -160,7 +163,8 @@ def student_markdown(the_rubric, record, lang):
     if record.get("report"):
         text = report.to_markdown(the_rubric, record["report"], lang)
         head, _, rest = text.partition("\n")
-        return f"{head}\n\n`{record['student']}` · {record['entry']}\n{rest}"
+        package = "".join(f"\n- {line}" for line in describe_package(record.get("package"), lang))
+        return f"{head}\n\n`{record['student']}` · {record['entry']}\n{package}{rest}"
     title = "多头注意力 · 评分报告" if lang == "zh" else "Multi-head attention: grading report"
     why = "无法评分" if lang == "zh" else "Could not be graded"
     return (f"# {title}\n\n`{record['student']}` · {record['entry']}\n\n"

@@ -13,6 +13,8 @@ import tempfile
 import zipfile
 import zlib
 
+from . import manifest
+
 STUDENT_FILE = "attention.py"
 MAX_BYTES = 2 * 1024 * 1024
 MAGIC_LINE = re.compile(r"^\s*[%!]")
@@ -24,6 +26,7 @@ class SubmissionError(Exception):
 
 class Submission:
     container = "file"  # or folder, git, zip: where the attention file came from
+    package = None      # a `make submit` zip: what its manifest says and what was verified
 
     def __init__(self, origin, source, kind):
         self.origin, self.source, self.kind = origin, source, kind
@@ -131,11 +134,28 @@ def _zip_candidates(archive):
     raise SubmissionError("no attention.py or attention.ipynb inside the zip")
 
 
+def _packaged_work(archive, package):
+    """The work file a `make submit` manifest names, if the zip has it as a plain file."""
+    name = package.get("work") if package else None
+    if not name or name.split("/")[-1] not in manifest.WORK_NAMES:
+        return None
+    for info in archive.infolist():
+        if info.filename.replace("\\", "/") == name and not info.is_dir() \
+                and not stat.S_ISLNK(info.external_attr >> 16):
+            return info
+    return None
+
+
 def load_zip(path):
-    """The attention file of a .zip, read in memory (nothing is extracted to disk)."""
+    """The attention file of a .zip, read in memory (nothing is extracted to disk).  A package
+    made by `make submit` gives the file its manifest names, and `sub.package` says whether the
+    zip still holds what the manifest lists (grader/manifest.py)."""
+    from . import rubric
+
     try:
         with zipfile.ZipFile(path) as archive:
-            info = _zip_candidates(archive)
+            package = manifest.inspect(archive, rubric.load(), MAX_BYTES)
+            info = _packaged_work(archive, package) or _zip_candidates(archive)
             if info.file_size > MAX_BYTES:
                 raise SubmissionError(f"{info.filename}: larger than {MAX_BYTES // 1024} KiB")
             with archive.open(info) as handle:
@@ -155,6 +175,7 @@ def load_zip(path):
     source = notebook_source(text) if info.filename.endswith(".ipynb") else text
     sub = Submission(path, source, "notebook" if info.filename.endswith(".ipynb") else "python")
     sub.container = "zip"
+    sub.package = package
     return sub
 
 
