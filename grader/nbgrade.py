@@ -614,6 +614,9 @@ def main(argv):
                   f"final {r['final_score']:>5g} / {r['max_score']:g}{flag}")
         for key, value in timings.items():
             print(f"{key}: {value}")
+        if timings.get("nbgrader_exit_code"):
+            print(f"nbgrader autograde exited {timings['nbgrader_exit_code']} (a notebook it could not "
+                  f"grade, e.g. a kernel that died): {os.path.join(course, 'autograde.log')}")
         print(f"report: {os.path.join(course, 'regrade.md')}")
     elif args.command == "export":
         path, seconds = export(course)

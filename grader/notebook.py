@@ -300,7 +300,7 @@ def assemble(sources):
     Kept: imports (not the kit's), and for every function, class and plain top-level name the
     last definition the kernel ran, in the order the names first appeared.  An assignment that
     calls something at import is wrapped in try/except, as the kernel had survived it.  Dropped:
-    bare statements (calls, prints, loops, `kit.check(...)`), attribute assignments, cells that do
+    bare statements (calls, prints, loops, the kit's magics), attribute assignments, cells that do
     not parse (the kernel kept the previous definition then, and so does this).
     """
     imports, order, latest = [], [], {}
@@ -355,16 +355,16 @@ def judge(source, hidden, call_seconds=None, budget_seconds=None, timeout=None):
     key = (hashlib.sha256(source.encode()).hexdigest(), hidden, call_seconds, budget_seconds)
     if key in _cache:
         return _cache[key]
+    import shutil
+
     folder = tempfile.mkdtemp(prefix="attn-nb-")
-    path = os.path.join(folder, "attention.py")
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(source)
-    data = run_judge(path, hidden, call_seconds, budget_seconds, timeout, cwd=folder)
     try:
-        os.remove(path)
-        os.rmdir(folder)
-    except OSError:
-        pass
+        path = os.path.join(folder, "attention.py")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(source)
+        data = run_judge(path, hidden, call_seconds, budget_seconds, timeout, cwd=folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     _cache[key] = data
     return data
 

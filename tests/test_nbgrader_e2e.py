@@ -109,18 +109,21 @@ def course(tmp_path_factory):
     for student, (spec, extra, after) in {**HONEST, **TRICKS}.items():
         write_json(os.path.join(course, "submitted", student, "attention", "attention.ipynb"),
                    student_notebook(release, spec, extra, after))
-        twin = os.path.join(course, "twins", student + ".ipynb")
-        write_json(twin, student_notebook(release, spec))
-        twins[student] = twin
+        twins[student] = os.path.join(course, "twins", student + ".ipynb")
+        write_json(twins[student], student_notebook(release, spec))
     records, timings = nbgrade.autograde(course, timeout=10, jobs=1)
     print("\nmake autograde timings:", timings)
-    # The CLI grader on the same code: the .py itself for honest work, the honest twin for tricks.
+    # The CLI grader on the same code: the .py itself for honest work; for a trick, its honest
+    # code (the reference or the stub: those results are shared) or its notebook without the trick.
     targets = {s: (spec if isinstance(spec, str) else twins[s]) for s, (spec, _, _) in HONEST.items()}
-    targets.update({s: twins[s] for s in TRICKS})
     targets["s05_untouched"] = authoring.EXERCISE
+    targets["x04_patch_allclose"] = twins["x04_patch_allclose"]
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         futures = {s: pool.submit(cli_grade, path) for s, path in targets.items()}
         cli = {s: f.result() for s, f in futures.items()}
+    for student, (spec, _, _) in TRICKS.items():
+        if student not in cli:
+            cli[student] = cli["s01_reference" if spec == authoring.SOLUTION else "s05_untouched"]
     feedback_seconds, leaks = nbgrade.feedback(course)
     csv_path, export_seconds = nbgrade.export(course)
     print(f"generate_feedback {feedback_seconds:.1f} s, export {export_seconds:.1f} s")
