@@ -433,9 +433,14 @@ def _note_cell(record):
              "result is the grade.", ""]
     if record["nbgrader"] != "graded":
         lines += [f"- nbgrader: {record['nbgrader']}", ""]
+    groups = {}
     for d in record["disagreements"]:
         kernel = "—" if d["kernel"] is None else f"{d['kernel']:g}"
-        lines.append(f"- `{d['check']}`: kernel {kernel} → sandbox {d['sandbox']:g}")
+        groups.setdefault((kernel, f"{d['sandbox']:g}"), []).append(f"`{d['check']}`")
+    for (kernel, sandbox), checks in groups.items():
+        named = ", ".join(checks) if len(checks) <= 4 else \
+            ", ".join(checks[:3]) + f" … ({len(checks)} checks)"
+        lines.append(f"- {named}: kernel {kernel} → sandbox {sandbox}")
     return {"cell_type": "markdown", "id": "kit-regrade-note", "metadata": {},
             "source": "\n".join(lines)}
 
