@@ -10,9 +10,9 @@ LANG_ARG ?= zh
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
 	touch $@
 
 # bubblewrap gives the grader a real sandbox; without it the grader falls back to a plain
@@ -91,7 +91,7 @@ release: setup
 	$(PY) -m grader.nbgrade assignment
 
 test: setup sandbox browser
-	$(PY) -m pytest tests -q -p no:cacheprovider
+	$(PY) -m pytest tests -q -p no:cacheprovider -n 2 --dist loadfile
 
 bench: setup sandbox
 	$(PY) tests/bench.py
