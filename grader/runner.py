@@ -70,14 +70,25 @@ def check_files(visibilities):
 def run(student, visibilities=("public", "hidden")):
     """Run the checks; return {check_id: [part, ...]} with part = {name, status, verdict}."""
     json_report = JSONReport()
+    # Only the plugins the kit names: no third-party plugin installed beside it (xdist, randomly,
+    # ...) is loaded into the judge, which is also faster.
     args = check_files(visibilities) + [
-        "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--noconftest",
+        "-p", "pytest_jsonreport.plugin", "-p", "pytest_metadata.plugin",
+        "-q", "-p", "no:cacheprovider", "--noconftest",
         "-c", os.path.join(CHECKS_DIR, "pytest.ini"), "--rootdir", CHECKS_DIR,
         "--json-report-file=none", "--tb=no", "--no-header", "-s",
         "-W", "ignore::pytest.PytestAssertRewriteWarning",
     ]
-    with open(os.devnull, "w") as devnull, _quiet(devnull):
-        pytest.main(args, plugins=[KitPlugin(student), json_report])
+    autoload = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    try:
+        with open(os.devnull, "w") as devnull, _quiet(devnull):
+            pytest.main(args, plugins=[KitPlugin(student), json_report])
+    finally:
+        if autoload is None:
+            del os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"]
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = autoload
     parts = {}
     for test in (json_report.report or {}).get("tests", []):
         meta = test.get("metadata") or {}
