@@ -96,6 +96,10 @@ def build_release(out=RELEASE):
     for name in sorted(os.listdir(RELEASE_TEMPLATES)):
         shutil.copyfile(os.path.join(RELEASE_TEMPLATES, name), os.path.join(out, name))
     shutil.copyfile(os.path.join(ROOT, "requirements.txt"), os.path.join(out, "requirements.txt"))
+    # The lesson's demos (make demo), run on the student's own attention.py.
+    os.makedirs(os.path.join(out, "exercises"))
+    shutil.copyfile(os.path.join(ROOT, "exercises", "demo.py"),
+                    os.path.join(out, "exercises", "demo.py"))
     # The student notebook, as the real `nbgrader generate_assignment` writes it (grader/nbgrade.py).
     from . import nbgrade
 

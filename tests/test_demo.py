@@ -160,3 +160,14 @@ def test_missing_file(tmp_path):
     done, _ = demo("--submission", tmp_path / "nope.py", "--out", tmp_path / "out")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "file not found" in done.stdout
+
+
+def test_release_bundle_runs_the_demo_on_the_students_file(tmp_path):
+    # The student bundle ships the demo: run it from release/ the way `make demo` there does.
+    done = subprocess.run([sys.executable, "-m", "exercises.demo", "--submission", str(SOLUTION),
+                           "--out", str(tmp_path / "out")], cwd=ROOT / "release",
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for head in LESSON_WEIGHTS:
+        assert ", ".join(head) in done.stdout
+    assert (tmp_path / "out" / "part2_loss_heads.png").read_bytes().startswith(PNG_SIGNATURE)
