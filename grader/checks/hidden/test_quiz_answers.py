@@ -1,6 +1,7 @@
 """Hidden checks of the two check questions: each part scored, feedback points to the reasoning."""
 import pytest
 
+from ... import rubric
 from ..support import Verdict
 
 ANSWERS = {
@@ -23,49 +24,15 @@ def same(got, expected):
     return type(got) is int and got == expected
 
 
-def _check(student, check_id):
+@pytest.mark.parametrize("check_id", [pytest.param(c, marks=pytest.mark.check(c), id=c)
+                                      for c in ANSWERS])
+def test_answer(student, check_id):
     name, expected = ANSWERS[check_id]
     value = student.constants([name]).get(name)
     if value is None or value == {"$missing": True}:
         raise Verdict("quiz_missing", name=name)
     if not same(value, expected):
+        # The hint points to the reasoning (which axis moves, which formula counts), in zh and en.
         key = "quiz_hint_" + check_id.split(".", 1)[1]
-        from ... import rubric
-
         r = rubric.load()
         raise Verdict("quiz_wrong", name=name, hint=r.message(key, "zh") + " / " + r.message(key, "en"))
-
-
-@pytest.mark.check("quiz.q1_shape")
-def test_q1_shape(student):
-    _check(student, "quiz.q1_shape")
-
-
-@pytest.mark.check("quiz.q1_head0_pos1")
-def test_q1_head0_pos1(student):
-    _check(student, "quiz.q1_head0_pos1")
-
-
-@pytest.mark.check("quiz.q1_head_width")
-def test_q1_head_width(student):
-    _check(student, "quiz.q1_head_width")
-
-
-@pytest.mark.check("quiz.q1_params")
-def test_q1_params(student):
-    _check(student, "quiz.q1_params")
-
-
-@pytest.mark.check("quiz.q2_correct")
-def test_q2_correct(student):
-    _check(student, "quiz.q2_correct")
-
-
-@pytest.mark.check("quiz.q2_wrong")
-def test_q2_wrong(student):
-    _check(student, "quiz.q2_wrong")
-
-
-@pytest.mark.check("quiz.q2_shape_is_enough")
-def test_q2_shape_is_enough(student):
-    _check(student, "quiz.q2_shape_is_enough")
