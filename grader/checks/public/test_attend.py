@@ -47,7 +47,12 @@ def test_weights_upper_triangle_is_zero(student):
     _, weights = weights_of(student, q, k, v)
     allowed = causal_mask(T)
     if (weights[..., ~allowed] != 0).any() or torch.isnan(weights).any():
-        raise Verdict(weights_diagnosis(weights, allowed) or "mask_missing",
+        # Filling the future with 0 instead of -inf leaks too; the weights tell the two apart.
+        scores = q @ k.transpose(-2, -1) / D_HEAD ** 0.5  # [B,H,T,T]
+        filled_with_zero = torch.softmax(scores.masked_fill(~allowed, 0.0), dim=-1)
+        key = "mask_fill_zero" if close(weights, filled_with_zero) else \
+            weights_diagnosis(weights, allowed) or "mask_missing"
+        raise Verdict(key,
                       heatmap=leak_map(weights, allowed), where="weights[0, 0] ",
                       detail="weights[0, 0] (rows = query position, columns = key position; "
                              "! = should be 0):")
@@ -65,7 +70,10 @@ def test_future_does_not_change_the_past(student, t):
     if torch.isnan(before).any():  # NaN is its own mistake (attend.softmax names it), not a leak
         raise Verdict("nan", where="context", detail=f"context[0, 0] = {fmt(before[0, 0])}")
     if not close(before[..., :t + 1, :], after[..., :t + 1, :]):
-        raise Verdict("mask_missing", detail=f"k, v changed after position {t}: context at "
+        scores = q @ k.transpose(-2, -1) / D_HEAD ** 0.5  # [B,H,T,T]
+        filled_with_zero = torch.softmax(scores.masked_fill(~causal_mask(T), 0.0), dim=-1) @ v
+        key = "mask_fill_zero" if close(before, filled_with_zero) else "mask_missing"
+        raise Verdict(key, detail=f"k, v changed after position {t}: context at "
                       f"position {t} moved from {fmt(before[0, 0, t])} to {fmt(after[0, 0, t])}")
 
 
