@@ -33,9 +33,10 @@ import re
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+
+from .statefile import write_atomic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRADER_DIR = os.path.join(ROOT, "grader")
@@ -168,21 +169,6 @@ def shard_of(student, n):
 
 
 # -- files ---------------------------------------------------------------------------------------
-def write_atomic(path, text):
-    """Write to a temporary file beside `path`, then rename it over `path` (atomic on POSIX)."""
-    folder = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def read_record(outdir, student):

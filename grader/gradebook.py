@@ -11,6 +11,7 @@ import statistics
 
 from . import report, rubric as rubric_module
 from .manifest import describe as describe_package, package_notes
+from .statefile import write_atomic
 
 # Verdict keys that say *that* something went wrong, not *which* mistake it was.
 OUTCOME_KEYS = {"not_implemented", "raised", "import_failed", "timeout", "crashed", "protocol",
@@ -172,14 +173,13 @@ def student_markdown(the_rubric, record, lang):
 
 
 def write_class_outputs(outdir, records, lang):
-    from . import batch, feedback_html
+    from . import feedback_html
 
     the_rubric = rubric_module.load()
     summary = summarize(the_rubric, records)
-    batch.write_atomic(os.path.join(outdir, "gradebook.csv"), gradebook_csv(the_rubric, records))
-    batch.write_atomic(os.path.join(outdir, "summary.json"),
-                       json.dumps(summary, ensure_ascii=False, indent=1) + "\n")
-    batch.write_atomic(os.path.join(outdir, "summary.md"), summary_markdown(summary, lang))
-    batch.write_atomic(os.path.join(outdir, "summary.html"),
-                       feedback_html.summary_page(summary, lang))
+    write_atomic(os.path.join(outdir, "gradebook.csv"), gradebook_csv(the_rubric, records))
+    write_atomic(os.path.join(outdir, "summary.json"),
+                 json.dumps(summary, ensure_ascii=False, indent=1) + "\n")
+    write_atomic(os.path.join(outdir, "summary.md"), summary_markdown(summary, lang))
+    write_atomic(os.path.join(outdir, "summary.html"), feedback_html.summary_page(summary, lang))
     return summary

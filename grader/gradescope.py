@@ -30,6 +30,8 @@ import stat
 import sys
 import zipfile
 
+from .statefile import write_atomic
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(ROOT, "build", "gradescope", "autograder.zip")
 # The grader's runtime needs only these of requirements.txt (no matplotlib, no watchfiles).
@@ -112,10 +114,7 @@ def build(out=DEFAULT_OUT):
             info.external_attr = ((0o755 if executable else 0o644) | stat.S_IFREG) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, data)
-    tmp = out + ".tmp"
-    with open(tmp, "wb") as handle:
-        handle.write(buffer.getvalue())
-    os.replace(tmp, out)
+    write_atomic(out, buffer.getvalue())
     return out
 
 
@@ -189,10 +188,7 @@ def run(root, lang="zh"):
         text = not_graded_results(the_rubric, f"internal grader error, please tell your TA "
                                   f"({type(exc).__name__}: {str(exc)[:200]})", lang)
         code = 1
-    tmp = os.path.join(results, ".results.json.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, os.path.join(results, "results.json"))
+    write_atomic(os.path.join(results, "results.json"), text)
     return code
 
 

@@ -17,15 +17,14 @@ then package it for handing in.
 """
 import ast
 import datetime
-import json
+import io
 import os
 import re
 import subprocess
 import sys
-import tempfile
 import zipfile
 
-from . import manifest
+from . import manifest, statefile
 from . import submission as submission_module
 from .submission import SubmissionError
 
@@ -39,27 +38,15 @@ ANSWER = re.compile(r"^Q\d+_\w+$")
 # -- the remembered student id -------------------------------------------------------------------
 def state_path(work):
     """Beside the work: release/attention.py -> release/.attention-submit.json."""
-    folder, name = os.path.split(os.path.abspath(work))
-    return os.path.join(folder, f".{os.path.splitext(name)[0]}-submit.json")
+    return statefile.beside(work, "submit")
 
 
 def load_state(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            state = json.load(handle)
-    except (OSError, ValueError):
-        return {}
-    return state if isinstance(state, dict) and state.get("version") == STATE_VERSION else {}
+    return statefile.load(path, STATE_VERSION)
 
 
 def save_state(path, state):
-    temporary = path + ".tmp"
-    try:
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump({**state, "version": STATE_VERSION}, handle, ensure_ascii=False, indent=1)
-        os.replace(temporary, path)
-    except OSError:
-        pass  # a read-only folder: the id is asked again next time, the package is still made
+    statefile.save(path, state, STATE_VERSION)  # read-only folder: the id is asked again next time
 
 
 # -- is it still the stub? -----------------------------------------------------------------------
@@ -176,24 +163,15 @@ def summary_lines(the_rubric, data, lang):
 def write_package(path, work_name, work_bytes, the_manifest):
     """The zip, written to a temporary file beside `path` and renamed into place."""
     stamp = datetime.datetime.now(datetime.timezone.utc).timetuple()[:6]
-    fd, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".zip", dir=os.path.dirname(path))
-    try:
-        with os.fdopen(fd, "wb") as handle, \
-                zipfile.ZipFile(handle, "w", zipfile.ZIP_DEFLATED) as archive:
-            for name, data in ((work_name, work_bytes),
-                               (manifest.NAME, manifest.dumps(the_manifest).encode("utf-8"))):
-                info = zipfile.ZipInfo(name, date_time=stamp)
-                info.compress_type = zipfile.ZIP_DEFLATED
-                info.external_attr = 0o644 << 16
-                archive.writestr(info, data)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in ((work_name, work_bytes),
+                           (manifest.NAME, manifest.dumps(the_manifest).encode("utf-8"))):
+            info = zipfile.ZipInfo(name, date_time=stamp)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, data)
+    statefile.write_atomic(path, buffer.getvalue())
     return path
 
 

@@ -7,11 +7,11 @@ never inside it.  Without EXERCISE the first unfinished exercise is taken: from 
 when it describes the file as it is now, else by running the public checks once.
 """
 import hashlib
-import json
 import os
 import sys
 
 from . import rubric as rubric_module
+from . import statefile
 from .submission import SubmissionError
 
 STATE_VERSION = 1
@@ -38,36 +38,21 @@ def source_hash(text):
 def state_path(submission):
     """Beside the student's file: exercises/attention.py -> exercises/.attention-hints.json."""
     if os.path.isdir(submission):
-        return os.path.join(submission, ".attention-hints.json")
-    folder, name = os.path.split(os.path.abspath(submission))
-    return os.path.join(folder, f".{os.path.splitext(name)[0]}-hints.json")
+        submission = os.path.join(submission, "attention.py")
+    return statefile.beside(submission, "hints")
 
 
 def load_state(path):
     """The saved state, or a fresh one: a missing, garbled or foreign file never stops a hint."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            state = json.load(handle)
-    except (OSError, ValueError):
-        state = None
-    if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
-        state = {}
+    state = statefile.load(path, STATE_VERSION)
     levels = state.get("levels")
     state["levels"] = {k: v for k, v in levels.items() if isinstance(v, int)} \
         if isinstance(levels, dict) else {}
-    state["version"] = STATE_VERSION
     return state
 
 
 def save_state(path, state):
-    """Write beside the student's file via a temporary name, so a crash never leaves half a file."""
-    temporary = path + ".tmp"
-    try:
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(state, handle, ensure_ascii=False, indent=1)
-        os.replace(temporary, path)
-    except OSError:
-        pass  # a read-only folder costs the memory of the level, never the hint itself
+    statefile.save(path, state, STATE_VERSION)
 
 
 def record_run(path, source_sha, progress):
