@@ -38,12 +38,17 @@ def reference_module(wq, wk, wv, wo, heads=H, d_model=D):
     return module
 
 
-@pytest.mark.check("module.reference")
-def test_output_matches_reference(student):
-    w = weights(200)
+def injected(student, seed):
+    """The student's block with known weights, the weights, and an input: (module, w, x)."""
+    w = weights(seed)
     module = student.module(D, H, MAX_LEN)
     inject(module, *w)
-    x = randn(B, T, D, seed=210)
+    return module, w, randn(B, T, D, seed=seed + 10)
+
+
+@pytest.mark.check("module.reference")
+def test_output_matches_reference(student):
+    module, w, x = injected(student, 200)
     with torch.no_grad():
         expected = reference_module(*w)(x)
     candidates = [(name, y) for name, (y, _) in module_candidates(x, *w, H)]
@@ -52,10 +57,7 @@ def test_output_matches_reference(student):
 
 @pytest.mark.check("module.reference")
 def test_weights_match_reference(student):
-    w = weights(220)
-    module = student.module(D, H, MAX_LEN)
-    inject(module, *w)
-    x = randn(B, T, D, seed=230)
+    module, w, x = injected(student, 220)
     with torch.no_grad():
         _, expected = reference_module(*w)(x, return_weights=True)
     out = module(x, return_weights=True)
