@@ -87,6 +87,7 @@ feedback: setup
 
 release: setup
 	$(PY) -m grader.authoring stubs
+	$(PY) -m grader.authoring workflow
 	$(PY) -m grader.authoring release
 	$(PY) -m grader.nbgrade assignment
 

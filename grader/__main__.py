@@ -26,6 +26,8 @@ def parse(argv):
         p.add_argument("--format", choices=("text", "json", "markdown", "gradescope"), default="text")
         p.add_argument("--lang", choices=("zh", "en"), default="zh")
         p.add_argument("--out", help="write the report here instead of stdout")
+        p.add_argument("--summary", help="also append the Markdown report to this file "
+                       "($GITHUB_STEP_SUMMARY: per-check feedback on the Actions run's page)")
         p.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default="auto")
         p.add_argument("--require-sandbox", action="store_true",
                        help="refuse to grade without bubblewrap")
@@ -118,13 +120,20 @@ def main(argv=None):
     the_rubric = rubric.load()
     if sub.package is not None:  # a `make submit` zip: its manifest, verified
         data["metadata"]["package"] = sub.package
-    if args.format == "text":
-        text = report.to_text(the_rubric, data, args.lang, data["metadata"]["hidden_not_run"])
-        text += "".join(line + "\n" for line in manifest.describe(sub.package, args.lang))
-    else:
-        text = report.RENDERERS[args.format](the_rubric, data, args.lang)
-        if args.format == "markdown" and sub.package is not None:
+
+    def render(fmt):
+        if fmt == "text":
+            text = report.to_text(the_rubric, data, args.lang, data["metadata"]["hidden_not_run"])
+            return text + "".join(line + "\n" for line in manifest.describe(sub.package, args.lang))
+        text = report.RENDERERS[fmt](the_rubric, data, args.lang)
+        if fmt == "markdown" and sub.package is not None:
             text += "".join(f"- {line}\n" for line in manifest.describe(sub.package, args.lang))
+        return text
+
+    text = render(args.format)
+    if args.summary:  # appended: GitHub's step summary file may already hold other steps' text
+        with open(args.summary, "a", encoding="utf-8") as handle:
+            handle.write(render("markdown"))
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
             handle.write(text)
