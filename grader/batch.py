@@ -277,13 +277,13 @@ class _Started:
         self.sub = self.student = self.error = self.crash = None
 
 
-def _begin(task, isolation, limits):
+def _begin(task, isolation, limits, spawner=None):
     from . import grading
     from .submission import SubmissionError
 
     started = _Started(task)
     try:
-        started.sub, started.student = grading.start(task["path"], isolation, limits)
+        started.sub, started.student = grading.start(task["path"], isolation, limits, spawner)
     except SubmissionError as exc:
         started.error = str(exc).replace(task["path"], task["entry"])
     except Exception as exc:  # the grader's own trouble (e.g. no worker could start): not saved
@@ -338,6 +338,13 @@ def judge_main(argv):
 
     limits = sandbox.Limits(**config["limits"])
     isolation, prefetch = config["isolation"], config["prefetch"]
+    # One zygote per judge: torch is imported once, each submission's worker is a fork of it.
+    from . import forkserver
+
+    zygote = None
+    if config.get("fork_server", True) and forkserver.supported(isolation):
+        zygote = forkserver.ForkServer(isolation)
+    spawner = zygote.spawn if zygote else None
     inbox = queue.Queue()
 
     def read_tasks():
@@ -359,7 +366,7 @@ def judge_main(argv):
             if task is None:
                 done = True
                 break
-            ahead.append(_begin(task, isolation, limits))
+            ahead.append(_begin(task, isolation, limits, spawner))
         if not ahead:
             break
         current = ahead.popleft()
@@ -382,9 +389,14 @@ def judge_main(argv):
             started.student.close()
     import resource
 
-    # Peak resident memory (ru_maxrss, KiB on Linux): this judge, and its largest worker.
+    # Peak resident memory (ru_maxrss, KiB on Linux): this judge, and its largest worker (a
+    # forked worker's is reported by the zygote, which waits for it; shared pages count in full).
+    worker_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if zygote is not None:
+        zygote.close()
+        worker_kb = zygote.peak_child_kb
     stats = {"judge_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-             "worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}
+             "worker_mb": worker_kb / 1024, "fork_server": zygote is not None}
     try:
         answers.write(json.dumps({"stats": stats}) + "\n")
         answers.flush()
@@ -610,11 +622,15 @@ def run(args):
     limits = sandbox.Limits(call_seconds=args.call_timeout, memory_bytes=args.memory_mb * 2 ** 20)
     config = {"outdir": outdir, "lang": args.lang, "isolation": isolation,
               "limits": limits.describe(), "fingerprint": fingerprint,
-              "prefetch": max(0, args.prefetch)}
+              "prefetch": max(0, args.prefetch), "fork_server": not args.cold_workers}
     where = f" (shard {manifest['shard']})" if shard else ""
+    from . import forkserver
+
+    workers = ("forked from one warm zygote per process" if config["fork_server"]
+               and forkserver.supported(isolation) else "one cold start per submission")
     print(f"{len(entries)} entries{where}: {len(entries) - len(todo)} up to date, grading "
-          f"{len(todo)} with {min(jobs, len(todo)) or 0} processes; isolation {isolation}",
-          file=sys.stderr)
+          f"{len(todo)} with {min(jobs, len(todo)) or 0} processes; isolation {isolation}, "
+          f"workers {workers}", file=sys.stderr)
     if isolation != "bubblewrap" and todo:
         print("warning: isolation process: submissions run as plain subprocesses, which can read "
               "what this user can read (README, Security); --require-sandbox refuses instead",
@@ -735,6 +751,10 @@ def add_arguments(sub):
     p.add_argument("--prefetch", type=int, default=1,
                    help="submissions whose worker starts while one is checked (per process)")
     p.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default="auto")
+    p.add_argument("--cold-workers", action="store_true",
+                   help="start every worker with its own torch import instead of forking it from a "
+                        "warm zygote (slower; the fork server is off anyway for bubblewrap as a "
+                        "non-root user)")
     p.add_argument("--require-sandbox", action="store_true", help="refuse to grade without bubblewrap")
     p.add_argument("--call-timeout", type=float, default=sandbox.Limits.call_seconds)
     p.add_argument("--memory-mb", type=int, default=sandbox.Limits.memory_bytes // 2 ** 20)

@@ -11,10 +11,13 @@ from .student import Student
 SEED = 20261129
 
 
-def start(path, isolation="auto", limits=None):
-    """Load the submission and start its worker at once (nothing heavy imported yet)."""
+def start(path, isolation="auto", limits=None, spawner=None):
+    """Load the submission and start its worker at once (nothing heavy imported yet).
+
+    `spawner` (a batch's ForkServer.spawn) forks the worker from a warm zygote instead."""
     sub = submission.load(path)
-    student = Student(sub.work_dir, limits=limits or sandbox.Limits(), isolation=isolation)
+    student = Student(sub.work_dir, limits=limits or sandbox.Limits(), isolation=isolation,
+                      spawner=spawner)
     student.start()
     return sub, student
 
@@ -40,6 +43,7 @@ def finish(sub, student, visibilities=("public", "hidden")):
         "python": platform.python_version(), "rubric_version": rubric.version,
         "rubric_hash": rubric.hash, "isolation": student.isolation,
         "limits": student.limits.describe(), "worker_starts": student.starts,
+        "worker_start": "fork" if student.spawner else "exec",
         "worker_events": student.events, "student_output": student.student_output()[:4000],
         "visibilities": list(visibilities),
         "hidden_not_run": 0 if "hidden" in visibilities else len(rubric.select(("hidden",))),

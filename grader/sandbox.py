@@ -19,7 +19,7 @@ import threading
 
 from . import wire
 
-RUNTIME_FILES = ("worker.py", "wire.py", "copytask.py")
+RUNTIME_FILES = ("worker.py", "wire.py", "copytask.py", "zygote.py")
 SANDBOX_WORK = "/submission"
 SANDBOX_RUNTIME = "/grader-runtime"
 UNPRIVILEGED = 65534  # nobody
@@ -92,14 +92,24 @@ def _python_roots():
     return sorted(r for r in roots if os.path.isdir(r))
 
 
-def bubblewrap_argv(work_dir, runtime_dir):
+def runs_as_root():
+    return os.geteuid() == 0 and shutil.which("setpriv") is not None
+
+
+def bubblewrap_argv(work_dir, runtime_dir, spool=None):
     """bwrap, then (when the grader is root) setpriv to a real unprivileged uid inside it.
 
     As root, a user namespace would map the sandbox's uid back to real root, which escapes
     RLIMIT_NPROC; so the namespaces are unshared without a user namespace and the worker drops to
     uid 65534 with no capabilities.  As an ordinary user, bwrap needs a user namespace instead.
+
+    With `spool` (root only) the sandbox is the fork server's: it stays root so that each forked
+    child can build its own mount table (zygote.py), and sees the spool of submissions at /spool
+    instead of one work folder; the children drop to uid 65534 before any student code runs.
     """
-    as_root = os.geteuid() == 0 and shutil.which("setpriv") is not None
+    as_root = runs_as_root()
+    if spool is not None and not as_root:
+        raise RuntimeError("the fork server's sandbox needs root (it builds one mount table per child)")
     argv = [bubblewrap_path()]
     argv += (["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
               "--unshare-cgroup-try"] if as_root else ["--unshare-all"])
@@ -123,8 +133,10 @@ def bubblewrap_argv(work_dir, runtime_dir):
             argv += ["--perms", "0755", "--dir", folder]
             made.add(folder)
         argv += ["--ro-bind", root, root]
-    argv += ["--ro-bind", runtime_dir, SANDBOX_RUNTIME, "--bind", work_dir, SANDBOX_WORK,
-             "--chdir", SANDBOX_WORK, "--setenv", "HOME", "/tmp"]
+    argv += ["--ro-bind", runtime_dir, SANDBOX_RUNTIME, "--setenv", "HOME", "/tmp"]
+    if spool is not None:
+        return argv + ["--bind", spool, "/spool", "--dir", SANDBOX_WORK, "--chdir", "/"]
+    argv += ["--bind", work_dir, SANDBOX_WORK, "--chdir", SANDBOX_WORK]
     if as_root:
         argv += [shutil.which("setpriv"), f"--reuid={UNPRIVILEGED}", f"--regid={UNPRIVILEGED}",
                  "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"]
@@ -220,12 +232,16 @@ class WorkerProcess:
         shutil.rmtree(self.runtime_dir, ignore_errors=True)
 
     def exit_description(self):
-        code = self.proc.poll()
-        if code is None:
-            return "still running"
-        if code < 0:
-            name = signal.Signals(-code).name
-            hint = {"SIGXCPU": "CPU time limit", "SIGXFSZ": "file size limit",
-                    "SIGKILL": "killed"}.get(name, name)
-            return f"{name} ({hint})"
-        return f"exit code {code}"
+        return describe_exit(self.proc.poll())
+
+
+def describe_exit(code):
+    """A worker's exit status in words: None (running), an exit code, or -signal."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        name = signal.Signals(-code).name
+        hint = {"SIGXCPU": "CPU time limit", "SIGXFSZ": "file size limit",
+                "SIGKILL": "killed"}.get(name, name)
+        return f"{name} ({hint})"
+    return f"exit code {code}"

@@ -13,10 +13,13 @@ import time
 
 import pytest
 
-from grader import authoring, grading, report, rubric, sandbox
+from grader import authoring, forkserver, grading, report, rubric, sandbox
 from grader.sandbox import Limits
 
-MODES = ["process"] + (["bubblewrap"] if sandbox.bubblewrap_works() else [])
+# "fork-*": the same attack on a worker forked from a batch's warm zygote (grader/zygote.py).
+MODES = ["process", "fork-process"] + (["bubblewrap"] if sandbox.bubblewrap_works() else []) + \
+    (["fork-bubblewrap"] if sandbox.bubblewrap_works() and forkserver.supported("bubblewrap") else [])
+PLAIN = ("process", "fork-process")  # no sandbox: the cases they cannot defend are skipped
 REFERENCE = open(authoring.SOLUTION, encoding="utf-8").read()
 MARK = "ATTN_SANDBOX_TEST_MARK"
 FAST = Limits(call_seconds=5.0, submission_seconds=90.0)
@@ -41,12 +44,36 @@ def grade_source(tmp_path, source, mode, extra_files=None):
         (folder / name).write_text(text)
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     began = time.monotonic()
-    data = grading.grade(str(folder), isolation=mode, limits=FAST)
+    if mode.startswith("fork-"):
+        isolation = mode[len("fork-"):]
+        sub, student = grading.start(str(folder), isolation, FAST, zygote(isolation).spawn)
+        data = grading.finish(sub, student)
+        assert data["metadata"]["worker_start"] == "fork"
+    else:
+        data = grading.grade(str(folder), isolation=mode, limits=FAST)
     seconds = time.monotonic() - began
     after = {p.name: p.read_bytes() for p in folder.iterdir()}
     assert after == before, "the submission folder was written to"
     assert seconds < 150, f"grading took {seconds:.0f} s"
     return data
+
+
+_zygotes = {}
+
+
+def zygote(isolation):
+    """One fork server per isolation for the whole module, as a batch judge keeps one."""
+    if isolation not in _zygotes:
+        _zygotes[isolation] = forkserver.ForkServer(isolation)
+    return _zygotes[isolation]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def close_zygotes():
+    yield
+    for server in _zygotes.values():
+        server.close()
+    _zygotes.clear()
 
 
 def statuses(data):
@@ -89,7 +116,7 @@ def test_thread_that_keeps_running(tmp_path, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_process_that_ignores_sigterm_is_gone(tmp_path, mode):
-    if mode == "process":
+    if mode in PLAIN:
         pytest.skip("fallback cannot defend: a child that calls setsid() leaves the process group; "
                     "only bubblewrap's PID namespace guarantees it dies")
     attack = f"""
@@ -113,7 +140,7 @@ subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(sign
 
 @pytest.mark.parametrize("mode", MODES)
 def test_fork_many_processes_is_bounded(tmp_path, mode):
-    if mode == "process" and os.geteuid() == 0:
+    if mode in PLAIN and os.geteuid() == 0:
         pytest.skip("fallback cannot defend: RLIMIT_NPROC does not bind root; grade as a "
                     "non-root user or with bubblewrap")
     attack = f"""
@@ -189,7 +216,7 @@ print(fake)
     source = inject(at_import=attack).replace("/ math.sqrt(q.shape[-1])", "")
     data = grade_source(tmp_path, source, mode)
     assert data["score"] < data["max_score"]
-    assert not (tmp_path / "results.json").exists() or mode == "process"
+    assert not (tmp_path / "results.json").exists() or mode in PLAIN
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -205,7 +232,7 @@ def test_planted_conftest_and_pytest_ini_are_not_read(tmp_path, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_search_for_the_reference_finds_nothing(tmp_path, mode):
-    if mode == "process":
+    if mode in PLAIN:
         pytest.skip("fallback cannot defend: a plain subprocess reads whatever the grader's user "
                     "can read, the reference included")
     attack = """
@@ -235,7 +262,7 @@ Q1_SHAPE = tuple(FOUND) if FOUND else (1, 1, 3, 4)
 
 @pytest.mark.parametrize("mode", MODES)
 def test_network_connection_fails(tmp_path, mode):
-    if mode == "process":
+    if mode in PLAIN:
         pytest.skip("fallback cannot defend: a plain subprocess shares the host's network")
     server = socket.socket()
     server.bind(("127.0.0.1", 0))

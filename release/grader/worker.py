@@ -175,19 +175,21 @@ class Server:
         return list(FORBIDDEN_USES)
 
 
-def main():
-    channel_fd, student_file = int(sys.argv[1]), os.path.abspath(sys.argv[2])
-    channel = Channel(channel_fd)
+def prepare():
+    """What every worker does before it sees a student: torch on one thread, seeded, watched.
+
+    The fork server (zygote.py) runs this once and forks; a cold worker runs it itself.
+    """
     import torch
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
     watch_forbidden(torch)
-    if sys.argv[3:] == ["--wait-go"]:
-        try:
-            channel.receive()  # the go: the student's file is in place now
-        except EOFError:
-            return  # a spare that was never used
+    return torch
+
+
+def serve(channel, student_file, torch):
+    """Import the student's file, greet the judge, answer requests until the channel closes."""
     try:
         module = import_student(student_file)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt at import are the student's too
@@ -208,6 +210,18 @@ def main():
             channel.send(reply)
         except wire.ProtocolError as exc:
             channel.send({"id": request.get("id"), "error": describe_exception(exc, student_file)})
+
+
+def main():
+    channel_fd, student_file = int(sys.argv[1]), os.path.abspath(sys.argv[2])
+    channel = Channel(channel_fd)
+    torch = prepare()
+    if sys.argv[3:] == ["--wait-go"]:
+        try:
+            channel.receive()  # the go: the student's file is in place now
+        except EOFError:
+            return  # a spare that was never used
+    serve(channel, student_file, torch)
 
 
 if __name__ == "__main__":

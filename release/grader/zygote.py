@@ -1,0 +1,241 @@
+"""The fork server: import torch once, then fork one fresh worker per submission.
+
+Runs where a worker runs (inside bubblewrap, or as a plain subprocess) and, like worker.py, imports
+nothing from the judge side.  It never runs a student's code itself: every submission gets a child
+forked from this clean, torch-loaded process, so a submission costs a fork instead of a 1.4 s torch
+import, and nothing one student's code did can be seen by the next (the child's memory dies with it).
+
+Usage: python -I -u zygote.py CONTROL_FD MODE
+
+MODE "namespaces" (bubblewrap as root; this process is root inside the sandbox, with no network):
+each child unshares a mount and a PID namespace, sees only its own submission at /submission
+(the spool of all submissions is hidden under an empty tmpfs), gets a fresh /tmp and /proc, drops
+every capability and becomes uid 65534 before it imports the student's file.  MODE "plain": the
+child gets its own session, the resource limits and the submission folder as its working folder.
+
+Control channel (a SOCK_SEQPACKET socket; one JSON object per packet):
+  judge  -> {"op": "spawn", "id": N, "dir": D, "student": NAME, "limits": {...}}
+            with three fds attached: the worker's channel, its stdout and its stderr
+  zygote -> {"spawned": N, "pid": P}   or   {"failed": N, "error": "..."}
+  judge  -> {"op": "end", "id": N, "grace": S}   (the judge closed the worker's channel: a
+            worker still running S seconds later is killed with its process group)
+  zygote -> {"exited": N, "code": C, "maxrss_kb": K, "cpu_seconds": S}   (C < 0: signal -C)
+When the judge closes the channel, every child is killed and the zygote exits.
+"""
+import ctypes
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import worker  # noqa: E402
+
+SPOOL, SUBMISSION = "/spool", "/submission"
+UNPRIVILEGED = 65534
+CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result, what):
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def mount(source, target, fstype, flags, data=None):
+    encode = (lambda s: None if s is None else s.encode())
+    _check(libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags),
+                      encode(data)), f"mount {target}")
+
+
+def set_limits(limits):
+    for kind, value in ((resource.RLIMIT_CPU, limits["cpu_seconds"]),
+                        (resource.RLIMIT_AS, limits["memory_bytes"]),
+                        (resource.RLIMIT_NPROC, limits["processes"]),
+                        (resource.RLIMIT_FSIZE, limits["file_bytes"]),
+                        (resource.RLIMIT_CORE, 0)):
+        try:
+            resource.setrlimit(kind, (value, value))
+        except (ValueError, OSError):
+            pass  # a limit the OS does not allow is left as it is
+
+
+def drop_privileges():
+    """uid/gid 65534, no supplementary groups, an empty capability bounding set, no new privs."""
+    with open("/proc/sys/kernel/cap_last_cap") as handle:
+        last = int(handle.read())
+    for cap in range(last + 1):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    os.setgroups([])
+    os.setresgid(UNPRIVILEGED, UNPRIVILEGED, UNPRIVILEGED)
+    os.setresuid(UNPRIVILEGED, UNPRIVILEGED, UNPRIVILEGED)  # clears the effective capabilities
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    # Credentials changed, which clears the parent-death signal: set it (again) now.
+    _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
+
+
+def enter_namespaces(spool_dir):
+    """This process gets a private mount table: its submission at /submission, nothing else."""
+    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare")
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    mount(spool_dir, SUBMISSION, None, MS_BIND)
+    mount("tmpfs", SPOOL, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+
+
+def run_worker(channel_fd, student_file, limits, torch):
+    set_limits(limits)
+    worker.serve(worker.Channel(channel_fd), student_file, torch)
+
+
+def child(request, fds, mode, closing, torch):
+    """In the forked child: never returns."""
+    code = 1
+    try:
+        for fd in closing:
+            os.close(fd)
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        channel_fd, out_fd, err_fd = fds
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        for fd in (null, out_fd, err_fd):
+            os.close(fd)
+        os.setsid()  # its own process group: the zygote kills the whole group
+        limits, name = request["limits"], os.path.basename(request["student"])
+        if mode == "plain":
+            os.chdir(request["dir"])
+            run_worker(channel_fd, os.path.join(request["dir"], name), limits, torch)
+            code = 0
+        else:
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            enter_namespaces(os.path.join(SPOOL, os.path.basename(request["dir"])))
+            pid = os.fork()  # the first child after unshare is PID 1 of the new PID namespace
+            if pid == 0:
+                mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+                drop_privileges()
+                os.chdir(SUBMISSION)
+                run_worker(channel_fd, os.path.join(SUBMISSION, name), limits, torch)
+                os._exit(0)
+            # Hold none of the worker's pipes: the judge reads EOF the moment the worker exits,
+            # not after the kernel has torn down its namespaces (tens of ms).
+            os.close(channel_fd)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            _, status = os.waitpid(pid, 0)
+            code = os.waitstatus_to_exitcode(status)
+            if code < 0:  # mirror a signal, so the judge reads "SIGXCPU" and not an exit code
+                signal.signal(-code, signal.SIG_DFL)
+                os.kill(os.getpid(), -code)
+                code = 128 - code
+    except BaseException as exc:  # the sandbox could not be set up: say so on stderr, exit 70
+        os.write(2, f"zygote child: {type(exc).__name__}: {exc}\n".encode(errors="replace"))
+        code = 70
+    finally:
+        os._exit(code)
+
+
+class Zygote:
+    def __init__(self, control_fd, mode):
+        self.control = socket.socket(fileno=control_fd)
+        self.mode = mode
+        self.children = {}  # pid -> spawn id
+        self.deadlines = {}  # pid -> when it is killed (its judge has let it go)
+        self.wake_read, self.wake_write = os.pipe()
+        os.set_blocking(self.wake_write, False)
+        signal.set_wakeup_fd(self.wake_write)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+
+    def send(self, message):
+        self.control.send(json.dumps(message).encode())
+
+    def spawn(self, request, fds):
+        if len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            self.send({"failed": request.get("id"), "error": "expected three fds"})
+            return
+        pid = os.fork()
+        if pid == 0:
+            child(request, fds, self.mode,
+                  [self.control.fileno(), self.wake_read, self.wake_write], self.torch)
+        for fd in fds:
+            os.close(fd)
+        self.children[pid] = request.get("id")
+        self.send({"spawned": request.get("id"), "pid": pid})
+
+    def end(self, spawn_id, grace):
+        for pid, known in self.children.items():
+            if known == spawn_id:
+                self.deadlines[pid] = time.monotonic() + min(max(float(grace), 0.0), 10.0)
+
+    def kill_overdue(self, everyone=False):
+        now = time.monotonic()
+        for pid in [p for p, t in self.deadlines.items() if everyone or t <= now]:
+            del self.deadlines[pid]
+            for kill in (os.killpg, os.kill):  # the group; the pid if it has no group yet
+                try:
+                    kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+    def reap(self):
+        while self.children:
+            try:
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            spawn_id = self.children.pop(pid, None)
+            self.deadlines.pop(pid, None)
+            try:  # whatever it started in its process group goes with it
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self.send({"exited": spawn_id, "code": os.waitstatus_to_exitcode(status),
+                       "maxrss_kb": usage.ru_maxrss,
+                       "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4)})
+
+    def run(self):
+        self.torch = worker.prepare()
+        self.send({"ready": True, "mode": self.mode})
+        while True:
+            timeout = (max(min(self.deadlines.values()) - time.monotonic(), 0)
+                       if self.deadlines else None)
+            readable, _, _ = select.select([self.control, self.wake_read], [], [], timeout)
+            self.kill_overdue()
+            if self.wake_read in readable:
+                os.read(self.wake_read, 4096)
+                self.reap()
+            if self.control in readable:
+                data, fds, _, _ = socket.recv_fds(self.control, 65536, 8)
+                if not data:
+                    break
+                request = json.loads(data)
+                if request.get("op") == "spawn":
+                    self.spawn(request, fds)
+                elif request.get("op") == "end":
+                    self.end(request.get("id"), request.get("grace", 0))
+        self.deadlines = dict.fromkeys(self.children, 0)
+        self.kill_overdue(everyone=True)
+
+
+def main():
+    Zygote(int(sys.argv[1]), sys.argv[2]).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""The batch's fork server: one torch import per judge, and still one clean sandbox per student.
+
+What a forked worker must keep from a cold one: the same verdicts, nothing one student's code did
+visible to the next (files, /tmp, processes), a worker that will not stop is killed, and a dead
+zygote is replaced.  The hostile suite of test_sandbox.py also runs on forked workers.
+"""
+import os
+import time
+
+import pytest
+
+from grader import authoring, forkserver, grading, sandbox
+from grader.sandbox import Limits
+
+REFERENCE = open(authoring.SOLUTION, encoding="utf-8").read()
+WRONG = os.path.join(authoring.ROOT, "tests", "submissions", "wrong")
+MODES = ["process"] + (["bubblewrap"] if sandbox.bubblewrap_works()
+                       and forkserver.supported("bubblewrap") else [])
+
+
+@pytest.fixture(scope="module", params=MODES)
+def server(request):
+    fs = forkserver.ForkServer(request.param)
+    yield fs
+    fs.close()
+
+
+def submit(tmp_path, name, source):
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "attention.py").write_text(source, encoding="utf-8")
+    return str(folder)
+
+
+def grade(server, path, limits=None):
+    sub, student = grading.start(path, server.isolation, limits, server.spawn)
+    return grading.finish(sub, student)
+
+
+def outcome(data):
+    return data["score"], [(c["id"], c["status"], c["score"], [v["key"] for v in c["verdicts"]])
+                           for c in data["checks"]]
+
+
+def test_forked_and_cold_workers_give_the_same_verdicts(server):
+    names = sorted(os.listdir(WRONG))[::5]  # a spread of one-mistake submissions
+    for name in names:
+        path = os.path.join(WRONG, name)
+        forked = grade(server, path)
+        assert forked["metadata"]["worker_start"] == "fork"
+        cold = grading.grade(path, isolation=server.isolation)
+        assert cold["metadata"]["worker_start"] == "exec"
+        assert outcome(forked) == outcome(cold), name
+    assert grade(server, authoring.SOLUTION)["score"] == 39
+
+
+def test_the_next_student_sees_nothing_of_the_last(server, tmp_path):
+    if server.mode == "plain":
+        pytest.skip("fallback cannot defend: plain processes share /tmp and the user's files")
+    leave = REFERENCE + """
+import os, subprocess, sys
+open("/tmp/left-by-first", "w").write("x")
+open("left-in-submission", "w").write("x")
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+"""
+    first = grade(server, submit(tmp_path, "first", leave))
+    assert first["score"] == 39
+    look = REFERENCE + """
+import os
+SEEN = sorted(os.listdir("/tmp")) + sorted(os.listdir("/spool")) + sorted(os.listdir("."))
+SEEN += [p for p in os.listdir("/proc") if p.isdigit() and p != "1"]
+print("SEEN", SEEN)
+if os.getuid() == 0 or len(SEEN) > 2:
+    raise SystemExit("saw: " + " ".join(SEEN))
+"""
+    second = grade(server, submit(tmp_path, "second", look))
+    assert second["score"] == 39, second["metadata"]["student_output"]
+    assert "left" not in second["metadata"]["student_output"]
+
+
+def test_two_live_workers_cannot_see_each_other(server, tmp_path):
+    if server.mode == "plain":
+        pytest.skip("fallback cannot defend: plain processes of one user see each other")
+    limits = Limits()
+    sleeper = server.spawn(submit(tmp_path, "a", REFERENCE + "\nimport time\ntime.sleep(1)\n"),
+                           "attention.py", limits)
+    look = REFERENCE + """
+import os
+OTHERS = [p for p in os.listdir("/proc") if p.isdigit() and p != "1"] + os.listdir("/spool")
+if OTHERS:
+    raise SystemExit("saw another worker: " + " ".join(OTHERS))
+"""
+    try:
+        data = grade(server, submit(tmp_path, "b", look))
+    finally:
+        sleeper.kill()
+    assert data["score"] == 39, data["metadata"]["student_output"]
+
+
+def test_a_worker_that_will_not_stop_is_killed(server, tmp_path):
+    """A call that never returns: the judge gives up on it and the zygote kills the child."""
+    stubborn = REFERENCE.replace('def split_heads(x, heads):\n',
+                                 'def split_heads(x, heads):\n    while True:\n        pass\n', 1)
+    assert stubborn != REFERENCE
+    data = grade(server, submit(tmp_path, "stubborn", stubborn), Limits(call_seconds=1.0))
+    assert data["score"] < 39
+    assert {c["status"] for c in data["checks"] if c["id"].startswith("split_heads")} == {"timeout"}
+    deadline = time.monotonic() + 10
+    while server.workers and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not server.workers, "the zygote still has a child after grading ended"
+
+
+def test_a_dead_zygote_is_replaced(server, tmp_path):
+    os.killpg(server.proc.pid, 9)
+    server.proc.wait()
+    data = grade(server, authoring.SOLUTION)
+    assert data["score"] == 39
+    assert server.alive()
+
+
+def test_memory_and_cpu_of_each_child_are_reported(server):
+    before = server.children_exited
+    grade(server, authoring.SOLUTION)
+    deadline = time.monotonic() + 5
+    while server.children_exited == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.children_exited > before
+    assert 50 * 1024 < server.peak_child_kb < 3 * 1024 ** 2  # KiB: torch is resident in each
+    assert server.child_cpu_seconds > 0
+
+
+def test_cold_start_only_where_the_fork_server_cannot_isolate(monkeypatch):
+    assert forkserver.supported("process") == "plain"
+    monkeypatch.setattr(sandbox, "runs_as_root", lambda: False)
+    assert forkserver.supported("bubblewrap") is None
+    with pytest.raises(RuntimeError):
+        forkserver.ForkServer("bubblewrap")
