@@ -291,7 +291,7 @@ def _begin(task, isolation, limits, spawner=None):
     return started
 
 
-def _complete(started, config):
+def _complete(started, config, session=None):
     from . import grading
 
     task = started.task
@@ -310,7 +310,7 @@ def _complete(started, config):
         close = student.close
         student.close = lambda: None  # keep the worker for the heatmap probe after the checks
         try:
-            data = grading.finish(started.sub, student)
+            data = grading.finish(started.sub, student, session=session)
             maps = attention_maps(student)
         finally:
             close()
@@ -345,6 +345,11 @@ def judge_main(argv):
     if config.get("fork_server", True) and forkserver.supported(isolation):
         zygote = forkserver.ForkServer(isolation)
     spawner = zygote.spawn if zygote else None
+    # The judge's own heavy imports now, while the zygote imports torch on the other core; then
+    # pytest, configured and its checks collected once for all the submissions of this judge.
+    from . import runner
+
+    session = runner.CheckSession()
     inbox = queue.Queue()
 
     def read_tasks():
@@ -355,7 +360,7 @@ def judge_main(argv):
 
     threading.Thread(target=read_tasks, daemon=True).start()
     ahead = collections.deque()  # started submissions, oldest first
-    done = False
+    done, graded = False, 0
     while True:
         # Keep `prefetch` submissions starting behind the one being checked.
         while not done and len(ahead) <= prefetch:
@@ -371,7 +376,7 @@ def judge_main(argv):
             break
         current = ahead.popleft()
         try:
-            answer = _complete(current, config)
+            answer = _complete(current, config, session)
         except Exception as exc:  # an internal error: reported, not written, retried next run
             import traceback
 
@@ -380,6 +385,7 @@ def judge_main(argv):
                       "status": "error", "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
             if current.student is not None:
                 current.student.close()
+        graded += 1
         try:
             answers.write(json.dumps(answer, ensure_ascii=False) + "\n")
         except (BrokenPipeError, OSError):
@@ -391,12 +397,16 @@ def judge_main(argv):
 
     # Peak resident memory (ru_maxrss, KiB on Linux): this judge, and its largest worker (a
     # forked worker's is reported by the zygote, which waits for it; shared pages count in full).
-    worker_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    session.close()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    worker_kb, worker_cpu = children.ru_maxrss, children.ru_utime + children.ru_stime
     if zygote is not None:
         zygote.close()
-        worker_kb = zygote.peak_child_kb
-    stats = {"judge_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-             "worker_mb": worker_kb / 1024, "fork_server": zygote is not None}
+        worker_kb, worker_cpu = zygote.peak_child_kb, zygote.child_cpu_seconds
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    stats = {"judge_mb": own.ru_maxrss / 1024, "worker_mb": worker_kb / 1024,
+             "judge_cpu": own.ru_utime + own.ru_stime, "worker_cpu": worker_cpu,
+             "graded": graded, "fork_server": zygote is not None}
     try:
         answers.write(json.dumps({"stats": stats}) + "\n")
         answers.flush()
@@ -657,8 +667,11 @@ def run(args):
     if tasks:
         memory = ""
         if stats:
+            graded = sum(s["graded"] for s in stats) or 1
             memory = (f"; peak memory: judge {max(s['judge_mb'] for s in stats):.0f} MiB, "
-                      f"worker {max(s['worker_mb'] for s in stats):.0f} MiB")
+                      f"worker {max(s['worker_mb'] for s in stats):.0f} MiB; CPU per submission: "
+                      f"judge {sum(s['judge_cpu'] for s in stats) / graded:.2f} s, "
+                      f"worker {sum(s['worker_cpu'] for s in stats) / graded:.2f} s")
         print(f"graded {len(tasks)} in {seconds:.1f} s ({len(tasks) / seconds * 60:.1f}/min, "
               f"{len(stats) or '?'} processes){memory}", file=sys.stderr)
     ungradable = sum(1 for r in records if r["status"] == "ungradable")

@@ -195,6 +195,10 @@ class ForkServer:
     def close(self):
         if self.proc is None:
             return
+        try:  # shutdown, not just close: it wakes our reader's recv and gives the zygote EOF
+            self.control.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.control.close()  # the zygote kills its children and exits
         try:
             self.proc.wait(timeout=5)

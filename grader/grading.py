@@ -22,8 +22,11 @@ def start(path, isolation="auto", limits=None, spawner=None):
     return sub, student
 
 
-def finish(sub, student, visibilities=("public", "hidden")):
-    """Run the checks against a started worker; return the report data (renderers format it)."""
+def finish(sub, student, visibilities=("public", "hidden"), session=None):
+    """Run the checks against a started worker; return the report data (renderers format it).
+
+    `session` (a batch judge's runner.CheckSession for these visibilities) saves configuring
+    pytest and collecting the checks again for every submission."""
     import torch
 
     from . import report, runner
@@ -34,7 +37,7 @@ def finish(sub, student, visibilities=("public", "hidden")):
     rubric = rubric_module.load()
     checks = rubric.select(visibilities)
     try:
-        parts = runner.run(student, visibilities)
+        parts = session.run(student) if session else runner.run(student, visibilities)
     finally:
         student.close()
         sub.cleanup()

@@ -6,7 +6,10 @@ student's exception, a dead worker) into plain data that pytest-json-report reco
 check passes only if every test that carries its id ran and passed; one that did not run at all
 is an `error`, never a pass.
 """
+import contextlib
 import os
+import queue
+import threading
 
 import pytest
 from pytest_jsonreport.plugin import JSONReport
@@ -44,12 +47,16 @@ def classify(exc):
 
 
 class KitPlugin:
-    def __init__(self, student):
-        self._student = student
+    """Hands the checks the `student` proxy, records verdicts, and runs the collected checks once
+    per student that the CheckSession hands over."""
+
+    def __init__(self, owner):
+        self.owner = owner
+        self.current = None
 
     @pytest.fixture(scope="session")
     def student(self):
-        return self._student
+        return self.current
 
     def pytest_configure(self, config):
         config.addinivalue_line("markers", "check(id): the rubric check this test scores")
@@ -61,40 +68,39 @@ class KitPlugin:
             meta["verdict"] = classify(call.excinfo.value)
         return meta
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session):
+        """Instead of running the items once: run all of them for each student handed over.
+        The last item runs with nextitem=None, which tears every fixture down (the session-scoped
+        `student` included), so each student starts from nothing, as in a fresh session."""
+        owner = self.owner
+        while True:
+            student = owner.requests.get()
+            if student is None:
+                return True
+            self.current = student
+            owner.json_report._json_tests.clear()  # pytest-json-report 1.5.0 (pinned): per-test
+            try:                                   # records, keyed by node id, live here
+                items = session.items
+                for i, item in enumerate(items):
+                    nextitem = items[i + 1] if i + 1 < len(items) else None
+                    item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                owner.results.put(parts_of(owner.json_report._json_tests.values()))
+            except BaseException as exc:  # noqa: B036 (handed to the caller, which raises it)
+                owner.results.put(exc)
+            finally:
+                self.current = None
+
 
 def check_files(visibilities):
     folders = [os.path.join(CHECKS_DIR, v) for v in ("public", "hidden") if v in visibilities]
     return [f for f in folders if os.path.isdir(f)]
 
 
-def run(student, visibilities=("public", "hidden")):
-    """Run the checks; return {check_id: [part, ...]} with part = {name, status, verdict}."""
-    json_report = JSONReport()
-    # Only the plugins the kit names: no third-party plugin installed beside it (xdist, randomly,
-    # ...) is loaded into the judge, which is also faster.
-    args = check_files(visibilities) + [
-        "-p", "pytest_jsonreport.plugin", "-p", "pytest_metadata.plugin",
-        "-q", "-p", "no:cacheprovider", "--noconftest",
-        "-c", os.path.join(CHECKS_DIR, "pytest.ini"), "--rootdir", CHECKS_DIR,
-        "--json-report-file=none", "--tb=no", "--no-header", "-s",
-        "-W", "ignore::pytest.PytestAssertRewriteWarning",
-        # Built-in plugins the checks do not use and that cost the judge half its time per
-        # submission (two gc.collect()s at exit, a log handler around every test phase).
-        "-p", "no:logging", "-p", "no:unraisableexception", "-p", "no:threadexception",
-        "-p", "no:faulthandler",
-    ]
-    autoload = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
-    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    try:
-        with open(os.devnull, "w") as devnull, _quiet(devnull):
-            pytest.main(args, plugins=[KitPlugin(student), json_report])
-    finally:
-        if autoload is None:
-            del os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"]
-        else:
-            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = autoload
+def parts_of(tests):
+    """{check_id: [part, ...]}, part = {name, status, verdict}, from pytest-json-report's tests."""
     parts = {}
-    for test in (json_report.report or {}).get("tests", []):
+    for test in tests:
         meta = test.get("metadata") or {}
         check_id = meta.get("check")
         if check_id is None:
@@ -107,19 +113,76 @@ def run(student, visibilities=("public", "hidden")):
     return parts
 
 
-class _quiet:
-    """pytest prints its own progress; the kit prints the report instead."""
+class CheckSession:
+    """One pytest session whose checks are collected once and run against student after student.
 
-    def __init__(self, sink):
-        self.sink = sink
+    Configuring pytest and collecting the checks is half of the judge's time for one submission
+    (~60 of ~125 ms CPU); a batch judge pays it once.  pytest.main runs in a thread of its own
+    and waits in pytest_runtestloop for the next student; `run` hands one over and returns the
+    parts.  One student at a time.
+    """
+
+    def __init__(self, visibilities=("public", "hidden")):
+        self.requests, self.results = queue.Queue(), queue.Queue()
+        self.json_report = JSONReport()
+        self.plugin = KitPlugin(self)
+        self.args = check_files(visibilities) + [
+            "-p", "pytest_jsonreport.plugin", "-p", "pytest_metadata.plugin",
+            "-q", "-p", "no:cacheprovider", "--noconftest",
+            "-c", os.path.join(CHECKS_DIR, "pytest.ini"), "--rootdir", CHECKS_DIR,
+            "--json-report-file=none", "--tb=no", "--no-header", "-s",
+            "--json-report-omit", "collectors", "log", "keywords", "streams", "warnings",
+            "-W", "ignore::pytest.PytestAssertRewriteWarning",
+            # Built-in plugins the checks do not use and that cost the judge time per
+            # submission (two gc.collect()s at exit, a log handler around every test phase).
+            "-p", "no:logging", "-p", "no:unraisableexception", "-p", "no:threadexception",
+            "-p", "no:faulthandler",
+        ]
+        self.devnull = open(os.devnull, "w")  # pytest's own progress: the kit prints the report
+        # Only the plugins the kit names: no third-party plugin installed beside it (xdist,
+        # randomly, ...) is loaded into the judge.  pytest reads the variable while it configures
+        # (in the thread), so it is restored only by close().
+        self.autoload = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        self.thread = threading.Thread(target=self._main, daemon=True)
+        self.thread.start()
+
+    def _main(self):
+        try:
+            with contextlib.redirect_stdout(self.devnull):
+                pytest.main(self.args, plugins=[self.plugin, self.json_report])
+            raise RuntimeError("the check session ended early (see the judge's log)")
+        except BaseException as exc:  # noqa: B036 (raised in the caller's thread)
+            self.results.put(exc)
+
+    def run(self, student):
+        """Run every check against `student`; return {check_id: [part, ...]}."""
+        if not self.thread.is_alive():
+            raise RuntimeError("the check session is closed")
+        self.requests.put(student)
+        result = self.results.get()
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def close(self):
+        if self.thread.is_alive():
+            self.requests.put(None)
+            self.thread.join(timeout=30)
+        if self.autoload is None:
+            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = self.autoload
+        self.devnull.close()
 
     def __enter__(self):
-        import sys
-
-        self.saved = sys.stdout
-        sys.stdout = self.sink
+        return self
 
     def __exit__(self, *exc):
-        import sys
+        self.close()
 
-        sys.stdout = self.saved
+
+def run(student, visibilities=("public", "hidden")):
+    """Run the checks once; return {check_id: [part, ...]} with part = {name, status, verdict}."""
+    with CheckSession(visibilities) as session:
+        return session.run(student)

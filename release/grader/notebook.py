@@ -25,6 +25,7 @@ changes nothing.  The kernel itself can still be tricked (its helpers can be rep
 why `make autograde` regrades every submitted notebook outside the kernel (grader/nbgrade.py).
 """
 import ast
+import copy
 import hashlib
 import json
 import os
@@ -180,6 +181,23 @@ def split_source(source):
     pieces = [(n.name, "\n".join(lines[n.lineno - 1:end]).rstrip()) for n, end in zip(defs, ends)]
     quiz = "\n".join(lines[ends[-1]:]).strip()
     return header, import_text, pieces + [("quiz", quiz)]
+
+
+def handed_in(release, pieces, extra=None, after=None):
+    """The released notebook as a student hands it in: the cells named in `pieces` ({grade id:
+    source}, e.g. from split_source of a .py) filled in, and maybe one `extra` cell after `after`."""
+    nb = copy.deepcopy(release)
+    cells = []
+    for cell in nb["cells"]:
+        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        if grade_id in pieces:
+            cell["source"] = _lines(pieces[grade_id])
+        cells.append(cell)
+        if extra and grade_id == after:
+            cells.append({"cell_type": "code", "execution_count": None, "id": "student-cell",
+                          "metadata": {}, "outputs": [], "source": _lines(extra)})
+    nb["cells"] = cells
+    return nb
 
 
 def _block_end(lines, end):
