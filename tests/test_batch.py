@@ -4,6 +4,7 @@ after kill -9, shards and merge, and that nothing in the class folder is ever wr
 The mixed folder is graded once per module by the real CLI (about 20-40 s on 2 cores: six
 submissions that reach the checks); the kill and shard tests grade again, for real.
 """
+import concurrent.futures
 import csv
 import hashlib
 import io
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from grader import batch, grading, rubric, submission  # noqa: E402
+from grader import batch, grading, rubric, sandbox, submission  # noqa: E402
 
 SUBMISSIONS = ROOT / "tests" / "submissions"
 PY = sys.executable
@@ -357,3 +358,34 @@ def test_merge_refuses_conflicting_shards(tmp_path):
                            "--out", str(tmp_path / "m")], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 2 and "different content" in proc.stderr
+
+
+def test_one_judge_grades_each_student_as_if_alone(tmp_path):
+    """Hostile submissions between honest ones, all on one judge (one pytest session, one
+    zygote): every report equals the one the same file gets graded alone, cold."""
+    order = [("a01", "correct/einsum.py"), ("a02", "hostile/exit_at_import.py"),
+             ("a03", "wrong/scale_none.py"), ("a04", "hostile/infinite_loop_in_attend.py"),
+             ("a05", "hostile/patch_allclose.py"), ("a06", "hostile/os_exit_in_attend.py"),
+             ("a07", "wrong/mask_missing.py")]  # (the memory hog: test_sandbox, fork modes)
+    source = tmp_path / "class"
+    source.mkdir()
+    for name, fixture in order:
+        shutil.copy(SUBMISSIONS / fixture, source / f"{name}.py")
+    out = tmp_path / "out"
+    proc = run_batch(source, out, "--jobs", "1", "--call-timeout", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "workers forked from one warm zygote" in proc.stderr
+    limits = sandbox.Limits(call_seconds=2.0)
+
+    def outcome(checks):
+        return [(c["id"], c["status"], c["score"], [v["key"] for v in c["verdicts"]])
+                for c in checks]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        alone = dict(zip(order, pool.map(
+            lambda entry: grading.grade(str(source / f"{entry[0]}.py"), limits=limits), order)))
+    for name, fixture in order:
+        record = json.loads((out / "students" / name / "report.json").read_text())
+        assert record["report"]["metadata"]["worker_start"] == "fork"
+        assert alone[name, fixture]["metadata"]["worker_start"] == "exec"
+        assert outcome(record["report"]["checks"]) == outcome(alone[name, fixture]["checks"]), \
+            fixture
