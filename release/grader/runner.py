@@ -6,9 +6,9 @@ student's exception, a dead worker) into plain data that pytest-json-report reco
 check passes only if every test that carries its id ran and passed; one that did not run at all
 is an `error`, never a pass.
 """
-import contextlib
 import os
 import queue
+import sys
 import threading
 
 import pytest
@@ -68,6 +68,9 @@ class KitPlugin:
             meta["verdict"] = classify(call.excinfo.value)
         return meta
 
+    def pytest_sessionstart(self, session):
+        self.owner.restore_stdout()
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session):
         """Instead of running the items once: run all of them for each student handed over.
@@ -113,6 +116,9 @@ def parts_of(tests):
     return parts
 
 
+_STDOUT_SWAP = threading.Lock()
+
+
 class CheckSession:
     """One pytest session whose checks are collected once and run against student after student.
 
@@ -139,6 +145,7 @@ class CheckSession:
             "-p", "no:faulthandler",
         ]
         self.devnull = open(os.devnull, "w")  # pytest's own progress: the kit prints the report
+        self.saved_stdout = None
         # Only the plugins the kit names: no third-party plugin installed beside it (xdist,
         # randomly, ...) is loaded into the judge.  pytest reads the variable while it configures
         # (in the thread), so it is restored only by close().
@@ -148,12 +155,23 @@ class CheckSession:
         self.thread.start()
 
     def _main(self):
+        # pytest's terminal reporter keeps the sys.stdout it finds when it is created: point it at
+        # devnull only until the session starts (KitPlugin.pytest_sessionstart puts it back), under
+        # a lock, so that two sessions starting in two threads cannot swap each other's stdout.
+        _STDOUT_SWAP.acquire()
+        self.saved_stdout, sys.stdout = sys.stdout, self.devnull
         try:
-            with contextlib.redirect_stdout(self.devnull):
-                pytest.main(self.args, plugins=[self.plugin, self.json_report])
+            pytest.main(self.args, plugins=[self.plugin, self.json_report])
             raise RuntimeError("the check session ended early (see the judge's log)")
         except BaseException as exc:  # noqa: B036 (raised in the caller's thread)
             self.results.put(exc)
+        finally:
+            self.restore_stdout()
+
+    def restore_stdout(self):
+        if self.saved_stdout is not None:
+            sys.stdout, self.saved_stdout = self.saved_stdout, None
+            _STDOUT_SWAP.release()
 
     def run(self, student):
         """Run every check against `student`; return {check_id: [part, ...]}."""
