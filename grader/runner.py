@@ -38,6 +38,8 @@ def classify(exc):
             return {"status": "failed", "key": "not_implemented", "fields": {}}
         if "view size is not compatible" in exc.message:
             return {"status": "failed", "key": "view_non_contiguous", "fields": fields}
+        if "does not require grad and does not have a grad_fn" in exc.message:
+            return {"status": "failed", "key": "no_grad_path", "fields": fields}
         return {"status": "failed", "key": "raised", "fields": fields}
     if isinstance(exc, WorkerFailure):
         return {"status": STATUS_OF_FAILURE.get(exc.kind, "error"), "key": exc.kind,
