@@ -144,6 +144,14 @@ def test_each_wrong_solution_is_a_different_mistake():
     assert len(set(mistakes)) == len(mistakes)
 
 
+def test_every_check_is_proven_by_a_wrong_solution():
+    # Each rubric check is the expect-fail of at least one wrong solution, so the corpus proves it
+    # fails on the mistake it exists for (test_wrong_solution_fails_its_checks does the proving).
+    covered = {check_id for p in WRONG for check_id in header(p)["expect-fail"]}
+    unproven = sorted(c.id for c in RUBRIC.checks if c.id not in covered)
+    assert unproven == [], f"no wrong solution has these as expect-fail: {unproven}"
+
+
 def xfail_where(table):
     return [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=table[p.name]))
             if p.name in table else p for p in WRONG]

@@ -3,8 +3,8 @@ and the lesson's own check that one batched call equals the per-head loop."""
 import pytest
 import torch
 
-from ..support import (Verdict, causal_mask, close, expect_close, fmt, leak_map, randn, shaped,
-                       tensor, weights_diagnosis)
+from ..support import (Verdict, causal_mask, close, first_difference, fmt, leak_map, randn,
+                       shaped, tensor, weights_diagnosis)
 
 # Distinct sizes: B, H, T, d all differ, and T != d.
 B, H, T, D_HEAD = 2, 3, 5, 4
@@ -12,6 +12,14 @@ B, H, T, D_HEAD = 2, 3, 5, 4
 
 def qkv(seed, *lead):
     return tuple(randn(*lead, T, D_HEAD, seed=seed + i) for i in range(3))
+
+
+def looks_causal(weights):
+    """Weights [..., T, T] laid out as the causal default: the whole lower triangle read, nothing
+    above it.  Given an explicit mask that allows more (or other) cells, it was ignored."""
+    allowed = causal_mask(weights.shape[-1])
+    return (not torch.isnan(weights).any() and bool((weights[..., ~allowed] == 0).all())
+            and bool((weights[..., allowed] > 0).all()))
 
 
 def weights_of(student, q, k, v, mask=None):
@@ -96,6 +104,9 @@ def test_explicit_band_mask(student):
     band = causal_mask(T) & ~torch.ones(T, T, dtype=torch.bool).tril(-2)  # reads itself and one back
     _, weights = weights_of(student, q, k, v, mask=band)
     if torch.isnan(weights).any() or (weights[..., ~band] != 0).any():
+        if looks_causal(weights):
+            raise Verdict("mask_arg_ignored", heatmap=leak_map(weights, band),
+                          detail="mask = itself and one position back; ! = should be 0:")
         raise Verdict("wrong_values", where="weights[0, 0] with a band mask ", expected="0 off the band",
                       got="non-zero", heatmap=leak_map(weights, band),
                       detail="mask = itself and one position back; ! = should be 0:")
@@ -111,7 +122,8 @@ def test_all_visible_mask(student):
     everything = torch.ones(1, 1, T, T, dtype=torch.bool)  # broadcast over [B,H]
     _, weights = weights_of(student, q, k, v, mask=everything)
     if not (weights[..., ~causal_mask(T)] > 0).all():
-        raise Verdict("wrong_values", where="weights[0, 0] with an all-True mask ",
+        raise Verdict("mask_arg_ignored" if looks_causal(weights) else "wrong_values",
+                      where="weights[0, 0] with an all-True mask ",
                       expected="every weight > 0", got="zeros above the diagonal",
                       heatmap=leak_map(weights, torch.ones(T, T, dtype=torch.bool)),
                       detail="an explicit mask replaces the causal default:")
@@ -135,4 +147,8 @@ def test_batched_equals_loop(student):
     looped = torch.stack(per_head, dim=1)
     # Equal NaNs count as equal here: this check is about batching, not about the mask.
     if not torch.allclose(batched.double(), looped.double(), atol=1e-5, rtol=1e-4, equal_nan=True):
-        expect_close(batched, looped, "batched vs torch.stack(per-head, dim=1)")
+        # Each head alone is right or wrong the same way in both; a difference means the heads
+        # (or samples) are not independent, or the code does not treat the leading axes alike.
+        index, got, expected = first_difference(batched, looped)
+        raise Verdict("heads_mixed", detail=f"context{list(index)}: per-head loop {expected:.4f}, "
+                      f"batched {got:.4f}")
