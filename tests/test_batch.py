@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from grader import batch, grading, rubric, sandbox, submission  # noqa: E402
+from grader import batch, entries, grading, judge, rubric, sandbox, submission  # noqa: E402
 
 SUBMISSIONS = ROOT / "tests" / "submissions"
 PY = sys.executable
@@ -142,7 +142,7 @@ def test_reports_pages_and_kinds(mixed):
         folder = out / "students" / sid
         record = json.loads((folder / "report.json").read_text(encoding="utf-8"))
         assert record["student"] == sid
-        assert record["digest"] == batch.entry_digest(str(mixed["source"] / record["entry"]))
+        assert record["digest"] == entries.entry_digest(str(mixed["source"] / record["entry"]))
         html = (folder / "feedback.html").read_text(encoding="utf-8")
         assert html.startswith("<!DOCTYPE html>") and sid in html
         assert (folder / "feedback.md").read_text(encoding="utf-8").startswith("# ")
@@ -152,10 +152,10 @@ def test_reports_pages_and_kinds(mixed):
                           "erin": "zip", "henry": "git"}
     henry = json.loads((out / "students" / "henry" / "report.json").read_text())
     maps = henry["attention_maps"]
-    assert maps["causal"]["student"] and len(maps["causal"]["student"]) == batch.PROBE_T
+    assert maps["causal"]["student"] and len(maps["causal"]["student"]) == judge.PROBE_T
     erin = json.loads((out / "students" / "erin" / "report.json").read_text())
     leaks = erin["attention_maps"]["causal"]["leaks"]  # mask_missing: the future leaks
-    assert sum(map(sum, leaks)) == batch.PROBE_T * (batch.PROBE_T - 1) // 2
+    assert sum(map(sum, leaks)) == judge.PROBE_T * (judge.PROBE_T - 1) // 2
 
 
 def test_batch_report_equals_a_single_grade(mixed):
@@ -299,17 +299,17 @@ def test_shards_merge_into_the_same_gradebook(mixed, tmp_path):
 def test_shards_are_a_deterministic_partition():
     students = [f"s{i:03d}" for i in range(200)]
     for n in (1, 2, 3, 8):
-        parts = [[s for s in students if batch.shard_of(s, n) == k] for k in range(1, n + 1)]
+        parts = [[s for s in students if entries.shard_of(s, n) == k] for k in range(1, n + 1)]
         assert sorted(sum(parts, [])) == students
         assert all(parts) and max(map(len, parts)) < 2.5 * 200 / n
-    assert batch.parse_shard("2/8") == (2, 8)
+    assert entries.parse_shard("2/8") == (2, 8)
     for bad in ("0/2", "3/2", "2", "a/b", ""):
         with pytest.raises(ValueError):
-            batch.parse_shard(bad)
+            entries.parse_shard(bad)
 
 
 def test_student_ids_from_entry_names():
-    ids = batch.assign_ids(["alice.py", "alice.zip", "bob.ipynb", "张三.py", "a b.py", "a_b.py",
+    ids = entries.assign_ids(["alice.py", "alice.zip", "bob.ipynb", "张三.py", "a b.py", "a_b.py",
                             "carol"])
     assert ids["bob.ipynb"] == "bob" and ids["carol"] == "carol" and ids["张三.py"] == "张三"
     assert ids["alice.py"] != ids["alice.zip"] and "/" not in "".join(ids.values())

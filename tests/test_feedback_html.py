@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from grader import batch, feedback_html, rubric  # noqa: E402
+from grader import feedback_html, judge, rubric  # noqa: E402
 
 PY = sys.executable
 RUBRIC = rubric.load()
@@ -151,7 +151,7 @@ def test_page_in_chromium_has_cards_and_heatmaps(page, dumps):
     failing_attend = [c for c in cards if c["attrs"]["data-check"].startswith("attend.")
                       and c["attrs"]["data-status"] != "passed"]
     assert failing_attend
-    t = batch.PROBE_T
+    t = judge.PROBE_T
     for card in failing_attend:
         tables = dom.find("table", cls="heatmap", within=card)
         assert [tb["attrs"]["data-kind"] for tb in tables] == ["student", "expected"]

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from grader import authoring, batch, gradebook, manifest, rubric, submission, submit  # noqa: E402
+from grader import authoring, entries, gradebook, manifest, rubric, submission, submit  # noqa: E402
 from grader.__main__ import parse  # noqa: E402
 
 PY = sys.executable
@@ -481,7 +481,7 @@ def test_batch_ids_come_from_manifests_and_never_collide(tmp_path):
     _package(folder, "upload-3.zip", student="Li Lei")
     (folder / "alice.py").write_text("x = 1\n")
     (folder / "plain.zip").write_bytes(b"PK\x03\x04 not a zip")
-    ids = {e.name: e.student for e in batch.list_entries(str(folder))}
+    ids = {e.name: e.student for e in entries.list_entries(str(folder))}
     assert ids["upload-3.zip"] == "Li_Lei" and ids["alice.py"] == "alice"
     assert ids["plain.zip"] == "plain"
     assert {ids["upload-1.zip"], ids["upload-2.zip"]} == {"upload-1.zip", "upload-2.zip"}
