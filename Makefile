@@ -69,10 +69,10 @@ stubs: setup
 	$(PY) -m grader.authoring stubs
 
 # The exercise as a notebook (course/source/attention/attention.ipynb), generated from
-# solutions/attention.py, the rubric and the lesson text in grader/notebook.py.
+# solutions/attention.py, the rubric and the lesson text in grader/notebook_build.py.
 .PHONY: notebook
 notebook: setup
-	$(PY) -m grader.notebook
+	$(PY) -m grader.notebook_build
 
 # Instructors (nbgrader, course/): real `nbgrader autograde` over course/submitted/, then the kit's
 # sandboxed regrade of every notebook; where they disagree the kit's grade goes into the gradebook

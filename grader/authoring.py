@@ -32,7 +32,9 @@ RELEASE_GRADER_FILES = [
     "checks/public/__init__.py", "checks/public/test_split_heads.py",
     "checks/public/test_merge_heads.py", "checks/public/test_attend.py",
     "checks/public/test_module.py", "checks/public/test_quiz.py",
-    "notebook.py",  # the notebook's inline checks (kit.check) and autograder cells
+    # The notebook's kernel side: its %check and %autograde cells.  Its generator
+    # (notebook_build.py) and the nbgrader tools (nb*.py) stay with the instructor.
+    "notebook.py",
     "classroom.py",  # one check's verdict for the Classroom workflow
 ]
 RELEASE_TEMPLATES = os.path.join(ROOT, "grader", "release_templates")

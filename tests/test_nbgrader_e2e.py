@@ -24,7 +24,7 @@ import re
 
 import pytest
 
-from grader import authoring, nbgrade, notebook, rubric
+from grader import authoring, nbgrade, notebook, notebook_build, rubric
 
 ROOT = authoring.ROOT
 CORPUS = os.path.join(ROOT, "tests", "submissions")
@@ -60,12 +60,12 @@ def pieces_of(spec):
     if isinstance(spec, dict):
         return spec
     with open(spec, encoding="utf-8") as handle:
-        return dict(notebook.split_source(handle.read())[2])
+        return dict(notebook_build.split_source(handle.read())[2])
 
 
 def student_notebook(release, spec, extra=None, after=None):
     """The released notebook as a student hands it in: solution cells filled, maybe one more cell."""
-    return notebook.handed_in(release, pieces_of(spec), extra, after)
+    return notebook_build.handed_in(release, pieces_of(spec), extra, after)
 
 
 def write_json(path, data):
@@ -89,7 +89,8 @@ def course(tmp_path_factory):
         config = handle.read()
     with open(os.path.join(course, "nbgrader_config.py"), "w", encoding="utf-8") as handle:
         handle.write(config)
-    write_json(os.path.join(course, "source", "attention", "attention.ipynb"), notebook.build())
+    write_json(os.path.join(course, "source", "attention", "attention.ipynb"),
+               notebook_build.build())
     nbgrade.generate_assignment(course)
     with open(os.path.join(course, "release", "attention", "attention.ipynb"), encoding="utf-8") as h:
         release = json.load(h)
@@ -142,7 +143,7 @@ def test_honest_notebooks_get_the_cli_graders_score_check_by_check(course, stude
     assert total == pytest.approx(cli["score"])
     assert record["final_score"] == pytest.approx(cli["score"])
     for check in cli["checks"]:
-        score, auto = grades[notebook.grade_id_of(check["id"])]
+        score, auto = grades[notebook_build.grade_id_of(check["id"])]
         assert score == pytest.approx(check["score"]), check["id"]
         # nbgrader's own kernel already got it right: nothing had to be corrected.
         assert auto == pytest.approx(check["score"]), check["id"]

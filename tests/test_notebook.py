@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from grader import authoring, notebook, rubric
+from grader import authoring, notebook, notebook_build, rubric
 
 ROOT = authoring.ROOT
 NBGRADER_KEYS = {"grade", "grade_id", "locked", "schema_version", "solution", "task"}
@@ -27,11 +27,11 @@ def code_cells(nb):
 
 
 def test_committed_notebook_is_what_the_generator_writes():
-    assert read(notebook.NOTEBOOK) == notebook.dumps(notebook.build())
+    assert read(notebook_build.NOTEBOOK) == notebook_build.dumps(notebook_build.build())
 
 
 def test_one_solution_cell_per_function_and_class_with_markers_kept():
-    nb = notebook.build()
+    nb = notebook_build.build()
     solutions = [c for c in nb["cells"] if c["metadata"]["nbgrader"]["solution"]]
     assert [c["metadata"]["nbgrader"]["grade_id"] for c in solutions] == \
         ["split_heads", "merge_heads", "attend", "CausalSelfAttention", "quiz"]
@@ -48,7 +48,7 @@ def test_one_solution_cell_per_function_and_class_with_markers_kept():
 
 
 def test_a_check_cell_follows_every_exercise():
-    cells = notebook.build()["cells"]
+    cells = notebook_build.build()["cells"]
     for index, cell in enumerate(cells):
         if cell["metadata"]["nbgrader"]["solution"]:
             name = cell["metadata"]["nbgrader"]["grade_id"]
@@ -57,15 +57,15 @@ def test_a_check_cell_follows_every_exercise():
 
 
 def test_one_autograder_cell_per_rubric_check_with_the_rubrics_points():
-    from grader.nbgrade import HIDDEN_BEGIN, HIDDEN_END
+    from grader.notebook_build import HIDDEN_BEGIN, HIDDEN_END
 
     the_rubric = rubric.load()
-    tests = [c for c in notebook.build()["cells"] if c["metadata"]["nbgrader"]["grade"]]
+    tests = [c for c in notebook_build.build()["cells"] if c["metadata"]["nbgrader"]["grade"]]
     assert len(tests) == len(the_rubric.checks)
     for cell, check in zip(tests, the_rubric.checks):
         meta = cell["metadata"]["nbgrader"]
         assert set(meta) == NBGRADER_KEYS | {"points"}
-        assert meta["grade_id"] == notebook.grade_id_of(check.id)
+        assert meta["grade_id"] == notebook_build.grade_id_of(check.id)
         assert meta["points"] == check.points and meta["locked"] and not meta["solution"]
         text = source(cell)
         assert f"%autograde {check.id}" in text
@@ -79,7 +79,7 @@ def test_one_autograder_cell_per_rubric_check_with_the_rubrics_points():
 
 
 def test_every_cell_id_is_unique_and_valid():
-    ids = [c["id"] for c in notebook.build()["cells"]]
+    ids = [c["id"] for c in notebook_build.build()["cells"]]
     assert len(ids) == len(set(ids))
     assert all(0 < len(i) <= 64 and i.replace("-", "").replace("_", "").isalnum() for i in ids)
 
@@ -117,7 +117,7 @@ def test_assemble_wraps_assignments_that_call_at_import():
 def test_assembled_reference_grades_like_the_file():
     from grader import grading
 
-    cells = [source(c) for c in code_cells(notebook.build())]
+    cells = [source(c) for c in code_cells(notebook_build.build())]
     data = notebook.judge(notebook.assemble(cells), hidden=True)
     reference = grading.grade(authoring.SOLUTION)
     assert data["score"] == reference["score"] == reference["max_score"]
@@ -136,15 +136,16 @@ def released():
 def test_release_notebook_is_nbgraders_stubbed_copy_without_hidden_tests():
     """release/attention.ipynb is what `nbgrader generate_assignment` wrote (the release test
     proves it is reproduced); here: stubs as in attention.py, no hidden test, points kept."""
-    from grader.nbgrade import HIDDEN_BEGIN, HIDDEN_END
+    from grader.notebook_build import HIDDEN_BEGIN, HIDDEN_END
 
     text = read(RELEASED)
     for marker in (HIDDEN_BEGIN, HIDDEN_END, authoring.BEGIN, authoring.END, "BEGIN HIDDEN"):
         assert marker not in text
-    source_cells = {c["metadata"]["nbgrader"]["grade_id"]: c for c in notebook.build()["cells"]}
-    hidden = {notebook.grade_id_of(c.id): c for c in rubric.load().select(("hidden",))}
+    source_cells = {c["metadata"]["nbgrader"]["grade_id"]: c
+                    for c in notebook_build.build()["cells"]}
+    hidden = {notebook_build.grade_id_of(c.id): c for c in rubric.load().select(("hidden",))}
     cells = released()["cells"]
-    assert [c["id"] for c in cells] == [c["id"] for c in notebook.build()["cells"]]
+    assert [c["id"] for c in cells] == [c["id"] for c in notebook_build.build()["cells"]]
     for cell in cells:
         meta = cell["metadata"]["nbgrader"]
         original = source_cells[meta["grade_id"]]
@@ -209,7 +210,8 @@ def test_student_notebook_runs_top_to_bottom_with_not_implemented_feedback(kerne
             else:
                 assert the_rubric.message("quiz_missing", "zh", name="Q1_SHAPE") in text
         if cell.metadata["nbgrader"]["grade"]:
-            check = next(c for c in the_rubric.checks if notebook.grade_id_of(c.id) == grade_id)
+            check = next(c for c in the_rubric.checks
+                         if notebook_build.grade_id_of(c.id) == grade_id)
             if check.visibility == "public":  # failed: feedback on stdout, one line on stderr
                 assert f"✗ {check.id}: 0/" in outputs(cell, "stderr")
             else:  # a hidden check's cell is empty in the student's copy
@@ -220,7 +222,7 @@ def test_reference_notebook_passes_every_inline_check(kernel_env, monkeypatch, t
     """The source notebook (the reference in every solution cell), with the whole kit on the
     path as in the course: every inline check and every autograder cell passes."""
     monkeypatch.setenv("PYTHONPATH", ROOT)
-    nb = execute(notebook.build(), str(tmp_path))
+    nb = execute(notebook_build.build(), str(tmp_path))
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
