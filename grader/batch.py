@@ -39,11 +39,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRADER_DIR = os.path.join(ROOT, "grader")
 MANIFEST, LOG = "batch.json", "batch.log"
 # Grader files that cannot change a report or a page: editing them does not force a regrade.
-# entries, records, judge and dispatch were split out of batch.py and stay out with it, so the
-# split did not change the fingerprint; judge.py and records.py do shape a record, though.
+# (judge.py, which draws the heatmaps' data, and records.py, which writes the pages, can: they
+# are in.  The scheduling, the folder listing and the CLI are not.)
 NOT_IN_FINGERPRINT = {"watch.py", "hints.py", "authoring.py", "__main__.py", "gradescope.py",
-                      "batch.py", "submit.py",
-                      "entries.py", "records.py", "judge.py", "dispatch.py"}
+                      "batch.py", "submit.py", "entries.py", "dispatch.py"}
 
 
 def grader_fingerprint():

@@ -62,7 +62,7 @@ def bench_single():
 def class_fixtures():
     """The corpus's .py submissions that are also a notebook (each exercise in its own cell)."""
     sys.path.insert(0, ROOT)
-    from grader import notebook_build as notebook, rubric
+    from grader import notebook_build, rubric
 
     exercises = set(rubric.load().exercises())
     paths = [os.path.join(ROOT, "solutions", "attention.py")]
@@ -71,7 +71,7 @@ def class_fixtures():
     usable = []
     for path in paths:
         with open(path, encoding="utf-8") as handle:
-            names = {name for name, _ in notebook.split_source(handle.read())[2]}
+            names = {name for name, _ in notebook_build.split_source(handle.read())[2]}
         if names <= exercises:
             usable.append(path)
     return usable
@@ -101,7 +101,7 @@ def run_one_process_each(paths):
 
 def run_nbgrader(paths, folder):
     """`nbgrader autograde` of the same submissions as notebooks, in a throw-away course."""
-    from grader import nbgrade, notebook_build as notebook
+    from grader import nbgrade, notebook_build
 
     course = os.path.join(folder, "course")
     os.makedirs(os.path.join(course, "source", nbgrade.ASSIGNMENT))
@@ -109,18 +109,18 @@ def run_nbgrader(paths, folder):
                     os.path.join(course, "nbgrader_config.py"))
     with open(os.path.join(course, "source", nbgrade.ASSIGNMENT, "attention.ipynb"), "w",
               encoding="utf-8") as handle:
-        handle.write(notebook.dumps(notebook.build()))
+        handle.write(notebook_build.dumps(notebook_build.build()))
     nbgrade.generate_assignment(course)
     with open(os.path.join(course, "release", nbgrade.ASSIGNMENT, "attention.ipynb"),
               encoding="utf-8") as handle:
         release = json.load(handle)
     for path in paths:
         with open(path, encoding="utf-8") as handle:
-            pieces = dict(notebook.split_source(handle.read())[2])
+            pieces = dict(notebook_build.split_source(handle.read())[2])
         target = os.path.join(course, "submitted", os.path.basename(path)[:-3], nbgrade.ASSIGNMENT)
         os.makedirs(target)
         with open(os.path.join(target, "attention.ipynb"), "w", encoding="utf-8") as handle:
-            handle.write(notebook.dumps(notebook.handed_in(release, pieces)))
+            handle.write(notebook_build.dumps(notebook_build.handed_in(release, pieces)))
     code, output, seconds = nbgrade.nbgrader(["autograde", nbgrade.ASSIGNMENT, "--force"], course)
     graded = len(glob.glob(os.path.join(course, "autograded", "*", nbgrade.ASSIGNMENT)))
     if code != 0 or graded != len(paths):
