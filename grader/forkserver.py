@@ -38,7 +38,7 @@ class _Exit:
     """What Student reads as `worker.proc`: the child's exit status, reported by the zygote."""
 
     def __init__(self):
-        self.done, self.code, self.maxrss_kb = threading.Event(), None, 0
+        self.done, self.code = threading.Event(), None
 
     def poll(self):
         return self.code if self.done.is_set() else None
