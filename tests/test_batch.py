@@ -389,3 +389,20 @@ def test_one_judge_grades_each_student_as_if_alone(tmp_path):
         assert alone[name, fixture]["metadata"]["worker_start"] == "exec"
         assert outcome(record["report"]["checks"]) == outcome(alone[name, fixture]["checks"]), \
             fixture
+
+
+def test_cold_workers_give_the_same_gradebook_rows(mixed, tmp_path):
+    """--cold-workers (one torch import per submission) is the fork server's slow twin."""
+    source = tmp_path / "class"
+    source.mkdir()
+    for name in ("alice.py", "bob.py"):
+        shutil.copy(mixed["source"] / name, source / name)
+    out = tmp_path / "out"
+    proc = run_batch(source, out, "--jobs", "1", "--cold-workers")
+    assert proc.returncode == 0, proc.stderr
+    assert "workers one cold start per submission" in proc.stderr
+    full = {r["student"]: r for r in read_gradebook(mixed["out"] / "gradebook.csv")}
+    for row in read_gradebook(out / "gradebook.csv"):
+        assert row == full[row["student"]]
+        report = json.loads((out / "students" / row["student"] / "report.json").read_text())
+        assert report["report"]["metadata"]["worker_start"] == "exec"
