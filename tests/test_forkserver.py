@@ -66,8 +66,10 @@ subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_n
     first = grade(server, submit(tmp_path, "first", leave))
     assert first["score"] == 39
     look = REFERENCE + """
-import os
-SEEN = sorted(os.listdir("/tmp")) + sorted(os.listdir("/spool")) + sorted(os.listdir("."))
+import os, sys
+RUNTIME = {sys.prefix.split("/")[2]} if sys.prefix.startswith("/tmp/") else set()  # a kit in /tmp
+SEEN = sorted(set(os.listdir("/tmp")) - RUNTIME) + sorted(os.listdir("/spool"))
+SEEN += sorted(os.listdir("."))
 SEEN += [p for p in os.listdir("/proc") if p.isdigit() and p != "1"]
 print("SEEN", SEEN)
 if os.getuid() == 0 or len(SEEN) > 2:

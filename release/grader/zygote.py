@@ -39,7 +39,8 @@ import worker  # noqa: E402
 SPOOL, SUBMISSION = "/spool", "/submission"
 UNPRIVILEGED = 65534
 CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 4096, 16384, 1 << 18, 2
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -83,13 +84,34 @@ def drop_privileges():
     _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
 
 
-def enter_namespaces(spool_dir):
-    """This process gets a private mount table: its submission at /submission, nothing else."""
+def runtime_under_tmp():
+    """The Python runtime's folders that lie under /tmp (a kit checked out there, as CI does):
+    the fresh /tmp of each child would hide them, so they are carried over."""
+    roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)} | {sys.prefix}
+    under = sorted(p for p in roots if p.startswith("/tmp/") and os.path.isdir(p))
+    return [p for p in under if not any(p.startswith(q + "/") for q in under if q != p)]
+
+
+def enter_namespaces(spool_dir, keep):
+    """This process gets a private mount table: its submission at /submission, an empty /tmp
+    (with only `keep`, read-only, inside), and nothing of the other submissions."""
     _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare")
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount(spool_dir, SUBMISSION, None, MS_BIND)
     mount("tmpfs", SPOOL, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+    staged = []
+    for i, path in enumerate(keep):  # park them in the (now private) spool while /tmp is replaced
+        stage = f"{SPOOL}/keep{i}"
+        os.mkdir(stage)
+        mount(path, stage, None, MS_BIND | MS_REC)
+        staged.append((stage, path))
     mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    for stage, path in staged:
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        mount(stage, path, None, MS_BIND | MS_REC)
+        mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+        _check(libc.umount2(stage.encode(), MNT_DETACH), f"umount {stage}")
+        os.rmdir(stage)
 
 
 def run_worker(channel_fd, student_file, limits, torch):
@@ -120,7 +142,8 @@ def child(request, fds, mode, closing, torch):
             code = 0
         else:
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            enter_namespaces(os.path.join(SPOOL, os.path.basename(request["dir"])))
+            enter_namespaces(os.path.join(SPOOL, os.path.basename(request["dir"])),
+                             runtime_under_tmp())
             pid = os.fork()  # the first child after unshare is PID 1 of the new PID namespace
             if pid == 0:
                 mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
