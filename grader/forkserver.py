@@ -118,7 +118,7 @@ class ForkServer:
         self.log.start()
         self.out = sandbox.CappedReader(self.proc.stdout, 16 * 1024)
         self.out.start()
-        self.ready = threading.Event()
+        self.ready, self.ready_error = threading.Event(), "the fork server ended before it was ready"
         self.reader = threading.Thread(target=self._read, args=(self.control,), daemon=True)
         self.reader.start()
 
@@ -133,6 +133,8 @@ class ForkServer:
             message = json.loads(data)
             with self.lock:
                 if "ready" in message:
+                    self.ready_error = None if message["ready"] is True else \
+                        str(message.get("error") or "the fork server is not ready")
                     self.ready.set()
                 elif "exited" in message:
                     worker = self.workers.pop(message["exited"], None)
@@ -161,6 +163,15 @@ class ForkServer:
         except OSError:
             pass  # the zygote died: the reader has marked its children exited
 
+    def wait_ready(self):
+        """Block until the zygote has imported torch (and probed its namespaces); RuntimeError
+        with the reason when it cannot serve."""
+        if not self.ready.wait(READY_SECONDS):
+            raise RuntimeError(f"the fork server did not start within {READY_SECONDS:g} s")
+        if self.ready_error is not None or not self.alive():
+            raise RuntimeError("the fork server cannot serve: " + (self.ready_error or "it ended")
+                               + (" | " + self.log.text()[-300:] if self.log.text() else ""))
+
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
@@ -169,8 +180,10 @@ class ForkServer:
         if not self.alive():
             self.close()
             self._start()
-        if not self.ready.wait(READY_SECONDS) or not self.alive():
-            raise WorkerFailure("crashed", "the fork server did not start: " + self.log.text()[-300:])
+        try:
+            self.wait_ready()
+        except RuntimeError as exc:
+            raise WorkerFailure("crashed", str(exc)) from None
         spawn_id = next(self.ids)
         copy_dir = None
         if self.mode == "namespaces":  # the zygote sees the spool only: copy the work folder in

@@ -158,6 +158,13 @@ def judge_main(argv):
     from . import runner
 
     session = runner.CheckSession()
+    if zygote is not None:
+        try:
+            zygote.wait_ready()
+        except RuntimeError as exc:  # e.g. no namespaces here: correct but slower, and said so
+            print(f"warning: {exc}; every submission gets a cold worker instead", file=sys.stderr)
+            zygote.close()
+            zygote = spawner = None
     inbox = queue.Queue()
 
     def read_tasks():

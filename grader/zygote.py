@@ -16,6 +16,8 @@ child gets its own session, the resource limits and the submission folder as its
 Control channel (a SOCK_SEQPACKET socket; one JSON object per packet):
   judge  -> {"op": "spawn", "id": N, "dir": D, "student": NAME, "limits": {...}}
             with three fds attached: the worker's channel, its stdout and its stderr
+  zygote -> {"ready": true, "mode": MODE}   once torch is imported (and, in namespaces mode, a
+            probe child has built its namespaces), or {"ready": false, "error": ...} and it exits
   zygote -> {"spawned": N, "pid": P}   or   {"failed": N, "error": "..."}
   judge  -> {"op": "end", "id": N, "grace": S}   (the judge closed the worker's channel: a
             worker still running S seconds later is killed with its process group)
@@ -170,6 +172,42 @@ def child(request, fds, mode, closing, torch):
         os._exit(code)
 
 
+def probe_namespaces(spool=SPOOL):
+    """Can a child here build its own mount and PID namespaces and drop to uid 65534?  Tried once
+    at start-up, so that a machine where it cannot (a seccomp profile, missing capabilities) makes
+    the judge fall back to cold workers, instead of every submission's worker failing to start
+    and being graded as a crash.  Returns None, or why not."""
+    probe = os.path.join(spool, ".probe")
+    os.makedirs(probe, exist_ok=True)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 70
+        try:
+            os.close(read_end)
+            enter_namespaces(probe, runtime_under_tmp())
+            inner = os.fork()
+            if inner == 0:
+                try:
+                    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+                    drop_privileges()
+                    os._exit(0)
+                except BaseException as exc:
+                    os.write(write_end, f"{type(exc).__name__}: {exc}".encode(errors="replace"))
+                    os._exit(70)
+            code = os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1])
+        except BaseException as exc:
+            os.write(write_end, f"{type(exc).__name__}: {exc}".encode(errors="replace"))
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        why = reader.read(2000).decode(errors="replace")
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    os.rmdir(probe)
+    return None if code == 0 else (why or f"the probe exited with {code}")
+
+
 class Zygote:
     def __init__(self, control_fd, mode):
         self.control = socket.socket(fileno=control_fd)
@@ -234,7 +272,10 @@ class Zygote:
 
     def run(self):
         self.torch = worker.prepare()
-        self.send({"ready": True, "mode": self.mode})
+        why_not = probe_namespaces() if self.mode == "namespaces" else None
+        self.send({"ready": why_not is None, "mode": self.mode, "error": why_not})
+        if why_not is not None:
+            return
         while True:
             timeout = (max(min(self.deadlines.values()) - time.monotonic(), 0)
                        if self.deadlines else None)

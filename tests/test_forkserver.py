@@ -5,7 +5,12 @@ visible to the next (files, /tmp, processes), a worker that will not stop is kil
 zygote is replaced.  The hostile suite of test_sandbox.py also runs on forked workers.
 """
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +143,25 @@ def test_cold_start_only_where_the_fork_server_cannot_isolate(monkeypatch):
     assert forkserver.supported("bubblewrap") is None
     with pytest.raises(RuntimeError):
         forkserver.ForkServer("bubblewrap")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root + setpriv")
+def test_namespace_probe_says_why_it_cannot():
+    """Where a child cannot build its namespaces (here: an unprivileged uid), the zygote's start-up
+    probe says why, and the judge falls back to cold workers instead of grading crashes."""
+    runtime = sandbox.make_runtime_dir()
+    spool = Path(tempfile.mkdtemp(prefix="attn-probe-"))  # pytest's tmp_path is root-only
+    os.chmod(spool, 0o777)
+    code = (f"import sys; sys.path.insert(0, {runtime!r}); import zygote; "
+            f"print(zygote.probe_namespaces({str(spool)!r}))")
+    try:
+        result = subprocess.run([shutil.which("setpriv"), "--reuid=65534", "--regid=65534",
+                                 "--clear-groups", "--", sys.executable, "-I", "-c", code],
+                                capture_output=True, text=True, timeout=120)
+        leftover = (spool / ".probe").exists()
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+        shutil.rmtree(spool, ignore_errors=True)
+    assert result.returncode == 0, result.stderr
+    assert "unshare" in result.stdout and "None" not in result.stdout
+    assert not leftover
