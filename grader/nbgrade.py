@@ -79,21 +79,27 @@ def nbgrader(args, course, env=None, log=None):
     return result.returncode, output, time.monotonic() - started
 
 
+def new_course(course):
+    """A course folder with the kit's config and source notebook, after the real `nbgrader
+    generate_assignment`; returns the released (student) notebook as a dict."""
+    shutil.copyfile(os.path.join(COURSE, "nbgrader_config.py"),
+                    os.path.join(course, "nbgrader_config.py"))
+    source = os.path.join(course, "source", ASSIGNMENT, NOTEBOOK + ".ipynb")
+    os.makedirs(os.path.dirname(source))
+    with open(source, "w", encoding="utf-8") as handle:
+        handle.write(notebook_build.dumps(notebook_build.build()))
+    code, output, _ = nbgrader(["generate_assignment", ASSIGNMENT, "--force"], course)
+    built = os.path.join(course, "release", ASSIGNMENT, NOTEBOOK + ".ipynb")
+    if code != 0 or not os.path.exists(built):
+        raise RuntimeError(f"nbgrader generate_assignment failed:\n{output[-3000:]}")
+    with open(built, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
 def release_notebook(out_path):
     """The student notebook: nbgrader generate_assignment in a throw-away copy of the course."""
     with tempfile.TemporaryDirectory(prefix="attn-course-") as course:
-        shutil.copyfile(os.path.join(COURSE, "nbgrader_config.py"),
-                        os.path.join(course, "nbgrader_config.py"))
-        source = os.path.join(course, "source", ASSIGNMENT, NOTEBOOK + ".ipynb")
-        os.makedirs(os.path.dirname(source))
-        with open(source, "w", encoding="utf-8") as handle:
-            handle.write(notebook_build.dumps(notebook_build.build()))
-        code, output, _ = nbgrader(["generate_assignment", ASSIGNMENT, "--force"], course)
-        built = os.path.join(course, "release", ASSIGNMENT, NOTEBOOK + ".ipynb")
-        if code != 0 or not os.path.exists(built):
-            raise RuntimeError(f"nbgrader generate_assignment failed:\n{output[-3000:]}")
-        with open(built, encoding="utf-8") as handle:
-            data = json.load(handle)
+        data = new_course(course)
     with open(out_path, "w", encoding="utf-8") as handle:
         handle.write(notebook_build.dumps(data))
     return out_path

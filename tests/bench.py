@@ -104,16 +104,8 @@ def run_nbgrader(paths, folder):
     from grader import nbgrade, notebook_build
 
     course = os.path.join(folder, "course")
-    os.makedirs(os.path.join(course, "source", nbgrade.ASSIGNMENT))
-    shutil.copyfile(os.path.join(ROOT, "course", "nbgrader_config.py"),
-                    os.path.join(course, "nbgrader_config.py"))
-    with open(os.path.join(course, "source", nbgrade.ASSIGNMENT, "attention.ipynb"), "w",
-              encoding="utf-8") as handle:
-        handle.write(notebook_build.dumps(notebook_build.build()))
-    nbgrade.generate_assignment(course)
-    with open(os.path.join(course, "release", nbgrade.ASSIGNMENT, "attention.ipynb"),
-              encoding="utf-8") as handle:
-        release = json.load(handle)
+    os.makedirs(course)
+    release = nbgrade.new_course(course)
     for path in paths:
         with open(path, encoding="utf-8") as handle:
             pieces = dict(notebook_build.split_source(handle.read())[2])

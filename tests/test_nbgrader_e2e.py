@@ -85,15 +85,7 @@ def cli_grade(path):
 def course(tmp_path_factory):
     folder = tmp_path_factory.mktemp("course")
     course = str(folder)
-    with open(os.path.join(ROOT, "course", "nbgrader_config.py"), encoding="utf-8") as handle:
-        config = handle.read()
-    with open(os.path.join(course, "nbgrader_config.py"), "w", encoding="utf-8") as handle:
-        handle.write(config)
-    write_json(os.path.join(course, "source", "attention", "attention.ipynb"),
-               notebook_build.build())
-    nbgrade.generate_assignment(course)
-    with open(os.path.join(course, "release", "attention", "attention.ipynb"), encoding="utf-8") as h:
-        release = json.load(h)
+    release = nbgrade.new_course(course)
     twins = {}  # what each notebook's honest code is, as a notebook without the extra cell
     for student, (spec, extra, after) in {**HONEST, **TRICKS}.items():
         write_json(os.path.join(course, "submitted", student, "attention", "attention.ipynb"),
