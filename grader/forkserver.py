@@ -110,14 +110,12 @@ class ForkServer:
             prefix, zygote_py = [], os.path.join(self.runtime_dir, "zygote.py")
         self.proc = subprocess.Popen(
             prefix + [python, "-I", "-u", zygote_py, str(zygote_end.fileno()), self.mode],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             pass_fds=(zygote_end.fileno(),), env=sandbox.minimal_env("/tmp"),
             start_new_session=True, close_fds=True)
         zygote_end.close()
-        self.log = sandbox.CappedReader(self.proc.stderr, 16 * 1024)
+        self.log = sandbox.CappedReader(self.proc.stderr, 16 * 1024)  # for "cannot serve: why"
         self.log.start()
-        self.out = sandbox.CappedReader(self.proc.stdout, 16 * 1024)
-        self.out.start()
         self.ready, self.ready_error = threading.Event(), "the fork server ended before it was ready"
         self.reader = threading.Thread(target=self._read, args=(self.control,), daemon=True)
         self.reader.start()
@@ -149,8 +147,8 @@ class ForkServer:
                     self.replies[message.get("spawned", message.get("failed"))] = message
                     self.answered.notify_all()
         with self.lock:  # the zygote is gone: so is every child it had
-            for worker in self.workers.values():
-                worker.proc.code = worker.proc.code if worker.proc.code is not None else -9
+            for worker in self.workers.values():  # (an exited worker is no longer listed)
+                worker.proc.code = -9
                 worker.proc.done.set()
                 worker.cleanup()
             self.workers.clear()

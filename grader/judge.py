@@ -221,7 +221,7 @@ def judge_main(argv):
     own = resource.getrusage(resource.RUSAGE_SELF)
     stats = {"judge_mb": own.ru_maxrss / 1024, "worker_mb": worker_kb / 1024,
              "judge_cpu": own.ru_utime + own.ru_stime, "worker_cpu": worker_cpu,
-             "graded": graded, "fork_server": zygote is not None}
+             "graded": graded}
     try:
         answers.write(json.dumps({"stats": stats}) + "\n")
         answers.flush()

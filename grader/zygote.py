@@ -116,6 +116,12 @@ def enter_namespaces(spool_dir, keep):
         os.rmdir(stage)
 
 
+def become_namespace_init():
+    """In the first child of the new PID namespace: its own /proc, then no privileges left."""
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    drop_privileges()
+
+
 def run_worker(channel_fd, student_file, limits, torch):
     set_limits(limits)
     worker.serve(worker.Channel(channel_fd), student_file, torch)
@@ -148,8 +154,7 @@ def child(request, fds, mode, closing, torch):
                              runtime_under_tmp())
             pid = os.fork()  # the first child after unshare is PID 1 of the new PID namespace
             if pid == 0:
-                mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-                drop_privileges()
+                become_namespace_init()
                 os.chdir(SUBMISSION)
                 run_worker(channel_fd, os.path.join(SUBMISSION, name), limits, torch)
                 os._exit(0)
@@ -189,8 +194,7 @@ def probe_namespaces(spool=SPOOL):
             inner = os.fork()
             if inner == 0:
                 try:
-                    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-                    drop_privileges()
+                    become_namespace_init()
                     os._exit(0)
                 except BaseException as exc:
                     os.write(write_end, f"{type(exc).__name__}: {exc}".encode(errors="replace"))

@@ -158,15 +158,17 @@ def test_reports_pages_and_kinds(mixed):
     assert sum(map(sum, leaks)) == judge.PROBE_T * (judge.PROBE_T - 1) // 2
 
 
+def outcome(checks):
+    """What a grading decided, check by check (no timings, paths or output)."""
+    return [(c["id"], c["status"], c["score"], [v["key"] for v in c["verdicts"]]) for c in checks]
+
+
 def test_batch_report_equals_a_single_grade(mixed):
     """One judge grading many in a row gives what `grade` gives each alone (no leftovers)."""
     record = json.loads((mixed["out"] / "students" / "bob" / "report.json").read_text())
     alone = grading.grade(str(mixed["source"] / "bob.py"))
     assert record["score"] == alone["score"]
-    assert [(c["id"], c["status"], c["score"], [v["key"] for v in c["verdicts"]])
-            for c in record["report"]["checks"]] == \
-           [(c["id"], c["status"], c["score"], [v["key"] for v in c["verdicts"]])
-            for c in alone["checks"]]
+    assert outcome(record["report"]["checks"]) == outcome(alone["checks"])
 
 
 def test_class_summary_names_the_mistakes(mixed):
@@ -376,10 +378,6 @@ def test_one_judge_grades_each_student_as_if_alone(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "workers forked from one warm zygote" in proc.stderr
     limits = sandbox.Limits(call_seconds=2.0)
-
-    def outcome(checks):
-        return [(c["id"], c["status"], c["score"], [v["key"] for v in c["verdicts"]])
-                for c in checks]
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         alone = dict(zip(order, pool.map(
             lambda entry: grading.grade(str(source / f"{entry[0]}.py"), limits=limits), order)))
