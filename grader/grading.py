@@ -32,6 +32,7 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None):
     from . import report, runner
 
     torch.manual_seed(SEED)
+    student.seed = sub.seed  # the checks' `seed` fixture: fresh inputs, recorded below
     # Tiny tensors: one thread avoids waking a pool per op (8 ms a tril on a busy 2-core box).
     torch.set_num_threads(1)
     rubric = rubric_module.load()
@@ -42,7 +43,7 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None):
         student.close()
         sub.cleanup()
     metadata = {
-        "submission": sub.origin, "kind": sub.kind, "seed": SEED, "torch": torch.__version__,
+        "submission": sub.origin, "kind": sub.kind, "seed": sub.seed, "torch": torch.__version__,
         "python": platform.python_version(), "rubric_version": rubric.version,
         "rubric_hash": rubric.hash, "isolation": student.isolation,
         "limits": student.limits.describe(), "worker_starts": student.starts,

@@ -60,6 +60,12 @@ class KitPlugin:
     def student(self):
         return self.current
 
+    @pytest.fixture(scope="session")
+    def seed(self):
+        """The submission's own seed (recorded in the report): checks draw fresh inputs from it
+        with `support.fresh(seed, salt)`, so a regrade reproduces them."""
+        return self.current.seed
+
     def pytest_configure(self, config):
         config.addinivalue_line("markers", "check(id): the rubric check this test scores")
 

@@ -4,6 +4,7 @@ into a clean work folder.
 The work folder holds one file, attention.py, and nothing else of the student's: no conftest.py,
 no pytest.ini, no other modules.  The original is only ever read.
 """
+import hashlib
 import json
 import os
 import re
@@ -24,12 +25,20 @@ class SubmissionError(Exception):
     """The submission cannot be graded at all (missing, unreadable, no attention code)."""
 
 
+def seed_of(source):
+    """The seed of the inputs the checks draw for this submission: derived from its text, so a
+    regrade of the same file draws the same inputs and no fixed input exists to memorise."""
+    digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
 class Submission:
     container = "file"  # or folder, git, zip: where the attention file came from
     package = None      # a `make submit` zip: what its manifest says and what was verified
 
     def __init__(self, origin, source, kind):
         self.origin, self.source, self.kind = origin, source, kind
+        self.seed = seed_of(source)
         self.work_dir = tempfile.mkdtemp(prefix="attn-work-")
         os.chmod(self.work_dir, 0o777)  # the sandboxed worker runs as another uid
         path = os.path.join(self.work_dir, STUDENT_FILE)
