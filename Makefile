@@ -59,7 +59,7 @@ batch: setup sandbox
 
 # Instructors: the Gradescope autograder zip (setup.sh, run_autograder, grader with hidden checks).
 gradescope: setup
-	$(PY) -m grader.gradescope build --out build/gradescope/autograder.zip
+	$(PY) -m grader.instructor.gradescope build --out build/gradescope/autograder.zip
 
 # The lesson's demos on your own code (REFERENCE=1 runs the reference solution).
 demo: setup
@@ -69,27 +69,27 @@ stubs: setup
 	$(PY) -m grader.authoring stubs
 
 # The exercise as a notebook (course/source/attention/attention.ipynb), generated from
-# solutions/attention.py, the rubric and the lesson text in grader/notebook_build.py.
+# solutions/attention.py, the rubric and the lesson text in grader/authoring/notebook_build.py.
 .PHONY: notebook
 notebook: setup
-	$(PY) -m grader.notebook_build
+	$(PY) -m grader.authoring notebook
 
 # Instructors (nbgrader, course/): real `nbgrader autograde` over course/submitted/, then the kit's
 # sandboxed regrade of every notebook; where they disagree the kit's grade goes into the gradebook
 # and course/regrade.md says why.  TIMEOUT=seconds a cell may run (default: course config, 20).
 .PHONY: autograde feedback
 autograde: setup sandbox
-	$(PY) -m grader.nbgrade autograde $(if $(TIMEOUT),--timeout $(TIMEOUT))
+	$(PY) -m grader.instructor.nbgrade autograde $(if $(TIMEOUT),--timeout $(TIMEOUT))
 
 # Instructors: `nbgrader generate_feedback` (course/feedback/), checked for hidden test source.
 feedback: setup
-	$(PY) -m grader.nbgrade feedback
+	$(PY) -m grader.instructor.nbgrade feedback
 
 release: setup
 	$(PY) -m grader.authoring stubs
 	$(PY) -m grader.authoring workflow
 	$(PY) -m grader.authoring release
-	$(PY) -m grader.nbgrade assignment
+	$(PY) -m grader.authoring assignment
 
 test: setup sandbox browser
 	$(PY) -m pytest tests -q -p no:cacheprovider -n 2 --dist loadfile

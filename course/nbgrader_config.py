@@ -18,7 +18,7 @@ c = get_config()  # noqa: F821 (nbgrader provides it)
 # notebooks' `from grader import notebook` works wherever the submission lies.
 if KIT not in sys.path:
     sys.path.insert(0, KIT)
-from grader.nbgrade import COURSE_ID  # noqa: E402
+from grader.authoring.course import COURSE_ID  # noqa: E402
 
 c.CourseDirectory.course_id = COURSE_ID
 c.CourseDirectory.root = HERE
@@ -31,14 +31,14 @@ if len(sys.argv) > 1 and sys.argv[1] == "autograde":
 # A cell may run this long (nbgrader's default is 30 s); an endless loop costs one timeout a cell.
 c.Execute.timeout = 20
 
-# Solution regions become the kit's own stubs (grader.authoring.make_stub), as in attention.py:
+# Solution regions become the kit's own stubs (grader/authoring/build.py make_stub), as in attention.py:
 # functions raise NotImplementedError("... 尚未实现 / not implemented yet"), the check questions'
 # answers become `NAME = None  # TODO`, and the `# TODO` hints stay.  Otherwise nbgrader's list.
 c.GenerateAssignment.preprocessors = [
     "nbgrader.preprocessors.IncludeHeaderFooter",
     "nbgrader.preprocessors.InstantiateTests",
     "nbgrader.preprocessors.LockCells",
-    "grader.nbgrade.KitClearSolutions",
+    "grader.authoring.course.KitClearSolutions",
     "nbgrader.preprocessors.ClearOutput",
     "nbgrader.preprocessors.CheckCellMetadata",
     "nbgrader.preprocessors.ComputeChecksums",

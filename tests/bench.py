@@ -62,7 +62,8 @@ def bench_single():
 def class_fixtures():
     """The corpus's .py submissions that are also a notebook (each exercise in its own cell)."""
     sys.path.insert(0, ROOT)
-    from grader import notebook_build, rubric
+    from grader.authoring import notebook_build
+    from grader import rubric
 
     exercises = set(rubric.load().exercises())
     paths = [os.path.join(ROOT, "solutions", "attention.py")]
@@ -101,7 +102,8 @@ def run_one_process_each(paths):
 
 def run_nbgrader(paths, folder):
     """`nbgrader autograde` of the same submissions as notebooks, in a throw-away course."""
-    from grader import nbgrade, notebook_build
+    from grader.instructor import nbgrade
+    from grader.authoring import notebook_build
 
     course = os.path.join(folder, "course")
     os.makedirs(course)

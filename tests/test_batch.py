@@ -25,7 +25,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from grader import batch, entries, grading, judge, rubric, sandbox, submission  # noqa: E402
+from grader.batch import engine as batch, entries, judge
+from grader.judge import grading, submission
+from grader import rubric
+from grader.sandbox import launch as sandbox  # noqa: E402
 
 SUBMISSIONS = ROOT / "tests" / "submissions"
 PY = sys.executable

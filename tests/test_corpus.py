@@ -30,7 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from grader import grading, report, rubric, sandbox  # noqa: E402
+from grader.judge import grading
+from grader.render import report
+from grader import rubric
+from grader.sandbox import launch as sandbox  # noqa: E402
 
 SUBMISSIONS = ROOT / "tests" / "submissions"
 ISOLATION = os.environ.get("CORPUS_ISOLATION", "auto")

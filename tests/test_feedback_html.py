@@ -22,7 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from grader import feedback_html, judge, rubric  # noqa: E402
+from grader.render import feedback_html
+from grader.batch import judge
+from grader import rubric  # noqa: E402
 
 PY = sys.executable
 RUBRIC = rubric.load()

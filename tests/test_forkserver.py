@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from grader import authoring, forkserver, grading, sandbox
-from grader.sandbox import Limits
+from grader.authoring import stubs as authoring
+from grader.sandbox import forkserver, launch as sandbox
+from grader.judge import grading
+from grader.sandbox.launch import Limits
 
 REFERENCE = open(authoring.SOLUTION, encoding="utf-8").read()
 WRONG = os.path.join(authoring.ROOT, "tests", "submissions", "wrong")

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from grader import gradescope, rubric  # noqa: E402
+from grader.instructor import gradescope
+from grader import rubric  # noqa: E402
 
 RUBRIC = rubric.load()
 MAX = sum(c.points for c in RUBRIC.checks)
@@ -29,7 +30,7 @@ VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
 @pytest.fixture(scope="module")
 def autograder_zip(tmp_path_factory):
     out = tmp_path_factory.mktemp("zip") / "autograder.zip"
-    proc = subprocess.run([sys.executable, "-m", "grader.gradescope", "build", "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "grader.instructor.gradescope", "build", "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return out
@@ -89,9 +90,10 @@ def test_zip_holds_what_gradescope_needs(autograder_zip):
     with zipfile.ZipFile(autograder_zip) as archive:
         infos = {i.filename: i for i in archive.infolist()}
     for name in ("setup.sh", "run_autograder", "requirements.txt", "solutions/attention.py",
-                 "grader/__init__.py", "grader/rubric.toml", "grader/checks/pytest.ini",
-                 "grader/checks/hidden/test_attend_reference.py", "grader/reference.py",
-                 "grader/worker.py", "grader/gradescope.py"):
+                 "grader/__init__.py", "grader/rubric.toml", "grader/judge/checks/pytest.ini",
+                 "grader/judge/checks/hidden/check_attend_reference.py",
+                 "grader/judge/secret/reference.py", "grader/sandbox/runtime/worker.py",
+                 "grader/instructor/gradescope.py"):
         assert name in infos, name
     for name in ("setup.sh", "run_autograder"):
         assert infos[name].external_attr >> 16 & 0o111, f"{name} is not executable"

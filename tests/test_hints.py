@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-from grader import authoring, hints, rubric
+from grader.authoring import stubs as authoring
+from grader.tools import hints
+from grader import rubric
 
 ROOT = authoring.ROOT
 PY = sys.executable

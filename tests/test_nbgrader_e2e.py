@@ -24,7 +24,10 @@ import re
 
 import pytest
 
-from grader import authoring, nbgrade, notebook, notebook_build, rubric
+from grader.authoring import stubs as authoring, notebook_build
+from grader.instructor import nbgrade
+from grader.tools import notebook
+from grader import rubric
 
 ROOT = authoring.ROOT
 CORPUS = os.path.join(ROOT, "tests", "submissions")

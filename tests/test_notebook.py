@@ -7,7 +7,9 @@ import os
 
 import pytest
 
-from grader import authoring, notebook, notebook_build, rubric
+from grader.authoring import stubs as authoring, notebook_build
+from grader.tools import notebook
+from grader import rubric
 
 ROOT = authoring.ROOT
 NBGRADER_KEYS = {"grade", "grade_id", "locked", "schema_version", "solution", "task"}
@@ -115,7 +117,7 @@ def test_assemble_wraps_assignments_that_call_at_import():
 
 
 def test_assembled_reference_grades_like_the_file():
-    from grader import grading
+    from grader.judge import grading
 
     cells = [source(c) for c in code_cells(notebook_build.build())]
     data = notebook.judge(notebook.assemble(cells), hidden=True)

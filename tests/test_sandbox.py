@@ -13,8 +13,12 @@ import time
 
 import pytest
 
-from grader import authoring, forkserver, grading, report, rubric, sandbox
-from grader.sandbox import Limits
+from grader.authoring import stubs as authoring
+from grader.sandbox import forkserver, launch as sandbox
+from grader.judge import grading
+from grader.render import report
+from grader import rubric
+from grader.sandbox.launch import Limits
 
 # "fork-*": the same attack on a worker forked from a batch's warm zygote (grader/zygote.py).
 MODES = ["process", "fork-process"] + (["bubblewrap"] if sandbox.bubblewrap_works() else []) + \
@@ -237,8 +241,8 @@ def test_search_for_the_reference_finds_nothing(tmp_path, mode):
                     "can read, the reference included")
     attack = """
 import os
-SECRETS = {"variants.py", "reference.py", "rubric.toml", "test_quiz_answers.py",
-           "test_module_reference.py", "test_attend_reference.py", "attention.ipynb"}
+SECRETS = {"variants.py", "reference.py", "rubric.toml", "check_quiz_answers.py",
+           "check_module_reference.py", "check_attend_reference.py", "attention.ipynb"}
 FOUND = []
 for root, dirs, files in os.walk("/"):
     if root.startswith(("/proc", "/sys", "/dev")):

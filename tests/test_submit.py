@@ -24,7 +24,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from grader import authoring, entries, gradebook, manifest, rubric, submission, submit  # noqa: E402
+from grader.authoring import stubs as authoring
+from grader.batch import entries
+from grader.render import gradebook
+from grader.judge import manifest, submission
+from grader import rubric
+from grader.tools import submit  # noqa: E402
 from grader.__main__ import parse  # noqa: E402
 
 PY = sys.executable

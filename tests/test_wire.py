@@ -6,7 +6,9 @@ import sys
 import pytest
 import torch
 
-from grader import authoring, grading, wire
+from grader.authoring import stubs as authoring
+from grader.judge import grading
+from grader.sandbox.runtime import wire
 
 
 def frames(data):

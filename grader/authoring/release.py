@@ -1,0 +1,63 @@
+"""The student bundle (release/): the stub, the public checks, the grader runtime and the student
+tools, the templates (Makefile, README, workflow) and the student notebook; never the reference,
+the variants, a hidden check, the batch or the instructor's tools."""
+import os
+import shutil
+
+from grader import paths
+from grader.authoring import course
+from grader.authoring.stubs import SOLUTION, make_stub
+
+ROOT = paths.KIT_ROOT
+RELEASE = os.path.join(ROOT, "release")
+RELEASE_TEMPLATES = os.path.join(paths.GRADER, "authoring", "release_templates")
+# The student bundle takes all of grader/ but these folders: the reference and its variants, the
+# hidden checks, the batch, the instructor's tools and the authoring package stay behind.
+NOT_RELEASED = ("judge/secret", "judge/checks/hidden", "batch", "instructor", "authoring")
+
+
+def _copy_tree(src, dst):
+    """Every file under src into dst, dot-directories (.github) included, in a fixed order."""
+    for root, dirs, files in os.walk(src):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            target = os.path.join(dst, os.path.relpath(path, src))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copyfile(path, target)
+
+
+def released_grader_files():
+    """Paths under grader/ that ship to students: every source file outside NOT_RELEASED."""
+    found = []
+    for root, dirs, names in os.walk(paths.GRADER):
+        rel_root = os.path.relpath(root, paths.GRADER).replace(os.sep, "/")
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__"
+                         and (d if rel_root == "." else f"{rel_root}/{d}") not in NOT_RELEASED)
+        found += [os.path.normpath(os.path.join(rel_root, n)) for n in sorted(names)
+                  if n.endswith((".py", ".toml", ".ini"))]
+    return sorted(found)
+
+
+def build_release(out=RELEASE):
+    """Write the student bundle to `out` (replacing it); the result is deterministic."""
+    if os.path.isdir(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    with open(SOLUTION, encoding="utf-8") as handle:
+        stub = make_stub(handle.read())
+    with open(os.path.join(out, "attention.py"), "w", encoding="utf-8") as handle:
+        handle.write(stub)
+    for rel in released_grader_files():
+        target = os.path.join(out, "grader", rel)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(os.path.join(paths.GRADER, rel), target)
+    _copy_tree(RELEASE_TEMPLATES, out)  # Makefile, README.md, .gitignore, .github/workflows/
+    shutil.copyfile(os.path.join(ROOT, "requirements.txt"), os.path.join(out, "requirements.txt"))
+    # The lesson's demos (make demo), run on the student's own attention.py.
+    os.makedirs(os.path.join(out, "exercises"))
+    shutil.copyfile(os.path.join(ROOT, "exercises", "demo.py"),
+                    os.path.join(out, "exercises", "demo.py"))
+    # The student notebook, as the real `nbgrader generate_assignment` writes it.
+    course.release_notebook(os.path.join(out, "attention.ipynb"))
+    return out

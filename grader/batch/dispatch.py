@@ -1,0 +1,196 @@
+"""The parent's side of a batch: judge processes fed over pipes, and the progress line.
+
+The parent process (no torch) hands the tasks to --jobs judge processes (judge.py) over pipes: one
+JSON line per task on a judge's stdin, one per result on its stdout; what a judge writes to stderr
+goes to the batch's log.  Each judge holds at most 1 + prefetch tasks, so the next submission's
+worker can start while one is checked.  A judge that dies has its tasks retried once on a new one.
+"""
+import collections
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from grader import paths
+
+ROOT = paths.KIT_ROOT
+
+
+class Progress:
+    """count, rate and time left on stderr: a redrawn bar on a terminal, plain lines otherwise."""
+
+    def __init__(self, total, stream=None):
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.total, self.done, self.began = total, 0, time.monotonic()
+        self.last_bar = 0.0
+
+    def _status(self):
+        elapsed = time.monotonic() - self.began
+        rate = self.done / elapsed * 60 if elapsed > 0 and self.done else 0.0
+        left = (self.total - self.done) / (rate / 60) if rate else None
+        eta = "--:--" if left is None else f"{int(left // 60)}:{int(left % 60):02d}"
+        return f"{self.done}/{self.total} · {rate:.1f}/min · {eta} left"
+
+    def _bar(self):
+        width = 24
+        filled = int(width * self.done / self.total) if self.total else width
+        return f"\r[{'#' * filled}{'.' * (width - filled)}] {self._status()}\033[K"
+
+    def message(self, text):
+        if self.tty:
+            self.stream.write("\r\033[K" + text + "\n" + self._bar())
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def advance(self, answer):
+        """One line per submission: its outcome, and the count, rate and time left."""
+        self.done += 1
+        if answer["status"] == "graded":
+            text = f"{answer['student']}  {answer['score']:g}/{answer['max_score']:g}"
+        elif answer["status"] == "ungradable":
+            text = f"✗ {answer['student']}: 无法评分 cannot grade: {answer['error']}"
+        else:
+            text = (f"! {answer['student']}: 评分器错误 grader error: {answer['error']} "
+                    f"(not saved; rerun to retry)")
+        if self.tty:  # the bar is redrawn; only what needs attention stays on the screen
+            if answer["status"] != "graded":
+                self.message(text)
+            self.stream.write(self._bar())
+        else:
+            self.stream.write(f"[{self.done}/{self.total}] {text} | {self._status()}\n")
+        self.stream.flush()
+
+    def tick(self):
+        if self.tty and time.monotonic() - self.last_bar > 1:
+            self.last_bar = time.monotonic()
+            self.stream.write(self._bar())
+            self.stream.flush()
+
+    def close(self):
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class _Judge:
+    def __init__(self, number, config, events, log):
+        env = dict(os.environ)
+        env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        code = "import sys; from grader.judge import judge_main; sys.exit(judge_main(sys.argv[1:]))"
+        self.number, self.outstanding, self.open = number, {}, True
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code, json.dumps(config)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=log, cwd=ROOT, env=env, text=True, encoding="utf-8")
+        threading.Thread(target=self._read, args=(events,), daemon=True).start()
+
+    def _read(self, events):
+        for line in self.proc.stdout:
+            try:
+                events.put((self, json.loads(line)))
+            except ValueError:
+                continue
+        events.put((self, None))
+
+    def send(self, task):
+        self.outstanding[task["id"]] = task
+        try:
+            self.proc.stdin.write(json.dumps(task, ensure_ascii=False) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it died: its reader reports EOF and the task is retried
+
+    def close_input(self):
+        if self.open:
+            self.open = False
+            try:
+                self.proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
+
+    def kill(self):
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+
+
+def dispatch(tasks, jobs, config, progress, log, prefetch, stats=None):
+    """Grade `tasks` on `jobs` judges; return {task id: answer}; `stats` gets each judge's peak
+    memory.  A judge that dies has its
+    tasks retried once on a new judge; a task that kills two judges is an error."""
+    pending = collections.deque(tasks)
+    stats = [] if stats is None else stats
+    events, judges, answers = queue.Queue(), [], {}
+    attempts = collections.Counter()
+    per_judge = 1 + prefetch
+    count = 0
+    try:
+        while pending or any(j.outstanding for j in judges):
+            live = [j for j in judges if j.proc.poll() is None or j.outstanding]
+            open_judges = [j for j in live if j.open]
+            while pending and len(open_judges) < min(jobs, len(pending)):
+                count += 1
+                judge = _Judge(count, config, events, log)
+                judges.append(judge)
+                open_judges.append(judge)
+            for judge in open_judges:
+                while pending and len(judge.outstanding) < per_judge:
+                    judge.send(pending.popleft())
+            if not pending:
+                for judge in open_judges:
+                    judge.close_input()
+            try:
+                judge, answer = events.get(timeout=1.0)
+            except queue.Empty:
+                progress.tick()
+                continue
+            if answer is None:  # the judge ended: whatever it still held is retried once
+                judge.proc.wait()
+                judge.open = False
+                for task in judge.outstanding.values():
+                    attempts[task["id"]] += 1
+                    if attempts[task["id"]] < 2:
+                        pending.appendleft(task)
+                    else:
+                        answers[task["id"]] = {"id": task["id"], "student": task["student"],
+                                               "status": "error",
+                                               "error": "the grading process died twice on it"}
+                        progress.advance(answers[task["id"]])
+                judge.outstanding.clear()
+                judges.remove(judge)
+                continue
+            if "stats" in answer:
+                stats.append(answer["stats"])
+                continue
+            task = judge.outstanding.pop(answer.get("id"), None)
+            if task is None:
+                continue
+            answers[task["id"]] = answer
+            progress.advance(answer)
+    finally:
+        for judge in judges:
+            judge.close_input()
+        for judge in judges:
+            try:
+                judge.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                judge.kill()
+        while True:  # the judges' last words: their peak memory
+            try:
+                _, answer = events.get_nowait()
+            except queue.Empty:
+                break
+            if answer and "stats" in answer:
+                stats.append(answer["stats"])
+    return answers
+
+
+def default_jobs():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1

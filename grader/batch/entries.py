@@ -1,0 +1,115 @@
+"""What a class folder holds: one entry per student, its id, its content hash, its shard.
+
+Each entry of the folder is one student (a .py, an .ipynb, a folder, a .zip or a cloned git
+repository); the student id is the entry's name (for a `make submit` package: the id in its
+manifest).  Everything here only reads the folder: nothing is ever written inside it, and no
+entry's code runs (zips are read in memory, folders hashed file by file).
+"""
+import collections
+import hashlib
+import os
+import re
+import stat
+
+SKIPPED_NAMES = {"__MACOSX", "__pycache__", "Thumbs.db"}
+GRADABLE_SUFFIXES = (".py", ".ipynb", ".zip")
+
+
+class Entry:
+    def __init__(self, name, path, student, digest):
+        self.name, self.path, self.student, self.digest = name, path, student, digest
+
+    def as_dict(self):
+        return {"student": self.student, "entry": self.name, "digest": self.digest}
+
+
+def _stem(name):
+    for suffix in GRADABLE_SUFFIXES:
+        if name.lower().endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def _safe(name):
+    """A file-system-safe id: letters (any script), digits, . _ - @ +; nothing else."""
+    safe = re.sub(r"[^\w.@+-]", "_", name).strip(".") or "_"
+    return safe[:120]
+
+
+def assign_ids(names, preferred=None):
+    """{entry name: student id}: the name without .py/.ipynb/.zip (or, for a `make submit`
+    package, the id in its manifest: `preferred`); the full name where two entries would
+    otherwise share an id (alice.py and alice.zip)."""
+    preferred = preferred or {}
+    first = {name: preferred.get(name) or _safe(_stem(name)) for name in names}
+    counts = collections.Counter(first.values())
+    ids = {name: (first[name] if counts[first[name]] == 1 else _safe(name)) for name in names}
+    counts = collections.Counter(ids.values())
+    for name in sorted(names):  # still equal (e.g. "a b.py" and "a_b.py"): number them
+        if counts[ids[name]] > 1:
+            base, n = ids[name], 2
+            while f"{base}~{n}" in ids.values():
+                n += 1
+            ids[name] = f"{base}~{n}"
+    return ids
+
+
+def entry_digest(path):
+    """sha256 of what the entry holds: a file's bytes, or a folder's relative paths and file
+    bytes (symlinks by their target text, never followed; a repository's .git is left out)."""
+    h = hashlib.sha256()
+    if not os.path.isdir(path):
+        h.update(b"file\0")
+        hash_file(h, path)
+        return h.hexdigest()
+    h.update(b"folder\0")
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not (root == path and d == ".git"))
+        for name in sorted(files) + sorted(d for d in dirs if os.path.islink(os.path.join(root, d))):
+            full = os.path.join(root, name)
+            h.update(os.path.relpath(full, path).encode("utf-8", "surrogateescape") + b"\0")
+            if os.path.islink(full):
+                h.update(b"link\0" + os.readlink(full).encode("utf-8", "surrogateescape"))
+            else:
+                hash_file(h, full)
+            h.update(b"\0")
+    return h.hexdigest()
+
+
+def hash_file(h, path):
+    """Feed `path`'s bytes to `h` (what is not a readable regular file: a note saying so)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or device would block a read
+            h.update(b"not a regular file")
+            return
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError as exc:
+        h.update(f"unreadable: {exc.strerror}".encode())
+
+
+def list_entries(folder):
+    """Every entry of `folder` (hidden files and OS litter left out), sorted by name."""
+    from grader.judge.manifest import student_in_zip
+
+    names = sorted(n for n in os.listdir(folder)
+                   if not n.startswith(".") and n not in SKIPPED_NAMES)
+    packaged = {n: student_in_zip(os.path.join(folder, n)) for n in names
+                if n.lower().endswith(".zip") and os.path.isfile(os.path.join(folder, n))}
+    ids = assign_ids(names, {n: sid for n, sid in packaged.items() if sid})
+    return [Entry(n, os.path.join(folder, n), ids[n], entry_digest(os.path.join(folder, n)))
+            for n in names]
+
+
+def parse_shard(text):
+    """'K/N' -> (K, N), 1 <= K <= N."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise ValueError(f"--shard wants K/N with 1 <= K <= N, e.g. 2/8 (got {text!r})")
+    return int(match.group(1)), int(match.group(2))
+
+
+def shard_of(student, n):
+    """1..n, from a hash of the student id: stable when other entries come or go."""
+    return int(hashlib.sha256(student.encode("utf-8")).hexdigest(), 16) % n + 1

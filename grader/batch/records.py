@@ -1,0 +1,56 @@
+"""A batch's per-student files: OUTDIR/students/<id>/report.json, feedback.html, feedback.md.
+
+report.json is the record: the report data, the entry's content hash, the grader fingerprint and
+the attention maps.  A judge writes a student's files atomically (temporary file + os.replace),
+report.json last: a report.json that exists is complete, so a batch killed at any moment (kill -9)
+and run again regrades only what is missing or changed (is_current), after removing the temporary
+files the kill left behind.
+"""
+import json
+import os
+
+from grader.statefile import write_atomic
+
+STUDENTS = "students"
+REPORT, PAGE, MARKDOWN = "report.json", "feedback.html", "feedback.md"
+FORMAT = 1
+
+
+def read_record(outdir, student):
+    try:
+        with open(os.path.join(outdir, STUDENTS, student, REPORT), encoding="utf-8") as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and record.get("format") == FORMAT else None
+
+
+def is_current(record, entry, fingerprint):
+    return (record is not None and record.get("digest") == entry.digest
+            and record.get("grader") == fingerprint and record.get("student") == entry.student
+            and record.get("status") in ("graded", "ungradable"))
+
+
+def remove_leftovers(outdir):
+    """Temporary files of writes a kill interrupted."""
+    for root, _, files in os.walk(outdir):
+        for name in files:
+            if name.startswith(".tmp-"):
+                try:
+                    os.unlink(os.path.join(root, name))
+                except OSError:
+                    pass
+
+
+def write_student(outdir, record, lang):
+    """The student's page, Markdown and report.json, each atomically; report.json last."""
+    from grader.render import feedback_html, gradebook
+    from grader import rubric
+
+    the_rubric = rubric.load()
+    folder = os.path.join(outdir, STUDENTS, record["student"])
+    os.makedirs(folder, exist_ok=True)
+    write_atomic(os.path.join(folder, PAGE), feedback_html.student_page(the_rubric, record, lang))
+    write_atomic(os.path.join(folder, MARKDOWN), gradebook.student_markdown(the_rubric, record, lang))
+    write_atomic(os.path.join(folder, REPORT),
+                 json.dumps(record, ensure_ascii=False, indent=1, allow_nan=False) + "\n")

@@ -1,0 +1,120 @@
+"""nbgrader for this exercise, with a grade it cannot be tricked into: the commands and the runs.
+
+  python -m grader.instructor.nbgrade autograde       nbgrader autograde, then the sandboxed regrade + fix-up
+  python -m grader.instructor.nbgrade regrade         only the regrade + fix-up (after an autograde)
+  python -m grader.instructor.nbgrade feedback        nbgrader generate_feedback, then a scan for leaks
+  python -m grader.instructor.nbgrade export          nbgrader export --to grades.csv
+  (options: --course DIR, --timeout SECONDS per cell, --jobs N regrades at once)
+
+One module per stage.  This one runs nbgrader (and holds the course's ClearSolutions preprocessor);
+grader/nbregrade.py regrades every submitted notebook with the kit, outside any kernel, and fixes
+up the gradebook where nbgrader's kernel disagrees (its docstring says why a regrade is needed);
+grader/nbfeedback.py rewrites the autograded notebooks that generate_feedback renders and scans the
+feedback for hidden tests; grader/nbcourse.py names the course.
+"""
+import argparse
+import concurrent.futures
+import os
+import sys
+import time
+
+from grader.authoring.course import (ASSIGNMENT, COURSE, assignment_known, generate_assignment,
+                                    nbgrader)
+from grader.instructor import nbfeedback, nbregrade
+
+
+# ------------------------------------------------------------------------------------------------
+# The commands
+
+
+def autograde(course=COURSE, timeout=None, jobs=1, lang="zh"):
+    """nbgrader autograde (all submissions, --force) and, at the same time, the kit's regrade;
+    then the fix-up.  Returns (records, timings)."""
+    started = time.monotonic()
+    if not assignment_known(course):
+        generate_assignment(course)
+    found = nbregrade.submissions(course)
+    args = ["autograde", ASSIGNMENT, "--force"]
+    if timeout:
+        args.append(f"--Execute.timeout={int(timeout)}")  # nbgrader's Execute, as in the config
+    log = os.path.join(course, "autograde.log")
+    if os.path.exists(log):
+        os.remove(log)
+    source = nbregrade.source_notebook()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        # nbgrader executes the notebooks one after the other on about one core; the regrade
+        # uses what is left meanwhile, at a lower priority: the kernels' own judges (which
+        # have a cell timeout to meet) go first.
+        plain = pool.submit(nbgrader, args, course, None, log)
+        regrade_started = time.monotonic()
+        results = nbregrade.regrade_all(found, source, jobs, nice=10)
+        regrade_seconds = time.monotonic() - regrade_started
+        code, output, nbgrader_seconds = plain.result()
+    fix_started = time.monotonic()
+    records = nbregrade.regrade(course, jobs, output, results, lang)
+    timings = {"notebooks": len(found), "nbgrader_autograde": round(nbgrader_seconds, 1),
+               "nbgrader_exit_code": code, "regrade_alongside": round(regrade_seconds, 1),
+               "fix_up": round(time.monotonic() - fix_started, 1),
+               "make_autograde_total": round(time.monotonic() - started, 1)}
+    nbregrade.write_report(course, records, timings)
+    return records, timings
+
+
+def feedback(course=COURSE):
+    code, output, seconds = nbgrader(["generate_feedback", ASSIGNMENT, "--force"], course)
+    if code != 0:
+        raise RuntimeError(f"nbgrader generate_feedback failed:\n{output[-3000:]}")
+    return seconds, nbfeedback.hidden_leaks(course)
+
+
+def export(course=COURSE, out="grades.csv"):
+    """nbgrader export: the gradebook as CSV (scores include the kit's corrections)."""
+    code, output, seconds = nbgrader(["export", "--to", out], course)
+    if code != 0:
+        raise RuntimeError(f"nbgrader export failed:\n{output[-3000:]}")
+    return os.path.join(course, out), seconds
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog="python -m grader.instructor.nbgrade")
+    parser.add_argument("command", choices=("autograde", "regrade",
+                                            "feedback", "export"))
+    parser.add_argument("--course", default=COURSE)
+    parser.add_argument("--timeout", type=int, help="seconds a notebook cell may run")
+    parser.add_argument("--jobs", type=int, default=1, help="regrades at once (nbgrader takes a core)")
+    parser.add_argument("--lang", choices=("zh", "en"), default="zh")
+    args = parser.parse_args(argv)
+    course = os.path.abspath(args.course)
+    if args.command in ("autograde", "regrade"):
+        if args.command == "autograde":
+            records, timings = autograde(course, args.timeout, args.jobs, args.lang)
+        else:
+            records, timings = nbregrade.regrade(course, max(args.jobs, 2), lang=args.lang), {}
+            nbregrade.write_report(course, records, timings)
+        for r in records:
+            kernel = "—" if r["kernel_score"] is None else f"{r['kernel_score']:g}"
+            flag = f"  {len(r['disagreements'])} disagreed" if r["disagreements"] else ""
+            print(f"{r['student']:>16}  kernel {kernel:>5}  sandbox {r['sandbox_score']:>5g}  "
+                  f"final {r['final_score']:>5g} / {r['max_score']:g}{flag}")
+        for key, value in timings.items():
+            print(f"{key}: {value}")
+        if timings.get("nbgrader_exit_code"):
+            print(f"nbgrader autograde exited {timings['nbgrader_exit_code']} (a notebook it could not "
+                  f"grade, e.g. a kernel that died): {os.path.join(course, 'autograde.log')}")
+        print(f"report: {os.path.join(course, 'regrade.md')}")
+    elif args.command == "export":
+        path, seconds = export(course)
+        print(f"nbgrader export: {seconds:.1f} s -> {path}")
+    elif args.command == "feedback":
+        seconds, leaks = feedback(course)
+        print(f"nbgrader generate_feedback {ASSIGNMENT}: {seconds:.1f} s -> "
+              f"{os.path.join(course, 'feedback')}")
+        if leaks:
+            for path, found in leaks:
+                print(f"HIDDEN TEST SOURCE IN {path}: {found}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,29 @@
+"""Public check of the two check questions' format; the answers themselves are hidden checks."""
+import pytest
+
+from grader.judge.checks.support import Verdict
+
+FORMATS = {
+    "Q1_SHAPE": ("tuple of ints", lambda v: isinstance(v, tuple) and all(type(i) is int for i in v)),
+    "Q1_HEAD0_POS1": ("list of numbers", lambda v: _numbers(v)),
+    "Q1_FORMAL_HEAD_WIDTH": ("int", lambda v: type(v) is int),
+    "Q1_FORMAL_PARAMS": ("int", lambda v: type(v) is int),
+    "Q2_CORRECT": ("list of numbers", lambda v: _numbers(v)),
+    "Q2_WRONG": ("list of numbers", lambda v: _numbers(v)),
+    "Q2_SHAPE_IS_ENOUGH": ("bool", lambda v: type(v) is bool),
+}
+
+
+def _numbers(v):
+    return isinstance(v, list) and all(type(i) in (int, float) for i in v)
+
+
+@pytest.mark.check("quiz.format")
+def test_answers_have_the_right_format(student):
+    values = student.constants(FORMATS)
+    for name, (expected, ok) in FORMATS.items():
+        value = values.get(name) if isinstance(values, dict) else None
+        if value is None or value == {"$missing": True}:
+            raise Verdict("quiz_missing", name=name)
+        if not ok(value):
+            raise Verdict("quiz_type", name=name, expected=expected, got=type(value).__name__)

@@ -1,0 +1,62 @@
+"""One submission, start to finish: work folder -> worker -> checks -> report data.
+
+The worker is started before the judge imports torch and pytest, so the two imports overlap.
+"""
+import platform
+
+from grader import rubric as rubric_module
+from grader.sandbox import launch as sandbox
+from grader.judge import submission
+from grader.judge.student import Student
+
+SEED = 20261129
+
+
+def start(path, isolation="auto", limits=None, spawner=None):
+    """Load the submission and start its worker at once (nothing heavy imported yet).
+
+    `spawner` (a batch's ForkServer.spawn) forks the worker from a warm zygote instead."""
+    sub = submission.load(path)
+    student = Student(sub.work_dir, limits=limits or sandbox.Limits(), isolation=isolation,
+                      spawner=spawner)
+    student.start()
+    return sub, student
+
+
+def finish(sub, student, visibilities=("public", "hidden"), session=None):
+    """Run the checks against a started worker; return the report data (renderers format it).
+
+    `session` (a batch judge's runner.CheckSession for these visibilities) saves configuring
+    pytest and collecting the checks again for every submission."""
+    import torch
+
+    from grader.render import report
+    from grader.judge import runner
+
+    torch.manual_seed(SEED)
+    student.seed = sub.seed  # the checks' `seed` fixture: fresh inputs, recorded below
+    # Tiny tensors: one thread avoids waking a pool per op (8 ms a tril on a busy 2-core box).
+    torch.set_num_threads(1)
+    rubric = rubric_module.load()
+    checks = rubric.select(visibilities)
+    try:
+        parts = session.run(student) if session else runner.run(student, visibilities)
+    finally:
+        student.close()
+        sub.cleanup()
+    metadata = {
+        "submission": sub.origin, "kind": sub.kind, "seed": sub.seed, "torch": torch.__version__,
+        "python": platform.python_version(), "rubric_version": rubric.version,
+        "rubric_hash": rubric.hash, "isolation": student.isolation,
+        "limits": student.limits.describe(), "worker_starts": student.starts,
+        "worker_start": "fork" if student.spawner else "exec",
+        "worker_events": student.events, "student_output": student.student_output()[:4000],
+        "visibilities": list(visibilities),
+        "hidden_not_run": 0 if "hidden" in visibilities else len(rubric.select(("hidden",))),
+    }
+    return report.build(rubric, checks, parts, metadata)
+
+
+def grade(path, visibilities=("public", "hidden"), isolation="auto", limits=None):
+    sub, student = start(path, isolation, limits)
+    return finish(sub, student, visibilities)

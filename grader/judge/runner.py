@@ -1,0 +1,224 @@
+"""Run the checks (ordinary pytest files) in the judge process and map them to the rubric.
+
+pytest collects `grader/checks/public` (and `hidden` when present and asked for); the kit's
+plugin hands each check the `student` proxy and turns whatever ended a check (a Verdict, the
+student's exception, a dead worker) into plain data, collected by its own report hooks.  A rubric
+check passes only if every test that carries its id ran and passed; one that did not run at all
+is an `error`, never a pass.
+"""
+import os
+import queue
+import sys
+import threading
+
+import pytest
+
+from grader.judge.checks.support import Verdict
+from grader.judge.student import StudentError, WorkerFailure
+from grader import paths
+
+CHECKS_DIR = paths.CHECKS
+STATUS_OF_FAILURE = {"timeout": "timeout", "crashed": "error", "protocol": "error", "budget": "error"}
+
+
+def classify(exc):
+    """Plain data describing why a check ended: status, message key and its fields."""
+    if isinstance(exc, Verdict):
+        fields = {k: str(v) for k, v in exc.fields.items()}
+        return {"status": "failed", "key": exc.key, "fields": fields,
+                "detail": str(exc.detail), "heatmap": str(exc.heatmap)}
+    if isinstance(exc, StudentError):
+        fields = {"type": exc.type, "message": exc.message, "where": exc.where()}
+        if exc.during == "import":
+            return {"status": "failed", "key": "import_failed", "fields": fields}
+        if exc.memory_limit:
+            fields["limit"] = f"{exc.memory_limit / 2 ** 30:g} GiB"
+            return {"status": "error", "key": "memory_limit", "fields": fields}
+        if exc.not_implemented:
+            return {"status": "failed", "key": "not_implemented", "fields": {}}
+        if "view size is not compatible" in exc.message:
+            return {"status": "failed", "key": "view_non_contiguous", "fields": fields}
+        if "does not require grad and does not have a grad_fn" in exc.message:
+            return {"status": "failed", "key": "no_grad_path", "fields": fields}
+        return {"status": "failed", "key": "raised", "fields": fields}
+    if isinstance(exc, WorkerFailure):
+        return {"status": STATUS_OF_FAILURE.get(exc.kind, "error"), "key": exc.kind,
+                "fields": {"message": exc.message}}
+    return {"status": "error", "key": "internal",
+            "fields": {"message": f"{type(exc).__name__}: {str(exc)[:300]}"}}
+
+
+class KitPlugin:
+    """Hands the checks the `student` proxy, records verdicts, and runs the collected checks once
+    per student that the CheckSession hands over."""
+
+    def __init__(self, owner):
+        self.owner = owner
+        self.current = None
+        self.records = {}  # node id -> {check, outcome, verdict}, for the current student
+
+    @pytest.fixture(scope="session")
+    def student(self):
+        return self.current
+
+    @pytest.fixture(scope="session")
+    def seed(self):
+        """The submission's own seed (recorded in the report): checks draw fresh inputs from it
+        with `support.fresh(seed, salt)`, so a regrade reproduces them."""
+        return self.current.seed
+
+    def pytest_configure(self, config):
+        config.addinivalue_line("markers", "check(id): the rubric check this test scores")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        """Each phase's report carries the check id and, when the phase ended in an exception,
+        the verdict made of it (the report is plain data: the exception itself stays here)."""
+        outcome = yield
+        report = outcome.get_result()
+        marker = item.get_closest_marker("check")
+        report.kit_check = marker.args[0] if marker else None
+        report.kit_verdict = (classify(call.excinfo.value)
+                              if call.excinfo is not None and call.when in ("setup", "call")
+                              else None)
+
+    def pytest_runtest_logreport(self, report):
+        """One record per test: its check, the first verdict, passed only if every phase passed."""
+        record = self.records.setdefault(report.nodeid, {
+            "check": report.kit_check, "outcome": "passed", "verdict": None})
+        if report.outcome != "passed":  # failed, or skipped: a check that did not run never passes
+            record["outcome"] = "failed"
+        if record["verdict"] is None:
+            record["verdict"] = report.kit_verdict
+
+    def pytest_sessionstart(self, session):
+        self.owner.restore_stdout()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session):
+        """Instead of running the items once: run all of them for each student handed over.
+        The last item runs with nextitem=None, which tears every fixture down (the session-scoped
+        `student` included), so each student starts from nothing, as in a fresh session."""
+        owner = self.owner
+        while True:
+            student = owner.requests.get()
+            if student is None:
+                return True
+            self.current = student
+            self.records = {}
+            try:
+                items = session.items
+                for i, item in enumerate(items):
+                    nextitem = items[i + 1] if i + 1 < len(items) else None
+                    item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                owner.results.put(parts_of(self.records))
+            except BaseException as exc:  # noqa: B036 (handed to the caller, which raises it)
+                owner.results.put(exc)
+            finally:
+                self.current = None
+
+
+def check_files(visibilities):
+    folders = [os.path.join(CHECKS_DIR, v) for v in ("public", "hidden") if v in visibilities]
+    return [f for f in folders if os.path.isdir(f)]
+
+
+def parts_of(records):
+    """{check_id: [part, ...]}, part = {name, status, verdict}, from the plugin's records."""
+    parts = {}
+    for nodeid, record in records.items():
+        if record["check"] is None:
+            continue
+        verdict = record["verdict"]
+        status = "passed" if record["outcome"] == "passed" and verdict is None else \
+            (verdict or {}).get("status", "error")
+        parts.setdefault(record["check"], []).append(
+            {"name": nodeid.split("::")[-1], "status": status, "verdict": verdict})
+    return parts
+
+
+_STDOUT_SWAP = threading.Lock()
+
+
+class CheckSession:
+    """One pytest session whose checks are collected once and run against student after student.
+
+    Configuring pytest and collecting the checks is half of the judge's time for one submission
+    (~60 of ~125 ms CPU); a batch judge pays it once.  pytest.main runs in a thread of its own
+    and waits in pytest_runtestloop for the next student; `run` hands one over and returns the
+    parts.  One student at a time.
+    """
+
+    def __init__(self, visibilities=("public", "hidden")):
+        self.requests, self.results = queue.Queue(), queue.Queue()
+        self.plugin = KitPlugin(self)
+        self.args = check_files(visibilities) + [
+            "-q", "-p", "no:cacheprovider", "--noconftest",
+            "-c", os.path.join(CHECKS_DIR, "pytest.ini"), "--rootdir", CHECKS_DIR,
+            "--tb=no", "--no-header", "-s",
+            "-W", "ignore::pytest.PytestAssertRewriteWarning",
+            # Built-in plugins the checks do not use and that cost the judge time per
+            # submission (two gc.collect()s at exit, a log handler around every test phase).
+            "-p", "no:logging", "-p", "no:unraisableexception", "-p", "no:threadexception",
+            "-p", "no:faulthandler",
+        ]
+        self.devnull = open(os.devnull, "w")  # pytest's own progress: the kit prints the report
+        self.saved_stdout = None
+        # Only the plugins the kit names: no third-party plugin installed beside it (xdist,
+        # randomly, ...) is loaded into the judge.  pytest reads the variable while it configures
+        # (in the thread), so it is restored only by close().
+        self.autoload = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        self.thread = threading.Thread(target=self._main, daemon=True)
+        self.thread.start()
+
+    def _main(self):
+        # pytest's terminal reporter keeps the sys.stdout it finds when it is created: point it at
+        # devnull only until the session starts (KitPlugin.pytest_sessionstart puts it back), under
+        # a lock, so that two sessions starting in two threads cannot swap each other's stdout.
+        _STDOUT_SWAP.acquire()
+        self.saved_stdout, sys.stdout = sys.stdout, self.devnull
+        try:
+            pytest.main(self.args, plugins=[self.plugin])
+            raise RuntimeError("the check session ended early (see the judge's log)")
+        except BaseException as exc:  # noqa: B036 (raised in the caller's thread)
+            self.results.put(exc)
+        finally:
+            self.restore_stdout()
+
+    def restore_stdout(self):
+        if self.saved_stdout is not None:
+            sys.stdout, self.saved_stdout = self.saved_stdout, None
+            _STDOUT_SWAP.release()
+
+    def run(self, student):
+        """Run every check against `student`; return {check_id: [part, ...]}."""
+        if not self.thread.is_alive():
+            raise RuntimeError("the check session is closed")
+        self.requests.put(student)
+        result = self.results.get()
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def close(self):
+        if self.thread.is_alive():
+            self.requests.put(None)
+            self.thread.join(timeout=30)
+        if self.autoload is None:
+            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = self.autoload
+        self.devnull.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def run(student, visibilities=("public", "hidden")):
+    """Run the checks once; return {check_id: [part, ...]} with part = {name, status, verdict}."""
+    with CheckSession(visibilities) as session:
+        return session.run(student)

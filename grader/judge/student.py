@@ -1,0 +1,268 @@
+"""The judge-side proxy: `student.split_heads(x, 2)` reads like a local call, but runs in the worker.
+
+Every call has a timeout.  A worker that dies, hangs or speaks nonsense raises WorkerFailure for
+the call it was serving and is restarted for the next one; nothing here ever turns silence into a
+result.  What comes back is plain data rebuilt by `wire.decode`.
+"""
+import socket
+import time
+
+from grader.sandbox import launch as sandbox
+from grader.sandbox.launch import WorkerFailure
+from grader.sandbox.runtime import wire
+
+
+# Calls that run the module's forward inside the worker cannot succeed once forward hangs.
+NEEDS_FORWARD = {"grads:": "forward:", "train_copy:": "forward:"}
+
+
+class StudentError(Exception):
+    """The student's code raised: type, message and the student's line (never a traceback)."""
+
+    def __init__(self, info, during="call"):
+        info = info if isinstance(info, dict) else {}
+        self.type = str(info.get("type", "Exception"))[:80]
+        mro = info.get("mro")
+        self.mro = [str(n) for n in mro] if isinstance(mro, list) else [self.type]
+        self.message = str(info.get("message", ""))[:500]
+        self.line = info.get("line") if isinstance(info.get("line"), int) else None
+        self.code = str(info.get("code") or "")[:200]
+        self.during = during
+        self.memory_limit = None
+        super().__init__(f"{self.type}: {self.message}")
+
+    def is_a(self, name):
+        return name in self.mro
+
+    @property
+    def not_implemented(self):
+        return self.is_a("NotImplementedError")
+
+    def where(self):
+        return f"attention.py:{self.line}: {self.code}" if self.line else "attention.py"
+
+
+class Student:
+    def __init__(self, work_dir, student_name="attention.py", limits=None, isolation="auto",
+                 startup_seconds=60.0, max_starts=30, spawner=None):
+        self.work_dir, self.student_name = work_dir, student_name
+        self.spawner = spawner      # e.g. ForkServer.spawn: a warm fork instead of a cold start
+        self.limits = limits or sandbox.Limits()
+        self.isolation = sandbox.choose_isolation(isolation)
+        self.startup_seconds, self.max_starts = startup_seconds, max_starts
+        self.worker, self.starts, self.next_id, self.spent = None, 0, 0, 0.0
+        self.import_error = None    # StudentError or WorkerFailure: permanent for this submission
+        self.names = []
+        self.output = []            # captured stdout/stderr of every worker, for feedback
+        self.events = []            # what went wrong with workers, for the report
+        # A call that hung (or crashed the worker twice) will do it again: later calls of the same
+        # kind fail at once with the same failure, so one endless loop cannot eat the whole
+        # submission's time budget and starve the checks that never call it.
+        self.poisoned, self.crashes = {}, {}
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self):
+        """Start a worker now (its torch import then overlaps with the judge's own work)."""
+        if self.worker is None and self.import_error is None:
+            if self.starts >= self.max_starts:
+                raise WorkerFailure("budget", f"worker restarted {self.starts} times; giving up")
+            self.starts += 1
+            self.worker = self._spawn()
+            self.hello_pending = True
+        return self
+
+    def _spawn(self):
+        """A new worker for this submission (the watcher overrides it to take a warm one)."""
+        if self.spawner is not None:
+            return self.spawner(self.work_dir, self.student_name, self.limits)
+        return sandbox.WorkerProcess(self.work_dir, self.student_name, self.limits, self.isolation)
+
+    def _await_hello(self):
+        try:
+            hello = self._receive(self.startup_seconds)
+        except WorkerFailure as failure:
+            self.import_error = WorkerFailure(failure.kind, "while importing attention.py: "
+                                              + failure.message)
+            self._stop()
+            raise self.import_error from None
+        self.hello_pending = False
+        if not isinstance(hello, dict) or "hello" not in hello:
+            self._stop()
+            raise WorkerFailure("protocol", "worker did not greet")
+        if hello["hello"] is not True:
+            self.import_error = StudentError(hello.get("error"), during="import")
+            self._stop()
+            raise self.import_error
+        names = hello.get("names")
+        self.names = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+    def close(self):
+        self._stop()
+
+    def _stop(self):
+        if self.worker is not None:
+            self.worker.kill()
+            out, err = self.worker.stdout.text(), self.worker.stderr.text()
+            if out.strip() or err.strip():
+                self.output.append((out, err))
+            self.worker = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- transport ---------------------------------------------------------------------------
+    def _receive(self, seconds):
+        deadline = time.monotonic() + seconds
+
+        def read_exact(n):
+            parts, left = [], n
+            while left:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise socket.timeout
+                self.worker.channel.settimeout(remaining)
+                chunk = self.worker.channel.recv(min(left, 1 << 20))
+                if not chunk:
+                    raise EOFError
+                parts.append(chunk)
+                left -= len(chunk)
+            return b"".join(parts)
+
+        try:
+            return wire.decode(*wire.read_frame(read_exact))
+        except socket.timeout:
+            self._fail("timeout", f"no answer within {seconds:g} s")
+        except (EOFError, ConnectionError, OSError):
+            self.worker.proc.wait(timeout=5) if self.worker.proc.poll() is None else None
+            self._fail("crashed", f"worker exited ({self.worker.exit_description()})")
+        except (wire.ProtocolError, ValueError, OverflowError) as exc:
+            self._fail("protocol", f"malformed message from the worker ({exc})")
+
+    def _fail(self, kind, message):
+        self.events.append({"kind": kind, "message": message})
+        self._stop()
+        raise WorkerFailure(kind, message)
+
+    def request(self, op, timeout=None, **args):
+        if self.import_error is not None:
+            raise self.import_error
+        kind = f"{op}:{args.get('fn', '')}"
+        for blocker in (kind, NEEDS_FORWARD.get(kind)):
+            if blocker in self.poisoned:
+                raise self.poisoned[blocker]
+        try:
+            return self._request(op, timeout, args)
+        except WorkerFailure as failure:
+            self.crashes[kind] = self.crashes.get(kind, 0) + 1
+            if failure.kind == "timeout" or self.crashes[kind] >= 2:
+                self.poisoned[kind] = WorkerFailure(failure.kind, failure.message
+                                                    + " (an earlier call of the same kind)")
+            raise
+
+    def _request(self, op, timeout, args):
+        if self.spent >= self.limits.submission_seconds:
+            raise WorkerFailure("budget", f"time budget of {self.limits.submission_seconds:g} s "
+                                          "for this submission is used up")
+        self.start()
+        if self.hello_pending:
+            self._await_hello()
+        self.next_id += 1
+        began = time.monotonic()
+        try:
+            try:
+                self.worker.channel.sendall(wire.encode({"id": self.next_id, "op": op, "args": args}))
+            except OSError:
+                self._fail("crashed", f"worker exited ({self.worker.exit_description()})")
+            seconds = min(timeout or self.limits.call_seconds,
+                          self.limits.submission_seconds - self.spent)
+            reply = self._receive(max(seconds, 0.1))
+        finally:
+            self.spent += time.monotonic() - began
+        if not isinstance(reply, dict) or reply.get("id") != self.next_id:
+            self._fail("protocol", "reply out of order or malformed")
+        if "error" in reply:
+            error = StudentError(reply["error"])
+            if error.is_a("MemoryError") or "can't allocate memory" in error.message:
+                error.memory_limit = self.limits.memory_bytes  # the limit, not the student, said no
+            raise error
+        if "ok" not in reply:
+            self._fail("protocol", "reply without a result")
+        return reply["ok"]
+
+    # -- what the checks call -----------------------------------------------------------------
+    def call(self, fn, *args, views=(), **kwargs):
+        """Call the student's function; `views` = [(arg index, dim0, dim1)] are transposed (or
+        [(arg index, [dims])] permuted) in the worker before the call, to hand the student a
+        non-contiguous tensor."""
+        return self.request("call", fn=fn, args=list(args), kwargs=kwargs,
+                            views=[list(v) for v in views])
+
+    def split_heads(self, x, heads):
+        return self.call("split_heads", x, heads)
+
+    def merge_heads(self, x):
+        return self.call("merge_heads", x)
+
+    def attend(self, q, k, v, mask=None, return_weights=False):
+        return self.call("attend", q, k, v, mask=mask, return_weights=return_weights)
+
+    def module(self, d_model, n_heads, max_len=None):
+        args = [d_model, n_heads] + ([] if max_len is None else [max_len])
+        return RemoteModule(self, self.request("new", args=args))
+
+    def constants(self, names):
+        return self.request("constants", names=list(names))
+
+    def forbidden_uses(self):
+        return self.request("forbidden")
+
+    def train_copy(self, seed, n_heads, timeout=None):
+        return self.request("train_copy", timeout=timeout, seed=seed, n_heads=n_heads)
+
+    def source(self):
+        """The student's file as text, read on the judge side (plain data, for static checks)."""
+        import os
+
+        with open(os.path.join(self.work_dir, self.student_name), encoding="utf-8",
+                  errors="replace") as handle:
+            return handle.read()
+
+    def student_output(self):
+        """Everything the student's code printed so far (capped), for feedback only."""
+        parts = list(self.output)
+        if self.worker is not None:
+            parts.append((self.worker.stdout.text(), self.worker.stderr.text()))
+        return "".join(out + err for out, err in parts)
+
+
+class RemoteModule:
+    """A CausalSelfAttention instance living in the worker, addressed by handle."""
+
+    def __init__(self, student, handle):
+        self.student, self.handle, self.starts = student, handle, student.starts
+
+    def _request(self, op, **args):
+        if self.student.starts != self.starts:
+            raise WorkerFailure("crashed", "the worker holding this module was restarted")
+        return self.student.request(op, handle=self.handle, **args)
+
+    def describe(self):
+        return self._request("describe")
+
+    def buffer(self, name):
+        return self._request("buffer", name=name)
+
+    def load(self, state):
+        return self._request("load", state=state)
+
+    def __call__(self, x, return_weights=False):
+        return self._request("forward", x=x, return_weights=return_weights)
+
+    def grads(self, x, upstream):
+        return self._request("grads", x=x, upstream=upstream)
+
+    def to_meta(self):
+        return self._request("to_meta")

@@ -1,0 +1,204 @@
+"""Turn a submission (.py, .ipynb, a folder or a .zip holding one, or a cloned git repository)
+into a clean work folder.
+
+The work folder holds one file, attention.py, and nothing else of the student's: no conftest.py,
+no pytest.ini, no other modules.  The original is only ever read.
+"""
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import tempfile
+import zipfile
+import zlib
+
+from grader.judge import manifest
+
+STUDENT_FILE = "attention.py"
+MAX_BYTES = 2 * 1024 * 1024
+MAGIC_LINE = re.compile(r"^\s*[%!]")
+
+
+class SubmissionError(Exception):
+    """The submission cannot be graded at all (missing, unreadable, no attention code)."""
+
+
+def seed_of(source):
+    """The seed of the inputs the checks draw for this submission: derived from its text, so a
+    regrade of the same file draws the same inputs and no fixed input exists to memorise."""
+    digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+class Submission:
+    container = "file"  # or folder, git, zip: where the attention file came from
+    package = None      # a `make submit` zip: what its manifest says and what was verified
+
+    def __init__(self, origin, source, kind):
+        self.origin, self.source, self.kind = origin, source, kind
+        self.seed = seed_of(source)
+        self.work_dir = tempfile.mkdtemp(prefix="attn-work-")
+        os.chmod(self.work_dir, 0o777)  # the sandboxed worker runs as another uid
+        path = os.path.join(self.work_dir, STUDENT_FILE)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(source)
+        os.chmod(path, 0o644)
+
+    def cleanup(self):
+        shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.cleanup()
+
+
+def comment_out_magics(source):
+    """IPython magics and shell lines (`%...`, `!...`) become comments: plain Python is left."""
+    return "\n".join("# " + line if MAGIC_LINE.match(line) else line
+                     for line in source.splitlines())
+
+
+def notebook_source(raw):
+    """The code cells of a notebook, in order, with IPython magics and shell lines dropped."""
+    try:
+        notebook = json.loads(raw)
+        cells = notebook["cells"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SubmissionError(f"not a readable notebook ({type(exc).__name__})") from None
+    chunks = []
+    for cell in cells:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        chunks.append(comment_out_magics(source))
+    return "\n\n".join(chunks) + "\n"
+
+
+def _read(path):
+    if os.path.getsize(path) > MAX_BYTES:
+        raise SubmissionError(f"{path}: larger than {MAX_BYTES // 1024} KiB")
+    with open(path, "rb") as handle:
+        raw = handle.read()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise SubmissionError(f"{path}: not UTF-8 text") from None
+
+
+def _pick_in_folder(folder):
+    for name in ("attention.py", "attention.ipynb"):
+        for root, dirs, files in os.walk(folder):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+            if name in files:
+                return os.path.join(root, name)
+    candidates = [f for f in sorted(os.listdir(folder)) if f.endswith((".py", ".ipynb"))]
+    if len(candidates) == 1:
+        return os.path.join(folder, candidates[0])
+    raise SubmissionError(f"{folder}: no attention.py or attention.ipynb inside")
+
+
+def load(path):
+    """A Submission for `path`, or SubmissionError with a one-line reason."""
+    if not os.path.exists(path):
+        raise SubmissionError(f"{path}: no such file or folder")
+    if os.path.isdir(path):
+        # A folder or a cloned repository (GitHub Classroom): only its attention file is read,
+        # nothing of it is run; a symlink out of the folder (e.g. to solutions/) is refused.
+        picked = _pick_in_folder(path)
+        inside = os.path.realpath(path)
+        if os.path.commonpath([inside, os.path.realpath(picked)]) != inside:
+            raise SubmissionError(f"{picked}: a symlink to a file outside the submission")
+        sub = load_file(picked, origin=path)
+        sub.container = "git" if os.path.exists(os.path.join(path, ".git")) else "folder"
+        return sub
+    if path.lower().endswith(".zip"):
+        return load_zip(path)
+    return load_file(path, origin=path)
+
+
+def _zip_walk_key(name):
+    """Sort zip members the way _pick_in_folder walks a folder: a folder's files before its
+    subfolders, subfolders by name."""
+    parts = name.split("/")
+    return [(1, p) for p in parts[:-1]] + [(0, parts[-1])]
+
+
+def _zip_candidates(archive):
+    members = []
+    for info in archive.infolist():
+        parts = info.filename.replace("\\", "/").split("/")
+        if info.is_dir() or any(p.startswith(".") or p in ("__MACOSX", "__pycache__")
+                                for p in parts[:-1]) or parts[-1].startswith("."):
+            continue
+        if stat.S_ISLNK(info.external_attr >> 16):
+            continue  # a symlink member: its "content" is a path, never followed
+        members.append(info)
+    for name in ("attention.py", "attention.ipynb"):
+        found = [m for m in members if m.filename.replace("\\", "/").split("/")[-1] == name]
+        if found:
+            return min(found, key=lambda m: _zip_walk_key(m.filename.replace("\\", "/")))
+    code = [m for m in members if m.filename.endswith((".py", ".ipynb"))]
+    if len(code) == 1:
+        return code[0]
+    raise SubmissionError("no attention.py or attention.ipynb inside the zip")
+
+
+def _packaged_work(archive, package):
+    """The work file a `make submit` manifest names, if the zip has it as a plain file."""
+    name = package.get("work") if package else None
+    if not name or name.split("/")[-1] not in manifest.WORK_NAMES:
+        return None
+    for info in archive.infolist():
+        if info.filename.replace("\\", "/") == name and not info.is_dir() \
+                and not stat.S_ISLNK(info.external_attr >> 16):
+            return info
+    return None
+
+
+def load_zip(path):
+    """The attention file of a .zip, read in memory (nothing is extracted to disk).  A package
+    made by `make submit` gives the file its manifest names, and `sub.package` says whether the
+    zip still holds what the manifest lists (grader/manifest.py)."""
+    from grader import rubric
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            package = manifest.inspect(archive, rubric.load(), MAX_BYTES)
+            info = _packaged_work(archive, package) or _zip_candidates(archive)
+            if info.file_size > MAX_BYTES:
+                raise SubmissionError(f"{info.filename}: larger than {MAX_BYTES // 1024} KiB")
+            with archive.open(info) as handle:
+                raw = handle.read(MAX_BYTES + 1)
+    except SubmissionError as exc:
+        raise SubmissionError(f"{path}: {exc}") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, RuntimeError,
+            NotImplementedError, ValueError, zlib.error) as exc:
+        raise SubmissionError(f"{path}: not a readable zip ({type(exc).__name__}: "
+                              f"{str(exc)[:120]})") from None
+    if len(raw) > MAX_BYTES:
+        raise SubmissionError(f"{path}: {info.filename} is larger than {MAX_BYTES // 1024} KiB")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise SubmissionError(f"{path}: {info.filename} is not UTF-8 text") from None
+    source = notebook_source(text) if info.filename.endswith(".ipynb") else text
+    sub = Submission(path, source, "notebook" if info.filename.endswith(".ipynb") else "python")
+    sub.container = "zip"
+    sub.package = package
+    return sub
+
+
+def load_file(path, origin):
+    if not os.access(path, os.R_OK):
+        raise SubmissionError(f"{path}: not readable")
+    text = _read(path)
+    if path.endswith(".ipynb"):
+        return Submission(origin, notebook_source(text), "notebook")
+    if not path.endswith(".py"):
+        raise SubmissionError(f"{path}: expected a .py or .ipynb file")
+    return Submission(origin, text, "python")

@@ -1,0 +1,256 @@
+"""Start the worker behind a process boundary: bubblewrap where it works, else a plain subprocess.
+
+Either way the worker gets resource limits, a minimal environment, `python -I`, its own process
+group (so everything it starts is killed with it) and a private copy of the only judge files it
+needs (worker.py, wire.py, copytask.py).  In bubblewrap it also gets no network, a read-only view
+of the Python runtime, an empty /tmp, an unprivileged uid, its own PID namespace and the work
+folder as the only writable place; the repo, solutions/ and the hidden checks are not there.
+"""
+import dataclasses
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+from grader import paths
+from grader.sandbox.runtime import wire
+
+SANDBOX_WORK = "/submission"
+SANDBOX_RUNTIME = "/grader-runtime"
+UNPRIVILEGED = 65534  # nobody
+
+
+class WorkerFailure(Exception):
+    """The worker did not answer properly: kind is timeout, crashed, protocol or budget."""
+
+    def __init__(self, kind, message):
+        self.kind, self.message = kind, message
+        super().__init__(f"{kind}: {message}")
+
+
+@dataclasses.dataclass
+class Limits:
+    call_seconds: float = 5.0           # wall time for one call (the first one includes the start-up)
+    submission_seconds: float = 120.0   # wall time for all calls of one submission
+    cpu_seconds: int = 120              # RLIMIT_CPU of one worker
+    memory_bytes: int = 3 * 1024 ** 3   # RLIMIT_AS of one worker (torch's import alone maps ~1 GiB)
+    processes: int = 64                 # RLIMIT_NPROC (effective for a non-root uid)
+    file_bytes: int = 64 * 1024 ** 2    # RLIMIT_FSIZE: the largest file the worker may write
+    output_bytes: int = 16 * 1024       # how much of stdout and stderr is kept, each
+
+    def describe(self):
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def bubblewrap_path():
+    return shutil.which("bwrap")
+
+
+_probe_cache = {}
+
+
+def bubblewrap_works():
+    """bwrap may be installed but refused by the kernel (no user namespaces): try it once."""
+    path = bubblewrap_path()
+    if path is None:
+        return False
+    if path not in _probe_cache:
+        try:
+            probe = subprocess.run([path, "--unshare-all", "--ro-bind", "/", "/", "true"],
+                                   capture_output=True, timeout=10)
+            _probe_cache[path] = probe.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _probe_cache[path] = False
+    return _probe_cache[path]
+
+
+def choose_isolation(requested="auto"):
+    """'bubblewrap', 'process', or 'auto' (bubblewrap when it works here)."""
+    if requested == "auto":
+        return "bubblewrap" if bubblewrap_works() else "process"
+    if requested == "bubblewrap" and not bubblewrap_works():
+        raise RuntimeError("bubblewrap is not available here (apt-get install -y bubblewrap)")
+    return requested
+
+
+def make_runtime_dir():
+    """A private copy of the runtime folder (everything that runs inside the sandbox, copied
+    whole), so the worker never sees grader/."""
+    runtime = tempfile.mkdtemp(prefix="attn-runtime-")
+    for name in sorted(os.listdir(paths.RUNTIME)):
+        if name.endswith(".py"):
+            shutil.copy(os.path.join(paths.RUNTIME, name), os.path.join(runtime, name))
+    os.chmod(runtime, 0o755)
+    return runtime
+
+
+def minimal_env(home):
+    return {"PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _python_roots():
+    """Folders the worker's Python needs, read-only: the venv and the interpreter it points to."""
+    roots = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), sys.prefix}
+    return sorted(r for r in roots if os.path.isdir(r))
+
+
+def runs_as_root():
+    return os.geteuid() == 0 and shutil.which("setpriv") is not None
+
+
+def bubblewrap_argv(work_dir, runtime_dir, spool=None):
+    """bwrap, then (when the grader is root) setpriv to a real unprivileged uid inside it.
+
+    As root, a user namespace would map the sandbox's uid back to real root, which escapes
+    RLIMIT_NPROC; so the namespaces are unshared without a user namespace and the worker drops to
+    uid 65534 with no capabilities.  As an ordinary user, bwrap needs a user namespace instead.
+
+    With `spool` (root only) the sandbox is the fork server's: it stays root so that each forked
+    child can build its own mount table (zygote.py), and sees the spool of submissions at /spool
+    instead of one work folder; the children drop to uid 65534 before any student code runs.
+    """
+    as_root = runs_as_root()
+    if spool is not None and not as_root:
+        raise RuntimeError("the fork server's sandbox needs root (it builds one mount table per child)")
+    argv = [bubblewrap_path()]
+    argv += (["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+              "--unshare-cgroup-try"] if as_root else ["--unshare-all"])
+    argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox",
+             "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--tmpfs", "/tmp"]
+    for link in ("lib", "lib64", "bin"):
+        if os.path.islink("/" + link):
+            argv += ["--symlink", os.readlink("/" + link), "/" + link]
+        elif os.path.isdir("/" + link):
+            argv += ["--ro-bind", "/" + link, "/" + link]
+    made = set()
+    for root in _python_roots():
+        # bwrap makes missing parents mode 0700; the unprivileged worker must traverse them.
+        parent = os.path.dirname(root)
+        ancestors = []
+        while parent not in ("/", "") and parent not in made:
+            ancestors.append(parent)
+            parent = os.path.dirname(parent)
+        for folder in reversed(ancestors):
+            argv += ["--perms", "0755", "--dir", folder]
+            made.add(folder)
+        argv += ["--ro-bind", root, root]
+    argv += ["--ro-bind", runtime_dir, SANDBOX_RUNTIME, "--setenv", "HOME", "/tmp"]
+    if spool is not None:
+        return argv + ["--bind", spool, "/spool", "--dir", SANDBOX_WORK, "--chdir", "/"]
+    argv += ["--bind", work_dir, SANDBOX_WORK, "--chdir", SANDBOX_WORK]
+    if as_root:
+        argv += [shutil.which("setpriv"), f"--reuid={UNPRIVILEGED}", f"--regid={UNPRIVILEGED}",
+                 "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"]
+    else:
+        argv += ["--uid", str(UNPRIVILEGED), "--gid", str(UNPRIVILEGED)]
+    return argv
+
+
+def _apply_limits(limits):
+    def preexec():
+        os.setsid()
+        for kind, value in ((resource.RLIMIT_CPU, limits.cpu_seconds),
+                            (resource.RLIMIT_AS, limits.memory_bytes),
+                            (resource.RLIMIT_NPROC, limits.processes),
+                            (resource.RLIMIT_FSIZE, limits.file_bytes),
+                            (resource.RLIMIT_CORE, 0)):
+            try:
+                resource.setrlimit(kind, (value, value))
+            except (ValueError, OSError):
+                pass  # a limit the OS does not allow is left as it is
+    return preexec
+
+
+class CappedReader(threading.Thread):
+    """Drain a pipe for ever, keep only the first `cap` bytes (a 200 MB print cannot fill memory)."""
+
+    def __init__(self, stream, cap):
+        super().__init__(daemon=True)
+        self.stream, self.cap, self.kept, self.dropped = stream, cap, bytearray(), 0
+
+    def run(self):
+        while True:
+            chunk = self.stream.read1(65536)
+            if not chunk:
+                return
+            room = self.cap - len(self.kept)
+            self.kept += chunk[:max(room, 0)]
+            self.dropped += max(len(chunk) - max(room, 0), 0)
+
+    def text(self):
+        out = self.kept.decode("utf-8", "replace")
+        return out + (f"\n… [{self.dropped} more bytes dropped]" if self.dropped else "")
+
+
+class WorkerProcess:
+    """One running worker: its process, its channel and its captured output."""
+
+    def __init__(self, work_dir, student_name, limits, isolation, wait_go=False):
+        self.isolation = isolation
+        self.runtime_dir = make_runtime_dir()
+        judge_end, worker_end = socket.socketpair()
+        if isolation == "bubblewrap":
+            prefix = bubblewrap_argv(work_dir, self.runtime_dir)
+            worker_py, student = f"{SANDBOX_RUNTIME}/worker.py", f"{SANDBOX_WORK}/{student_name}"
+            cwd, home = None, "/tmp"
+        else:
+            prefix = []
+            worker_py = os.path.join(self.runtime_dir, "worker.py")
+            student, cwd, home = os.path.join(work_dir, student_name), work_dir, work_dir
+        # abspath: a "../.venv/bin/python" would not resolve inside the sandbox.  -u: unbuffered
+        # (-I ignores PYTHONUNBUFFERED), so a killed worker loses nothing it printed.
+        python = os.path.abspath(sys.executable)
+        argv = prefix + [python, "-I", "-u", worker_py, str(worker_end.fileno()), student]
+        argv += ["--wait-go"] if wait_go else []  # a spare: imports the student only on go()
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            pass_fds=(worker_end.fileno(),), cwd=cwd, env=minimal_env(home),
+            preexec_fn=_apply_limits(limits), close_fds=True)
+        worker_end.close()
+        self.channel = judge_end
+        self.stdout = CappedReader(self.proc.stdout, limits.output_bytes)
+        self.stderr = CappedReader(self.proc.stderr, limits.output_bytes)
+        self.stdout.start()
+        self.stderr.start()
+
+    def go(self):
+        """Let a worker started with wait_go import the student's file (now written in place)."""
+        self.channel.sendall(wire.encode({"op": "go"}))
+
+    def kill(self):
+        """Kill the worker's whole process group (children and SIGTERM-ignorers included)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        self.channel.close()
+        self.stdout.join(timeout=1)
+        self.stderr.join(timeout=1)
+        shutil.rmtree(self.runtime_dir, ignore_errors=True)
+
+    def exit_description(self):
+        return describe_exit(self.proc.poll())
+
+
+def describe_exit(code):
+    """A worker's exit status in words: None (running), an exit code, or -signal."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        name = signal.Signals(-code).name
+        hint = {"SIGXCPU": "CPU time limit", "SIGXFSZ": "file size limit",
+                "SIGKILL": "killed"}.get(name, name)
+        return f"{name} ({hint})"
+    return f"exit code {code}"

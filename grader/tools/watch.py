@@ -1,0 +1,435 @@
+"""`python -m grader watch [SUBMISSION]`: rerun the public checks on every save, redraw the screen.
+
+Speed: the judge process lives for the whole session (torch and pytest are imported once), and
+every run gets a worker started ahead of time that has imported torch already and imports the
+student's file only when told to go (worker.py --wait-go).  A rerun then costs the student's
+import and the checks, not a torch import.
+
+Robustness: every state of the file (syntax error, exception at import, endless loop, missing
+file) ends as feedback on the screen; a save during a run cancels that run (its workers are
+killed) and starts the next; Ctrl-C exits with 0.
+
+Parts: FileWatch (has the file new content?), Spare/SparePool/WarmStudent (workers started
+ahead), render (the screen), Session (the loop).
+"""
+import collections
+import gc
+import hashlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+from grader.sandbox import launch as sandbox
+from grader.judge import submission as submission_module
+from grader.tools.hints import exercise_progress, first_unfinished, record_run, source_hash, state_path
+from grader.judge.student import Student, WorkerFailure
+from grader.judge.submission import STUDENT_FILE, SubmissionError
+
+CLEAR = "\033[H\033[2J"
+
+
+# -- FileWatch: is there new content? ------------------------------------------------------------
+def content_key(path):
+    """What the file holds now, None when it is missing: a touch without a change is no save."""
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def _stat(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+def watchfiles_available():
+    try:
+        import watchfiles  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class FileWatch:
+    """Calls on_change() from a background thread each time the file's content changes.
+
+    watchfiles (inotify and friends) when installed, else polling: a stat every 50 ms, hashing
+    when mtime/size/inode moved, and a hash every second anyway for writes too quick for the
+    mtime to show.  The folder is watched, not the file: editors that save by renaming a new
+    file over the old one replace the inode a watch on the file itself would hold.
+    """
+
+    def __init__(self, path, on_change, poll=False):
+        self.path, self.on_change = os.path.realpath(path), on_change
+        self.backend = "polling" if poll or not watchfiles_available() else "watchfiles"
+        self.key = content_key(self.path)
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="file-watch", daemon=True)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.stopped.set()
+
+    def _check(self):
+        key = content_key(self.path)
+        if key != self.key:
+            self.key = key
+            self.on_change()
+
+    def _run(self):
+        if self.backend == "watchfiles":
+            try:
+                self._run_watchfiles()
+                return
+            except Exception:  # e.g. out of inotify watches: keep watching by polling
+                self.backend = "polling"
+        self._run_polling()
+
+    def _run_watchfiles(self):
+        import watchfiles
+
+        # step: yield 20 ms after the last event of a burst; the 1 s timeout re-checks anyway.
+        for _ in watchfiles.watch(os.path.dirname(self.path), recursive=False,
+                                  watch_filter=lambda change, p: os.path.realpath(p) == self.path,
+                                  debounce=400, step=20, rust_timeout=1000, yield_on_timeout=True,
+                                  stop_event=self.stopped, raise_interrupt=False):
+            self._check()
+
+    def _run_polling(self):
+        last, hashed = None, 0.0
+        while not self.stopped.wait(0.05):
+            now, stat = time.monotonic(), _stat(self.path)
+            if stat != last or now - hashed >= 1.0:
+                last, hashed = stat, now
+                self._check()
+
+
+# -- workers started ahead of time ---------------------------------------------------------------
+class Spare(sandbox.WorkerProcess):
+    """A worker started before its student's file exists: torch imported, waiting for go."""
+
+    def __init__(self, limits, isolation):
+        self.work_dir = tempfile.mkdtemp(prefix="attn-spare-")
+        os.chmod(self.work_dir, 0o777)  # the sandboxed worker runs as another uid
+        try:
+            super().__init__(self.work_dir, STUDENT_FILE, limits, isolation, wait_go=True)
+        except BaseException:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+            raise
+
+    def go(self, source):
+        path = os.path.join(self.work_dir, STUDENT_FILE)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(source)
+        os.chmod(path, 0o644)
+        try:
+            super().go()
+        except OSError:
+            pass  # it died waiting: the Student sees a crash at start-up and says so
+
+    def interrupt(self):
+        """Kill it from another thread; the thread using it sees EOF and cleans up (kill())."""
+        if self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def kill(self):
+        super().kill()
+        shutil.rmtree(self.work_dir, ignore_errors=True)
+
+
+class SparePool:
+    """A few Spares kept ready: one for the next save, one for a restart after a timeout."""
+
+    def __init__(self, limits, isolation, size=2):
+        self.limits, self.isolation, self.size = limits, isolation, size
+        self.spares, self.lock = collections.deque(), threading.Lock()
+        # Replace a spare as soon as it is taken, so it is warm by the next save; off for the
+        # first run, which already has the judge and two spares importing torch on the cores.
+        self.eager = False
+
+    def fill(self):
+        with self.lock:
+            while len(self.spares) < self.size:
+                self.spares.append(Spare(self.limits, self.isolation))
+
+    def take(self, source):
+        """A spare that is still alive (else a cold one), told to import `source`."""
+        while True:
+            with self.lock:
+                spare = self.spares.popleft() if self.spares else None
+            if spare is None:
+                spare = Spare(self.limits, self.isolation)
+            if spare.proc.poll() is None:
+                spare.go(source)
+                if self.eager:
+                    self.fill()
+                return spare
+            spare.kill()
+
+    def close(self):
+        with self.lock:
+            spares, self.spares = list(self.spares), collections.deque()
+        for spare in spares:
+            spare.kill()
+
+
+class WarmStudent(Student):
+    """A Student whose workers come from the pool; cancel() (from any thread) ends its run early."""
+
+    def __init__(self, sub, pool, limits, startup_seconds):
+        super().__init__(sub.work_dir, limits=limits, isolation=pool.isolation,
+                         startup_seconds=startup_seconds)
+        self.pool, self.source_text = pool, sub.source
+        # RLock: the SIGINT handler runs on the main thread, possibly inside start().
+        self.cancelled, self.adopted, self.lock = False, [], threading.RLock()
+
+    def start(self):
+        with self.lock:
+            return super().start()
+
+    def _spawn(self):
+        """The worker is taken from the pool (torch already imported) instead of started cold."""
+        if self.cancelled:
+            raise WorkerFailure("budget", "a newer save replaced this run")
+        worker = self.pool.take(self.source_text)
+        self.adopted.append(worker)
+        if self.cancelled:  # cancelled by a signal handler while we were taking it
+            worker.interrupt()
+        return worker
+
+    def cancel(self):
+        with self.lock:
+            self.cancelled = True
+            for worker in self.adopted:
+                worker.interrupt()
+
+
+# -- the screen ----------------------------------------------------------------------------------
+TEXT = {
+    "zh": {
+        "header": "── {name} · 第 {n} 次检查 run {n} · {seconds:.2f} s ──",
+        "progress": "已完成 {done}/{total} 个练习 exercises done：{marks}",
+        "checks": "公开检查 public checks：{passed}/{total} 通过",
+        "all_done": "全部公开检查通过！另有 {hidden} 项隐藏检查由老师评分时运行；make check 显示完整报告。",
+        "import": "下一步：让 {name} 能够导入（见上面的行号），保存后自动重新检查。",
+        "timeout": "下一步：找找 {ex} 里的死循环，保存后自动重新检查。卡住了？运行 make hint EX={ex}",
+        "next": "下一步：修改 {ex} 并保存，检查会自动重新运行。卡住了？运行 make hint EX={ex}",
+        "error": "错误 error：{message}",
+        "internal": "评分器内部错误（不是你的错）internal error：{message}",
+        "output": "你的代码打印了 your code printed：",
+        "watching": "正在监视 {name}，保存即重新检查（{backend}；Ctrl-C 退出）…",
+        "checking": "正在检查 checking…",
+        "bye": "已退出 watch。再见！bye",
+    },
+    "en": {
+        "header": "── {name} · run {n} · {seconds:.2f} s ──",
+        "progress": "{done}/{total} exercises done: {marks}",
+        "checks": "public checks: {passed}/{total} passed",
+        "all_done": "Every public check passes! {hidden} hidden checks run when your instructor "
+                    "grades; make check shows the full report.",
+        "import": "Next: make {name} import again (see the line above); it is rechecked on save.",
+        "timeout": "Next: look for an endless loop in {ex} and save. Stuck? make hint EX={ex}",
+        "next": "Next: fix {ex} and save; the checks rerun by themselves. Stuck? make hint EX={ex}",
+        "error": "error: {message}",
+        "internal": "internal grader error (not your fault): {message}",
+        "output": "your code printed:",
+        "watching": "Watching {name} for changes ({backend}; Ctrl-C to quit)…",
+        "checking": "checking…",
+        "bye": "watch stopped. bye",
+    },
+}
+
+
+def next_step(failing):
+    """What the student should do about the first failing check: import, timeout or next."""
+    if any(v.get("key") == "import_failed"
+           or "while importing" in v.get("fields", {}).get("message", "")
+           for v in failing["verdicts"]):
+        return "import"  # nothing ran: the file itself comes first, a hint would not help
+    return "timeout" if failing["status"] == "timeout" else "next"
+
+
+def render(rubric, outcome, lang, name, number, seconds):
+    """The screen for one run: progress, the first failing check and its feedback, what next."""
+    from grader.render import report
+
+    text = TEXT[lang]
+    lines = [text["header"].format(name=name, n=number, seconds=seconds)]
+    if "error" in outcome:
+        return lines + [text["error"].format(message=outcome["error"])]
+    if "internal" in outcome:
+        return lines + [text["internal"].format(message=outcome["internal"])]
+    data = outcome["data"]
+    progress = exercise_progress(rubric, data)
+    marks = " ".join(f"{ex} {'✓' if done else '✗'}" for ex, done in progress)
+    passed = sum(1 for r in data["checks"] if r["status"] == "passed")
+    lines += [text["progress"].format(done=sum(d for _, d in progress), total=len(progress),
+                                      marks=marks),
+              text["checks"].format(passed=passed, total=len(data["checks"])), ""]
+    failing = next((r for r in data["checks"] if r["status"] != "passed"), None)
+    if failing is None:
+        lines.append(text["all_done"].format(hidden=data["metadata"]["hidden_not_run"]))
+    else:
+        check = rubric.by_id[failing["id"]]
+        mark = report.STATUS_MARK[failing["status"]]
+        lines.append(f"{mark} {failing['id']}  {check.title[lang]}")
+        lines += ["    " + line for line in report.feedback(rubric, failing, lang).splitlines()]
+        step = next_step(failing)
+        lines += ["", text[step].format(name=name, ex=first_unfinished(progress))]
+    printed = data["metadata"].get("student_output", "").splitlines()
+    if printed:
+        lines += ["", text["output"]] + ["| " + line for line in printed[:8]]
+    return lines
+
+
+# -- the loop ------------------------------------------------------------------------------------
+class Session:
+    def __init__(self, path, state_file, lang, limits, pool, poll):
+        self.path, self.state_file, self.lang, self.limits, self.pool = \
+            path, state_file, lang, limits, pool
+        self.name = os.path.basename(path)
+        self.tty = sys.stdout.isatty()
+        self.wake, self.quit = threading.Event(), threading.Event()
+        self.lock, self.current = threading.RLock(), None
+        self.changed_at = time.monotonic()
+        self.watch = FileWatch(path, self.on_change, poll=poll)
+        # The hello of a spare may include the rest of its torch import, not just the student's.
+        self.startup_seconds = max(15.0, 3 * limits.call_seconds)
+
+    # Called from the watch thread (a save) and the signal handler (Ctrl-C).
+    def on_change(self):
+        self.changed_at = time.monotonic()
+        self.wake.set()
+        self.cancel_current()
+
+    def on_signal(self, signum, frame):
+        if self.quit.is_set():  # a second Ctrl-C: leave now, workers die with their channel
+            sys.stdout.flush()
+            os._exit(0)
+        self.quit.set()
+        self.wake.set()
+        # Not here: the handler interrupts the main thread, which may hold a lock cancel needs.
+        threading.Thread(target=self.cancel_current, daemon=True).start()
+
+    def cancel_current(self):
+        with self.lock:
+            if self.current is not None:
+                self.current.cancel()
+
+    def run_once(self):
+        """One run's outcome: {"data"}, {"error"} or {"internal"}; None when a save cancelled it."""
+        from grader.judge import grading
+
+        try:
+            sub = submission_module.load(self.path)
+        except SubmissionError as exc:
+            return {"error": str(exc)}
+        try:
+            student = WarmStudent(sub, self.pool, self.limits, self.startup_seconds)
+        except Exception as exc:
+            sub.cleanup()
+            return {"internal": f"{type(exc).__name__}: {exc}"}
+        with self.lock:
+            self.current = student
+            if self.wake.is_set() or self.quit.is_set():
+                student.cancel()  # the file changed again while we were reading it
+        try:
+            data = grading.finish(sub, student, ("public",))
+        except Exception as exc:  # a bug of ours must not end the student's loop
+            return {"internal": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        finally:
+            with self.lock:
+                self.current = None
+        if student.cancelled:
+            return None
+        record_run(self.state_file, source_hash(sub.source),
+                   exercise_progress(self._rubric(), data))
+        return {"data": data}
+
+    def _rubric(self):
+        from grader import rubric
+
+        return rubric.load()
+
+    def draw(self, outcome, number):
+        lines = render(self._rubric(), outcome, self.lang, self.name, number,
+                       time.monotonic() - self.changed_at)
+        watching = TEXT[self.lang]["watching"]
+        lines += ["", watching.format(name=self.name, backend=self.watch.backend)]
+        sys.stdout.write((CLEAR if self.tty else "\n") + "\n".join(lines) + "\n")
+        sys.stdout.flush()
+
+    def loop(self):
+        self.watch.start()
+        number = 0
+        while not self.quit.is_set():
+            self.wake.clear()
+            if self.tty and number:
+                sys.stdout.write(TEXT[self.lang]["checking"] + "\n")
+                sys.stdout.flush()
+            outcome = self.run_once()
+            if self.quit.is_set():
+                break
+            if outcome is None:
+                continue  # a newer save: check that one instead
+            number += 1
+            self.draw(outcome, number)
+            if "data" in outcome and not gc.get_freeze_count():
+                # torch and pytest are imported now and stay: move them out of the collector's
+                # sight, or pytest's gc.collect() at every session end walks them (~0.2 s a run).
+                gc.collect()
+                gc.freeze()
+            self.pool.fill()  # replace the spares used, while the student is typing
+            self.pool.eager = True
+            while not self.wake.wait(0.5):
+                pass
+
+    def close(self):
+        self.watch.stop()
+        self.cancel_current()
+        self.pool.close()
+
+
+def resolve_path(submission):
+    """The file to watch: SUBMISSION itself, or the attention file inside a folder."""
+    if os.path.isdir(submission):
+        return submission_module._pick_in_folder(submission)
+    if not os.path.isdir(os.path.dirname(os.path.abspath(submission))):
+        raise SubmissionError(f"{submission}: its folder does not exist")
+    return submission
+
+
+def main(args):
+    try:
+        path = resolve_path(args.submission)
+        isolation = sandbox.choose_isolation("bubblewrap" if args.require_sandbox
+                                             else args.isolation)
+    except (SubmissionError, RuntimeError) as exc:
+        print(f"错误 error: {exc}", file=sys.stderr)
+        return 2
+    limits = sandbox.Limits(call_seconds=args.call_timeout, memory_bytes=args.memory_mb * 2 ** 20)
+    pool = SparePool(limits, isolation)
+    session = Session(path, state_path(args.submission), args.lang, limits, pool, args.poll)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, session.on_signal)
+    try:
+        pool.fill()  # before the judge imports torch, so the two imports overlap
+        session.loop()
+    finally:
+        session.close()
+    print(("\n" if session.tty else "") + TEXT[args.lang]["bye"])  # after the terminal's "^C"
+    return 0

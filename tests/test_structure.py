@@ -1,0 +1,207 @@
+"""The house rules, kept by tests instead of docstrings: what may import what, and the README's tree
+is the tree on disk."""
+import ast
+import os
+import re
+import sys
+
+import pytest
+
+from grader import paths
+from grader.authoring import release
+
+GRADER = paths.GRADER
+# Lowest first.  A module may import grader modules of its own layer or a lower one, never higher.
+LAYERS = ["base", "runtime", "sandbox", "render", "judge", "tools", "batch", "authoring",
+          "instructor", "cli"]
+BASE = {"grader", "grader.paths", "grader.rubric", "grader.statefile"}
+SHIMS = {"grader.notebook", "grader.classroom"}  # old names students' files use: tools level
+# Only these may import the secret part (the reference, the wrong variants).
+MAY_IMPORT_SECRET = ("grader.judge.secret", "grader.judge.checks.hidden", "grader.batch",
+                     "grader.instructor")
+
+
+def module_name(path):
+    rel = os.path.relpath(path, paths.KIT_ROOT)[:-3].replace(os.sep, ".")
+    return rel[: -len(".__init__")] if rel.endswith(".__init__") else rel
+
+
+def grader_modules():
+    found = {}
+    for root, dirs, names in os.walk(GRADER):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in names:
+            if name.endswith(".py"):
+                path = os.path.join(root, name)
+                found[module_name(path)] = path
+    return found
+
+
+MODULES = grader_modules()
+
+
+def imports_of(path):
+    """Every module a file imports, at any depth (function-level imports too), as absolute names."""
+    with open(path, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    package = module_name(path)
+    if not path.endswith("__init__.py"):
+        package = package.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names
+                         if f"{module}.{alias.name}" in MODULES)
+    return found
+
+
+def grader_imports(path):
+    return {name for name in imports_of(path) if name in MODULES and name != "grader"}
+
+
+def layer(module):
+    if module in BASE:
+        return "base"
+    if module in SHIMS:
+        return "tools"
+    if module == "grader.__main__":
+        return "cli"
+    if module.startswith("grader.sandbox.runtime"):
+        return "runtime"
+    return module.split(".")[1]
+
+
+def test_every_module_has_a_layer():
+    assert {layer(m) for m in MODULES} <= set(LAYERS)
+
+
+def test_the_runtime_imports_only_itself_the_standard_library_and_torch():
+    runtime = os.path.join(GRADER, "sandbox", "runtime")
+    siblings = {n[:-3] for n in os.listdir(runtime) if n.endswith(".py")}
+    for name in sorted(os.listdir(runtime)):
+        if not name.endswith(".py"):
+            continue
+        for imported in imports_of(os.path.join(runtime, name)):
+            top = imported.split(".")[0]
+            assert top in sys.stdlib_module_names or top == "torch" or top in siblings, \
+                f"sandbox/runtime/{name} imports {imported}"
+
+
+def test_no_module_imports_a_higher_layer():
+    wrong = []
+    for module, path in MODULES.items():
+        for imported in grader_imports(path):
+            if LAYERS.index(layer(imported)) > LAYERS.index(layer(module)):
+                wrong.append(f"{module} ({layer(module)}) imports {imported} ({layer(imported)})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_only_hidden_checks_the_batch_and_instructors_import_the_secret_part():
+    wrong = [f"{module} imports {imported}"
+             for module, path in MODULES.items() for imported in grader_imports(path)
+             if imported.startswith("grader.judge.secret")
+             and not module.startswith(MAY_IMPORT_SECRET)]
+    assert not wrong, "\n".join(wrong)
+
+
+# The command line offers `batch` and `merge` where the batch package is there (guarded by an
+# ImportError in grader/__main__.py); the student bundle has no batch package and no such commands.
+OPTIONAL_IN_RELEASE = {("grader.__main__", "batch")}
+
+
+def test_nothing_released_imports_what_is_not_released():
+    shipped = {module_name(os.path.join(GRADER, rel)) for rel in release.released_grader_files()
+               if rel.endswith(".py")}
+    assert "grader.judge.secret.reference" not in shipped
+    assert not any(m.startswith("grader.judge.checks.hidden") for m in shipped)
+    wrong = [f"{module} imports {imported}" for module in sorted(shipped)
+             for imported in grader_imports(MODULES[module]) if imported not in shipped
+             and (module, imported.split(".")[1]) not in OPTIONAL_IN_RELEASE]
+    assert not wrong, "\n".join(wrong)
+
+
+def strongly_connected(graph):
+    """Tarjan: the cycles of the import graph (components of more than one module, or a loop)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in graph[node]:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_circle():
+    graph = {m: grader_imports(p) - {m} for m, p in MODULES.items()}
+    assert strongly_connected(graph) == []
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def readme_tree():
+    """The paths named in the README's "How the kit is built" tree."""
+    with open(os.path.join(paths.KIT_ROOT, "README.md"), encoding="utf-8") as handle:
+        text = handle.read()
+    block = re.search(r"## How the kit is built.*?```text\n(.*?)```", text, re.S)
+    assert block, "README: a '## How the kit is built' section with a ```text tree"
+    named, stack = set(), []
+    for line in block.group(1).splitlines():
+        match = re.match(r"^( *)(\S+)", line)
+        if not match:
+            continue
+        depth = len(match.group(1)) // 2
+        stack[depth:] = []
+        entries = [e for e in re.split(r",\s*", line.split("  #")[0].strip()) if e]
+        for entry in entries:
+            named.add("/".join(stack + [entry.rstrip("/")]))
+        if entries and entries[-1].endswith("/"):
+            stack.append(entries[-1].rstrip("/"))
+    return named
+
+
+def test_the_readme_tree_is_the_tree_on_disk():
+    named = readme_tree()
+    # Every module but the check files, which the tree names by their folder (public/, hidden/).
+    on_disk = {os.path.relpath(p, paths.KIT_ROOT).replace(os.sep, "/") for p in MODULES.values()
+               if not p.endswith("__init__.py") and os.path.basename(os.path.dirname(p))
+               not in ("public", "hidden")}
+    on_disk |= {os.path.relpath(os.path.dirname(p), paths.KIT_ROOT).replace(os.sep, "/")
+                for p in MODULES.values()}
+    assert sorted(n for n in named if not os.path.exists(os.path.join(paths.KIT_ROOT, n))) == []
+    assert sorted(on_disk - named) == []
+
+
+@pytest.mark.parametrize("old", ["grader.notebook", "grader.classroom"])
+def test_the_names_students_files_use_still_work(old):
+    module = __import__(old, fromlist=["main"])
+    assert hasattr(module, "main")
