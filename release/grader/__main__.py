@@ -7,8 +7,8 @@ import argparse
 import os
 import sys
 
-from . import sandbox
-from .submission import SubmissionError
+from grader.sandbox import launch as sandbox
+from grader.judge.submission import SubmissionError
 
 DEFAULT_EXERCISE = os.path.join("exercises", "attention.py")
 
@@ -76,7 +76,7 @@ def parse(argv):
     p.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default="auto")
     p.add_argument("--call-timeout", type=float, default=sandbox.Limits.call_seconds)
     try:  # instructors: `batch DIR --out OUTDIR`, `merge OUTDIR... --out MERGED` (not in release/)
-        from . import batch
+        from grader.batch import engine as batch
     except ImportError:
         batch = None
     if batch is not None:
@@ -87,15 +87,15 @@ def parse(argv):
 def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
     if args.command in ("batch", "merge"):
-        from . import batch
+        from grader.batch import engine as batch
 
         return batch.main(args)
     if args.command == "submit":
-        from . import submit
+        from grader.tools import submit
 
         return submit.main(args)
     if args.command in ("watch", "hint"):
-        from . import hints, watch
+        from grader.tools import hints, watch
 
         return (watch if args.command == "watch" else hints).main(args)
     isolation = "bubblewrap" if args.require_sandbox else args.isolation
@@ -103,7 +103,7 @@ def main(argv=None):
                             submission_seconds=args.submission_timeout,
                             cpu_seconds=args.cpu_seconds, processes=args.max_processes,
                             output_bytes=args.output_kb * 1024)
-    from . import grading
+    from grader.judge import grading
 
     try:
         sub, student = grading.start(args.submission, isolation, limits)
@@ -115,7 +115,9 @@ def main(argv=None):
         return 2
     visibilities = ("public",) if args.command == "check" else ("public", "hidden")
     data = grading.finish(sub, student, visibilities)
-    from . import manifest, report, rubric
+    from grader.render import package
+    from grader.render import report
+    from grader import rubric
 
     the_rubric = rubric.load()
     if sub.package is not None:  # a `make submit` zip: its manifest, verified
@@ -124,10 +126,10 @@ def main(argv=None):
     def render(fmt):
         if fmt == "text":
             text = report.to_text(the_rubric, data, args.lang, data["metadata"]["hidden_not_run"])
-            return text + "".join(line + "\n" for line in manifest.describe(sub.package, args.lang))
+            return text + "".join(line + "\n" for line in package.describe(sub.package, args.lang))
         text = report.RENDERERS[fmt](the_rubric, data, args.lang)
         if fmt == "markdown" and sub.package is not None:
-            text += "".join(f"- {line}\n" for line in manifest.describe(sub.package, args.lang))
+            text += "".join(f"- {line}\n" for line in package.describe(sub.package, args.lang))
         return text
 
     text = render(args.format)

@@ -28,6 +28,8 @@ class Rubric:
         self.version = data["version"]
         self.sections = data["sections"]
         self.messages = data["messages"]
+        # Verdicts that say *that* something went wrong, not *which* mistake it was.
+        self.outcome_keys = {k for k, m in self.messages.items() if m.get("kind") == "outcome"}
         self.hints = data.get("hints", {})
         self.checks = [
             Check(id=c["id"], exercise=c["exercise"], points=float(c["points"]),

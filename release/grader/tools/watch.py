@@ -23,11 +23,11 @@ import tempfile
 import threading
 import time
 
-from . import sandbox
-from . import submission as submission_module
-from .hints import exercise_progress, first_unfinished, record_run, source_hash, state_path
-from .student import Student, WorkerFailure
-from .submission import STUDENT_FILE, SubmissionError
+from grader.sandbox import launch as sandbox
+from grader.judge import submission as submission_module
+from grader.tools.hints import exercise_progress, first_unfinished, record_run, source_hash, state_path
+from grader.judge.student import Student, WorkerFailure
+from grader.judge.submission import STUDENT_FILE, SubmissionError
 
 CLEAR = "\033[H\033[2J"
 
@@ -265,7 +265,7 @@ def next_step(failing):
 
 def render(rubric, outcome, lang, name, number, seconds):
     """The screen for one run: progress, the first failing check and its feedback, what next."""
-    from . import report
+    from grader.render import report
 
     text = TEXT[lang]
     lines = [text["header"].format(name=name, n=number, seconds=seconds)]
@@ -332,7 +332,7 @@ class Session:
 
     def run_once(self):
         """One run's outcome: {"data"}, {"error"} or {"internal"}; None when a save cancelled it."""
-        from . import grading
+        from grader.judge import grading
 
         try:
             sub = submission_module.load(self.path)
@@ -361,7 +361,7 @@ class Session:
         return {"data": data}
 
     def _rubric(self):
-        from . import rubric
+        from grader import rubric
 
         return rubric.load()
 

@@ -2,7 +2,7 @@
 
 pytest collects `grader/checks/public` (and `hidden` when present and asked for); the kit's
 plugin hands each check the `student` proxy and turns whatever ended a check (a Verdict, the
-student's exception, a dead worker) into plain data that pytest-json-report records.  A rubric
+student's exception, a dead worker) into plain data, collected by its own report hooks.  A rubric
 check passes only if every test that carries its id ran and passed; one that did not run at all
 is an `error`, never a pass.
 """
@@ -12,12 +12,12 @@ import sys
 import threading
 
 import pytest
-from pytest_jsonreport.plugin import JSONReport
 
-from .checks.support import Verdict
-from .student import StudentError, WorkerFailure
+from grader.judge.checks.support import Verdict
+from grader.judge.student import StudentError, WorkerFailure
+from grader import paths
 
-CHECKS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checks")
+CHECKS_DIR = paths.CHECKS
 STATUS_OF_FAILURE = {"timeout": "timeout", "crashed": "error", "protocol": "error", "budget": "error"}
 
 
@@ -55,20 +55,41 @@ class KitPlugin:
     def __init__(self, owner):
         self.owner = owner
         self.current = None
+        self.records = {}  # node id -> {check, outcome, verdict}, for the current student
 
     @pytest.fixture(scope="session")
     def student(self):
         return self.current
 
+    @pytest.fixture(scope="session")
+    def seed(self):
+        """The submission's own seed (recorded in the report): checks draw fresh inputs from it
+        with `support.fresh(seed, salt)`, so a regrade reproduces them."""
+        return self.current.seed
+
     def pytest_configure(self, config):
         config.addinivalue_line("markers", "check(id): the rubric check this test scores")
 
-    def pytest_json_runtest_metadata(self, item, call):
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        """Each phase's report carries the check id and, when the phase ended in an exception,
+        the verdict made of it (the report is plain data: the exception itself stays here)."""
+        outcome = yield
+        report = outcome.get_result()
         marker = item.get_closest_marker("check")
-        meta = {"check": marker.args[0] if marker else None}
-        if call.excinfo is not None and call.when in ("setup", "call"):
-            meta["verdict"] = classify(call.excinfo.value)
-        return meta
+        report.kit_check = marker.args[0] if marker else None
+        report.kit_verdict = (classify(call.excinfo.value)
+                              if call.excinfo is not None and call.when in ("setup", "call")
+                              else None)
+
+    def pytest_runtest_logreport(self, report):
+        """One record per test: its check, the first verdict, passed only if every phase passed."""
+        record = self.records.setdefault(report.nodeid, {
+            "check": report.kit_check, "outcome": "passed", "verdict": None})
+        if report.outcome != "passed":  # failed, or skipped: a check that did not run never passes
+            record["outcome"] = "failed"
+        if record["verdict"] is None:
+            record["verdict"] = report.kit_verdict
 
     def pytest_sessionstart(self, session):
         self.owner.restore_stdout()
@@ -84,13 +105,13 @@ class KitPlugin:
             if student is None:
                 return True
             self.current = student
-            owner.json_report._json_tests.clear()  # pytest-json-report 1.5.0 (pinned): per-test
-            try:                                   # records, keyed by node id, live here
+            self.records = {}
+            try:
                 items = session.items
                 for i, item in enumerate(items):
                     nextitem = items[i + 1] if i + 1 < len(items) else None
                     item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-                owner.results.put(parts_of(owner.json_report._json_tests.values()))
+                owner.results.put(parts_of(self.records))
             except BaseException as exc:  # noqa: B036 (handed to the caller, which raises it)
                 owner.results.put(exc)
             finally:
@@ -102,19 +123,17 @@ def check_files(visibilities):
     return [f for f in folders if os.path.isdir(f)]
 
 
-def parts_of(tests):
-    """{check_id: [part, ...]}, part = {name, status, verdict}, from pytest-json-report's tests."""
+def parts_of(records):
+    """{check_id: [part, ...]}, part = {name, status, verdict}, from the plugin's records."""
     parts = {}
-    for test in tests:
-        meta = test.get("metadata") or {}
-        check_id = meta.get("check")
-        if check_id is None:
+    for nodeid, record in records.items():
+        if record["check"] is None:
             continue
-        verdict = meta.get("verdict")
-        status = "passed" if test.get("outcome") == "passed" and verdict is None else \
+        verdict = record["verdict"]
+        status = "passed" if record["outcome"] == "passed" and verdict is None else \
             (verdict or {}).get("status", "error")
-        parts.setdefault(check_id, []).append(
-            {"name": test.get("nodeid", "").split("::")[-1], "status": status, "verdict": verdict})
+        parts.setdefault(record["check"], []).append(
+            {"name": nodeid.split("::")[-1], "status": status, "verdict": verdict})
     return parts
 
 
@@ -132,14 +151,11 @@ class CheckSession:
 
     def __init__(self, visibilities=("public", "hidden")):
         self.requests, self.results = queue.Queue(), queue.Queue()
-        self.json_report = JSONReport()
         self.plugin = KitPlugin(self)
         self.args = check_files(visibilities) + [
-            "-p", "pytest_jsonreport.plugin", "-p", "pytest_metadata.plugin",
             "-q", "-p", "no:cacheprovider", "--noconftest",
             "-c", os.path.join(CHECKS_DIR, "pytest.ini"), "--rootdir", CHECKS_DIR,
-            "--json-report-file=none", "--tb=no", "--no-header", "-s",
-            "--json-report-omit", "collectors", "log", "keywords", "streams", "warnings",
+            "--tb=no", "--no-header", "-s",
             "-W", "ignore::pytest.PytestAssertRewriteWarning",
             # Built-in plugins the checks do not use and that cost the judge time per
             # submission (two gc.collect()s at exit, a log handler around every test phase).
@@ -163,7 +179,7 @@ class CheckSession:
         _STDOUT_SWAP.acquire()
         self.saved_stdout, sys.stdout = sys.stdout, self.devnull
         try:
-            pytest.main(self.args, plugins=[self.plugin, self.json_report])
+            pytest.main(self.args, plugins=[self.plugin])
             raise RuntimeError("the check session ended early (see the judge's log)")
         except BaseException as exc:  # noqa: B036 (raised in the caller's thread)
             self.results.put(exc)

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from ..support import Verdict, expect_close, expect_student_error, fmt, randn, shaped
+from grader.judge.checks.support import Verdict, expect_close, expect_student_error, fmt, randn, shaped
 
 # Sizes that all differ (B, T, H, d): a swapped axis changes the shape or the values.
 B, T, H, D_HEAD = 2, 5, 3, 4

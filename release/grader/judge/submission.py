@@ -4,6 +4,7 @@ into a clean work folder.
 The work folder holds one file, attention.py, and nothing else of the student's: no conftest.py,
 no pytest.ini, no other modules.  The original is only ever read.
 """
+import hashlib
 import json
 import os
 import re
@@ -13,7 +14,7 @@ import tempfile
 import zipfile
 import zlib
 
-from . import manifest
+from grader.judge import manifest
 
 STUDENT_FILE = "attention.py"
 MAX_BYTES = 2 * 1024 * 1024
@@ -24,12 +25,20 @@ class SubmissionError(Exception):
     """The submission cannot be graded at all (missing, unreadable, no attention code)."""
 
 
+def seed_of(source):
+    """The seed of the inputs the checks draw for this submission: derived from its text, so a
+    regrade of the same file draws the same inputs and no fixed input exists to memorise."""
+    digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
 class Submission:
     container = "file"  # or folder, git, zip: where the attention file came from
     package = None      # a `make submit` zip: what its manifest says and what was verified
 
     def __init__(self, origin, source, kind):
         self.origin, self.source, self.kind = origin, source, kind
+        self.seed = seed_of(source)
         self.work_dir = tempfile.mkdtemp(prefix="attn-work-")
         os.chmod(self.work_dir, 0o777)  # the sandboxed worker runs as another uid
         path = os.path.join(self.work_dir, STUDENT_FILE)
@@ -47,6 +56,12 @@ class Submission:
         self.cleanup()
 
 
+def comment_out_magics(source):
+    """IPython magics and shell lines (`%...`, `!...`) become comments: plain Python is left."""
+    return "\n".join("# " + line if MAGIC_LINE.match(line) else line
+                     for line in source.splitlines())
+
+
 def notebook_source(raw):
     """The code cells of a notebook, in order, with IPython magics and shell lines dropped."""
     try:
@@ -60,8 +75,7 @@ def notebook_source(raw):
             continue
         source = cell.get("source", "")
         source = "".join(source) if isinstance(source, list) else str(source)
-        lines = [("# " + line if MAGIC_LINE.match(line) else line) for line in source.splitlines()]
-        chunks.append("\n".join(lines))
+        chunks.append(comment_out_magics(source))
     return "\n\n".join(chunks) + "\n"
 
 
@@ -150,7 +164,7 @@ def load_zip(path):
     """The attention file of a .zip, read in memory (nothing is extracted to disk).  A package
     made by `make submit` gives the file its manifest names, and `sub.package` says whether the
     zip still holds what the manifest lists (grader/manifest.py)."""
-    from . import rubric
+    from grader import rubric
 
     try:
         with zipfile.ZipFile(path) as archive:

@@ -5,8 +5,8 @@ import ast
 import pytest
 import torch
 
-from ...student import StudentError
-from ..support import (Verdict, causal_mask, close, expect_student_error, fmt, leak_map, randn,
+from grader.judge.student import StudentError
+from grader.judge.checks.support import (Verdict, causal_mask, close, expect_student_error, fmt, leak_map, randn,
                        shaped, tensor, weights_diagnosis)
 
 B, T, D, H, MAX_LEN = 2, 5, 12, 3, 8

@@ -1,7 +1,7 @@
 """Public check of the two check questions' format; the answers themselves are hidden checks."""
 import pytest
 
-from ..support import Verdict
+from grader.judge.checks.support import Verdict
 
 FORMATS = {
     "Q1_SHAPE": ("tuple of ints", lambda v: isinstance(v, tuple) and all(type(i) is int for i in v)),

@@ -11,7 +11,7 @@ attention.ipynb) and manifest.json, nothing else:
 
 The grader (grader/submission.py) reads the work file the manifest names, verifies every hash,
 lists whatever else is in the zip (it is never read) and compares the kit version and rubric hash
-with today's; `package_notes` turns what it found into the lines a report and the gradebook show.
+with today's; grader/render/package.py turns what it found into the lines a report and the gradebook show.
 The hashes catch a package changed after it was made (re-zipped, edited, files added); they are
 not a signature: whoever edits the file can edit the manifest too.
 """
@@ -140,47 +140,3 @@ def inspect(archive, rubric, max_bytes):
             "intact": not (changed or missing or extra), "current_rubric": current,
             "graded_with": {"kit_version": rubric.version, "rubric_hash": rubric.hash},
             "public_checks": checks}
-
-
-def package_notes(package):
-    """Short English lines for the gradebook's note and the report: only what needs a look."""
-    if not package:
-        return []
-    if not package.get("manifest"):
-        notes = [f"package: {package.get('error')}; graded as a plain zip"]
-        return notes
-    notes = []
-    if package["changed"]:
-        notes.append(f"package: {', '.join(package['changed'])} changed after packaging "
-                     f"(sha256 differs from the manifest); graded as it is")
-    if package["missing"]:
-        notes.append(f"package: {', '.join(package['missing'])} listed in the manifest but missing")
-    if package["extra"]:
-        shown = ", ".join(package["extra"][:5]) + (" …" if len(package["extra"]) > 5 else "")
-        notes.append(f"package: {len(package['extra'])} file(s) not in the manifest, left out: "
-                     f"{shown}")
-    if not package["current_rubric"]:
-        now = package["graded_with"]
-        notes.append(f"package made with kit {package['kit_version']} (rubric "
-                     f"{package['rubric_hash']}); graded with today's kit {now['kit_version']} "
-                     f"(rubric {now['rubric_hash']})")
-    return notes
-
-
-def describe(package, lang):
-    """The lines a text or Markdown report shows about the package (always one at least)."""
-    if not package:
-        return []
-    zh = lang == "zh"
-    if package.get("manifest"):
-        head = (f"{'提交包 package' if zh else 'package'}: {package['student']} · "
-                f"{package['created']} · kit {package['kit_version']}")
-        state = ("文件与清单一致 files match the manifest" if zh else "files match the manifest") \
-            if not (package["changed"] or package["missing"]) else \
-            ("⚠ 文件与清单不一致 files differ from the manifest" if zh
-             else "⚠ files differ from the manifest")
-        lines = [f"{head} · {state}"]
-    else:
-        lines = []
-    lines += ["⚠ " + note for note in package_notes(package)]
-    return lines

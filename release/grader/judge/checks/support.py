@@ -7,8 +7,8 @@ import math
 
 import torch
 
-from ..student import StudentError
-from ..wire import Opaque
+from grader.judge.student import StudentError
+from grader.sandbox.runtime.wire import Opaque
 
 ATOL, RTOL = 1e-5, 1e-4
 
@@ -27,6 +27,16 @@ def generator(seed):
 
 def randn(*shape, seed):
     return torch.randn(*shape, generator=generator(seed))
+
+
+def fresh(seed, salt):
+    """A generator for inputs drawn fresh for this grading: the submission's seed (the `seed`
+    fixture) mixed with a salt of the check's own, so no two checks draw the same tensors."""
+    return generator((seed * 1_000_003 + salt) % 2 ** 63)
+
+
+def fresh_randn(*shape, seed, salt):
+    return torch.randn(*shape, generator=fresh(seed, salt))
 
 
 def describe_value(value):

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from ..support import Verdict, expect_close, fmt, randn, shaped
-from .test_split_heads import by_the_lesson
+from grader.judge.checks.support import Verdict, expect_close, fmt, randn, shaped
+from grader.judge.checks.public.check_split_heads import by_the_lesson
 
 B, T, H, D_HEAD = 2, 5, 3, 4
 

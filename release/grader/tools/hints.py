@@ -10,9 +10,9 @@ import hashlib
 import os
 import sys
 
-from . import rubric as rubric_module
-from . import statefile
-from .submission import SubmissionError
+from grader import rubric as rubric_module
+from grader import statefile
+from grader.judge.submission import SubmissionError
 
 STATE_VERSION = 1
 
@@ -109,7 +109,7 @@ def unfinished_now(submission, args, state_file):
 
     Returns (exercise or None, how it was learnt: "state" or "checked").
     """
-    from . import submission as submission_module
+    from grader.judge import submission as submission_module
 
     sub = submission_module.load(submission)
     sha = source_hash(sub.source)
@@ -120,7 +120,8 @@ def unfinished_now(submission, args, state_file):
         progress = [(n, done[n] is True) for n in rubric_module.load().exercises() if n in done]
         if progress:  # else a record from another rubric: check again
             return first_unfinished(progress), "state"
-    from . import grading, sandbox
+    from grader.judge import grading
+    from grader.sandbox import launch as sandbox
 
     limits = sandbox.Limits(call_seconds=args.call_timeout)
     data = grading.grade(submission, ("public",), args.isolation, limits)

@@ -4,9 +4,10 @@ The worker is started before the judge imports torch and pytest, so the two impo
 """
 import platform
 
-from . import rubric as rubric_module
-from . import sandbox, submission
-from .student import Student
+from grader import rubric as rubric_module
+from grader.sandbox import launch as sandbox
+from grader.judge import submission
+from grader.judge.student import Student
 
 SEED = 20261129
 
@@ -29,9 +30,11 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None):
     pytest and collecting the checks again for every submission."""
     import torch
 
-    from . import report, runner
+    from grader.render import report
+    from grader.judge import runner
 
     torch.manual_seed(SEED)
+    student.seed = sub.seed  # the checks' `seed` fixture: fresh inputs, recorded below
     # Tiny tensors: one thread avoids waking a pool per op (8 ms a tril on a busy 2-core box).
     torch.set_num_threads(1)
     rubric = rubric_module.load()
@@ -42,7 +45,7 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None):
         student.close()
         sub.cleanup()
     metadata = {
-        "submission": sub.origin, "kind": sub.kind, "seed": SEED, "torch": torch.__version__,
+        "submission": sub.origin, "kind": sub.kind, "seed": sub.seed, "torch": torch.__version__,
         "python": platform.python_version(), "rubric_version": rubric.version,
         "rubric_hash": rubric.hash, "isolation": student.isolation,
         "limits": student.limits.describe(), "worker_starts": student.starts,

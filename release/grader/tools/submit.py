@@ -24,9 +24,10 @@ import subprocess
 import sys
 import zipfile
 
-from . import manifest, statefile
-from . import submission as submission_module
-from .submission import SubmissionError
+from grader.judge import manifest
+from grader import statefile
+from grader.judge import submission as submission_module
+from grader.judge.submission import SubmissionError
 
 STATE_VERSION = 1
 # The pieces the stub leaves to the student; the quiz answers are the module's Q<n>_* names.
@@ -218,9 +219,9 @@ def _ask_terminal(prompt):
 def main(args, ask=None, out=None):
     """`ask(prompt) -> answer` is the terminal (tests pass their own); returns the exit status:
     0 packaged, 1 not packaged (import failure, refused stub) or not committed, 2 bad input."""
-    from . import rubric as rubric_module
-    from . import sandbox
-    from .student import Student, StudentError, WorkerFailure
+    from grader import rubric as rubric_module
+    from grader.sandbox import launch as sandbox
+    from grader.judge.student import Student, StudentError, WorkerFailure
 
     out = out or sys.stdout
     zh = args.lang == "zh"
@@ -286,7 +287,7 @@ def main(args, ask=None, out=None):
     try:  # the worker and the work folder go away however this ends (Ctrl-C at a question)
         import torch  # noqa: F401  the judge's imports overlap the worker's, as in grading.start
 
-        from . import runner  # noqa: F401
+        from grader.judge import runner  # noqa: F401
         try:
             proxy.request("constants", names=[])
         except (StudentError, WorkerFailure) as exc:
@@ -332,7 +333,7 @@ def main(args, ask=None, out=None):
                     return fail(t("没有打包。", "not packaged."), 1)
 
         # 4. the public checks, in the same worker
-        from . import grading
+        from grader.judge import grading
 
         say(t("运行公开检查 running the public checks …", "running the public checks …"))
         data = grading.finish(sub, proxy, ("public",))

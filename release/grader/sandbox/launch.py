@@ -17,12 +17,20 @@ import sys
 import tempfile
 import threading
 
-from . import wire
+from grader import paths
+from grader.sandbox.runtime import wire
 
-RUNTIME_FILES = ("worker.py", "wire.py", "copytask.py", "zygote.py")
 SANDBOX_WORK = "/submission"
 SANDBOX_RUNTIME = "/grader-runtime"
 UNPRIVILEGED = 65534  # nobody
+
+
+class WorkerFailure(Exception):
+    """The worker did not answer properly: kind is timeout, crashed, protocol or budget."""
+
+    def __init__(self, kind, message):
+        self.kind, self.message = kind, message
+        super().__init__(f"{kind}: {message}")
 
 
 @dataclasses.dataclass
@@ -71,11 +79,12 @@ def choose_isolation(requested="auto"):
 
 
 def make_runtime_dir():
-    """A private folder with the worker's own files, so the worker never sees grader/."""
+    """A private copy of the runtime folder (everything that runs inside the sandbox, copied
+    whole), so the worker never sees grader/."""
     runtime = tempfile.mkdtemp(prefix="attn-runtime-")
-    here = os.path.dirname(os.path.abspath(__file__))
-    for name in RUNTIME_FILES:
-        shutil.copy(os.path.join(here, name), os.path.join(runtime, name))
+    for name in sorted(os.listdir(paths.RUNTIME)):
+        if name.endswith(".py"):
+            shutil.copy(os.path.join(paths.RUNTIME, name), os.path.join(runtime, name))
     os.chmod(runtime, 0o755)
     return runtime
 

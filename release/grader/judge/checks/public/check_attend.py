@@ -3,7 +3,7 @@ and the lesson's own check that one batched call equals the per-head loop."""
 import pytest
 import torch
 
-from ..support import (Verdict, causal_mask, close, first_difference, fmt, leak_map, randn,
+from grader.judge.checks.support import (Verdict, causal_mask, close, first_difference, fmt, leak_map, randn,
                        shaped, tensor, weights_diagnosis)
 
 # Distinct sizes: B, H, T, d all differ, and T != d.

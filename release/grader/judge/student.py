@@ -7,7 +7,9 @@ result.  What comes back is plain data rebuilt by `wire.decode`.
 import socket
 import time
 
-from . import sandbox, wire
+from grader.sandbox import launch as sandbox
+from grader.sandbox.launch import WorkerFailure
+from grader.sandbox.runtime import wire
 
 
 # Calls that run the module's forward inside the worker cannot succeed once forward hangs.
@@ -38,14 +40,6 @@ class StudentError(Exception):
 
     def where(self):
         return f"attention.py:{self.line}: {self.code}" if self.line else "attention.py"
-
-
-class WorkerFailure(Exception):
-    """The worker did not answer properly: kind is timeout, crashed, protocol or budget."""
-
-    def __init__(self, kind, message):
-        self.kind, self.message = kind, message
-        super().__init__(f"{kind}: {message}")
 
 
 class Student:

@@ -1,0 +1,319 @@
+"""Self-contained HTML pages: one per student (feedback.html) and the class summary.
+
+No network is needed to open them: the CSS and the few lines of script are inline, the heatmaps are
+HTML tables.  Every text is in the page twice, zh and en (elements with class `zh` / `en`); the
+button toggles the class on <html> (`lang-zh` / `lang-en`), and `#lang=en` in the address opens
+the English view.  Everything the student controls (their output, messages with their values) is
+escaped.
+"""
+import html
+
+from grader.render import report
+
+STATUS = {"passed": ("✓", "通过", "passed"), "failed": ("✗", "未通过", "failed"),
+          "error": ("!", "出错", "error"), "timeout": ("⏱", "超时", "timed out")}
+
+CSS = """
+:root { --ok:#15803d; --bad:#b91c1c; --warn:#b45309; --ink:#1f2937; --muted:#6b7280;
+        --line:#e5e7eb; --card:#ffffff; --bg:#f3f4f6; --blue:37,99,235; }
+* { box-sizing: border-box; }
+body { margin:0; font:15px/1.5 system-ui,-apple-system,"Segoe UI","Noto Sans CJK SC",
+       "Noto Sans SC","PingFang SC","Microsoft YaHei","WenQuanYi Micro Hei",sans-serif; color:var(--ink); background:var(--bg); }
+.lang-zh .en, .lang-en .zh { display:none !important; }
+header { background:#111827; color:#fff; padding:18px 28px; display:flex; align-items:center;
+         gap:24px; flex-wrap:wrap; }
+header h1 { font-size:20px; margin:0; flex:1 1 auto; }
+header .who { color:#d1d5db; font-size:14px; }
+.total { font-size:28px; font-weight:700; padding:4px 14px; border-radius:8px; background:#374151; }
+.total.full { background:var(--ok); }
+button#lang-toggle { font:inherit; padding:6px 14px; border-radius:6px; border:1px solid #9ca3af;
+                     background:#fff; color:#111827; cursor:pointer; }
+main { max-width:1100px; margin:0 auto; padding:20px 24px 40px; }
+h2 { font-size:17px; margin:26px 0 10px; color:#374151; border-bottom:2px solid var(--line);
+     padding-bottom:4px; }
+.card { background:var(--card); border:1px solid var(--line); border-left:6px solid var(--ok);
+        border-radius:8px; padding:12px 16px; margin:10px 0; }
+.card.failed { border-left-color:var(--bad); } .card.error, .card.timeout { border-left-color:var(--warn); }
+.card-head { display:flex; align-items:baseline; gap:12px; }
+.card-head h3 { font-size:15px; margin:0; flex:1 1 auto; font-weight:600; }
+.card-head code { color:var(--muted); font-size:12px; font-weight:400; margin-left:6px; }
+.badge { font-size:13px; font-weight:700; padding:1px 8px; border-radius:10px; color:#fff;
+         background:var(--ok); white-space:nowrap; }
+.failed .badge { background:var(--bad); } .error .badge, .timeout .badge { background:var(--warn); }
+.points { font-weight:700; white-space:nowrap; }
+.tag { font-size:11px; color:var(--muted); border:1px solid var(--line); border-radius:8px;
+       padding:0 6px; }
+pre.feedback { background:#f9fafb; border:1px solid var(--line); border-radius:6px; padding:10px;
+               white-space:pre-wrap; word-break:break-word; font:13px/1.45 ui-monospace,
+               "DejaVu Sans Mono","Noto Sans Mono CJK SC",monospace; margin:10px 0 4px; }
+.heatmaps { display:flex; gap:28px; flex-wrap:wrap; margin:12px 0 4px; align-items:flex-start; }
+.heatmaps figure { margin:0; }
+.heatmaps figcaption { font-size:13px; font-weight:600; margin-bottom:4px; }
+table.heatmap { border-collapse:collapse; font:11px ui-monospace,"DejaVu Sans Mono",monospace; }
+table.heatmap th { color:var(--muted); font-weight:400; padding:0 4px; }
+table.heatmap td { width:40px; height:30px; text-align:center; border:1px solid #d1d5db;
+                   position:relative; }
+table.heatmap td.masked { background-image:repeating-linear-gradient(45deg,transparent 0 4px,
+                          rgba(0,0,0,.06) 4px 6px); }
+table.heatmap td.leak { outline:3px solid var(--bad); outline-offset:-3px; color:var(--bad);
+                        font-weight:700; }
+table.heatmap td.leak::after { content:"!"; position:absolute; top:0; right:2px; font-size:10px; }
+table.heatmap td.differs:not(.leak) { outline:2px dashed var(--warn); outline-offset:-3px; }
+table.heatmap td.nan { background:#fde68a; color:var(--bad); font-weight:700; }
+.legend, .note { font-size:12px; color:var(--muted); margin:4px 0; }
+.probe-error { font-size:13px; color:var(--warn); }
+details { margin-top:24px; } details pre { white-space:pre-wrap; font-size:12px; background:#fff;
+          border:1px solid var(--line); padding:8px; }
+footer { font-size:12px; color:var(--muted); margin-top:28px; }
+.bars div.row { display:flex; align-items:center; gap:8px; margin:2px 0; font-size:13px; }
+.bars .label { width:90px; text-align:right; color:var(--muted); font-variant-numeric:tabular-nums; }
+.bars .bar { height:16px; background:rgb(var(--blue)); border-radius:3px; min-width:1px; }
+table.list { border-collapse:collapse; width:100%; background:#fff; font-size:13px; }
+table.list th, table.list td { border:1px solid var(--line); padding:4px 8px; text-align:left;
+                               vertical-align:top; }
+table.list td.n { text-align:right; font-variant-numeric:tabular-nums; white-space:nowrap; }
+.share { display:inline-block; height:10px; background:var(--bad); border-radius:2px;
+         vertical-align:middle; margin-right:6px; }
+"""
+
+SCRIPT = """
+function setLang(l) { document.documentElement.className = 'lang-' + l;
+  document.documentElement.lang = l === 'zh' ? 'zh-CN' : 'en'; }
+function toggleLang() {
+  setLang(document.documentElement.className === 'lang-zh' ? 'en' : 'zh'); }
+(function () { var m = /lang=(zh|en)/.exec(location.hash); if (m) setLang(m[1]); })();
+"""
+
+
+def esc(text):
+    return html.escape(str(text), quote=True)
+
+
+def both(zh, en, tag="span", cls=""):
+    extra = f" {cls}" if cls else ""
+    return f'<{tag} class="zh{extra}">{esc(zh)}</{tag}><{tag} class="en{extra}">{esc(en)}</{tag}>'
+
+
+def _page(title, lang, body):
+    lang = "en" if lang == "en" else "zh"
+    return (f'<!DOCTYPE html>\n<html class="lang-{lang}" lang="{"zh-CN" if lang == "zh" else "en"}">'
+            f'<head><meta charset="utf-8"><meta name="viewport" content="width=device-width">'
+            f"<title>{esc(title)}</title><style>{CSS}</style></head>\n<body>\n{body}\n"
+            f"<script>{SCRIPT}</script>\n</body></html>\n")
+
+
+def _toggle():
+    return ('<button id="lang-toggle" type="button" onclick="toggleLang()">'
+            '<span class="zh">English</span><span class="en">中文</span></button>')
+
+
+def _num(x):
+    return f"{round(x, 2):g}"
+
+
+# -- heatmaps ------------------------------------------------------------------------------------
+def heatmap_table(grid, allowed, kind, leaks=None, differs=None):
+    """[T][T] weights as a table; background = weight; leaking cells (non-zero where the mask
+    forbids) outlined red with '!'; cells unlike the reference dashed."""
+    t = len(grid)
+    rows = ['<tr><th></th>' + "".join(f"<th>k{j}</th>" for j in range(t)) + "</tr>"]
+    for i, row in enumerate(grid):
+        cells = []
+        for j, value in enumerate(row):
+            classes = []
+            if not allowed[i][j]:
+                classes.append("masked")
+            if leaks and leaks[i][j]:
+                classes.append("leak")
+            if differs and differs[i][j]:
+                classes.append("differs")
+            if value is None:
+                classes.append("nan")
+                style, text = "", "NaN"
+            else:
+                alpha = max(0.0, min(1.0, abs(value)))
+                style = (f' style="background-color:rgba(var(--blue),{alpha:.3f});'
+                         f'color:{"#fff" if alpha > 0.55 else "inherit"}"')
+                text = f"{value:.2f}"
+            cls = f' class="{" ".join(classes)}"' if classes else ""
+            cells.append(f"<td{cls}{style} title=\"q{i} k{j}: {esc(text)}\">{esc(text)}</td>")
+        rows.append(f"<tr><th>q{i}</th>{''.join(cells)}</tr>")
+    return f'<table class="heatmap" data-kind="{kind}">{"".join(rows)}</table>'
+
+
+PROBES = {
+    "causal": ("默认因果掩码（mask=None）", "default causal mask (mask=None)"),
+    "band": ("显式带状掩码（只读自己和前一个）", "explicit band mask (itself and one back)"),
+}
+
+
+def heatmaps_figure(maps, probe):
+    data = (maps or {}).get(probe)
+    if not data:
+        return ""
+    zh, en = PROBES[probe]
+    parts = [f'<div class="heatmaps" data-probe="{probe}">']
+    if data.get("student") is not None:
+        leaks = data.get("leaks")
+        n_leaks = sum(sum(1 for x in row if x) for row in leaks)
+        parts.append("<figure>" + f"<figcaption>{both('你的权重', 'your weights')}</figcaption>"
+                     + heatmap_table(data["student"], data["allowed"], "student", leaks,
+                                     data.get("differs")) + "</figure>")
+    else:
+        n_leaks = 0
+        parts.append('<figure><figcaption>' + both("你的权重", "your weights") + "</figcaption>"
+                     + '<p class="probe-error">' + both("无法取得：", "not available: ")
+                     + esc(data.get("error", "")) + "</p></figure>")
+    parts.append("<figure>" + f"<figcaption>{both('应有的权重', 'expected weights')}</figcaption>"
+                 + heatmap_table(data["expected"], data["allowed"], "expected") + "</figure>")
+    parts.append("</div>")
+    legend = both(f"{zh}，q、k、v 为固定的随机输入，T={data['T']}。行 = 查询位置 q，列 = 被读取的位置 k；"
+                  f"斜线格 = 不可读；红框 ! = 不可读却有权重（泄漏，{n_leaks} 格）；虚线框 = 与应有值不同。",
+                  f"{en}, fixed random q, k, v, T={data['T']}. Rows = query position q, columns = "
+                  f"position read k; hatched = may not be read; red ! = weight where none is "
+                  f"allowed (a leak, {n_leaks} cells); dashed = differs from the expected value.",
+                  tag="p", cls="legend")
+    return "".join(parts) + legend
+
+
+def _probe_for(result):
+    return "band" if result["id"] == "attend.mask_arg" else "causal"
+
+
+# -- the student's page --------------------------------------------------------------------------
+def student_page(the_rubric, record, lang="zh"):
+    student, entry = record["student"], record["entry"]
+    data = record.get("report")
+    max_score = record.get("max_score") or sum(c.points for c in the_rubric.checks)
+    score = record.get("score") or 0
+    full = data is not None and score >= max_score
+    body = ["<header>", "<h1>" + both("多头注意力 · 评分报告", "Multi-head attention: grading report")
+            + "</h1>", f'<div class="who"><code>{esc(student)}</code> · {esc(entry)}</div>',
+            f'<div id="total" class="total{" full" if full else ""}" data-score="{_num(score)}" '
+            f'data-max="{_num(max_score)}">{_num(score)} / {_num(max_score)}</div>', _toggle(),
+            "</header>", "<main>"]
+    if data is None:
+        body.append('<article class="card error" data-check="submission" data-status="error">'
+                    '<div class="card-head"><span class="badge">'
+                    + both("无法评分", "could not be graded") + "</span><h3>"
+                    + both("提交无法评分", "The submission could not be graded") + "</h3>"
+                    f'<span class="points">0 / {_num(max_score)}</span></div>'
+                    f'<pre class="feedback">{esc(record.get("error") or "")}</pre>'
+                    + both("请检查提交的文件：需要 attention.py（或 .ipynb），可以放在文件夹或 zip 中。",
+                           "Check what was submitted: an attention.py (or .ipynb), alone, in a "
+                           "folder or in a zip.", tag="p", cls="note") + "</article>")
+    else:
+        maps = record.get("attention_maps") or {}
+        attend = [r for r in data["checks"] if r["exercise"] == "attend"]
+        failing = [r for r in attend if r["status"] != "passed"]
+        with_maps = ({r["id"] for r in failing} or {attend[0]["id"]}) if attend else set()
+        current = None
+        for result in data["checks"]:
+            if result["exercise"] != current:
+                if current is not None:
+                    body.append("</section>")
+                current = result["exercise"]
+                body.append(f'<section class="exercise" data-exercise="{esc(current)}">'
+                            f"<h2>{esc(current)}</h2>")
+            body.append(_card(the_rubric, result,
+                              maps if result["id"] in with_maps else None))
+        if current is not None:
+            body.append("</section>")
+        if isinstance(maps, dict) and maps.get("error"):
+            body.append(f'<p class="note">{both("热力图：", "heatmaps: ")}{esc(maps["error"])}</p>')
+        body.append(_footer(data))
+    body.append("</main>")
+    return _page(f"{student} · attention", lang, "\n".join(body))
+
+
+def _card(the_rubric, result, maps):
+    check = the_rubric.by_id[result["id"]]
+    mark, zh, en = STATUS[result["status"]]
+    hidden = both("隐藏检查", "hidden check", cls="tag") if check.visibility == "hidden" else ""
+    parts = [f'<article class="card {result["status"]}" id="check-{esc(result["id"])}" '
+             f'data-check="{esc(result["id"])}" data-status="{result["status"]}">',
+             '<div class="card-head">', f'<span class="badge">{mark} {both(zh, en)}</span>',
+             f"<h3>{both(check.title['zh'], check.title['en'])}<code>{esc(result['id'])}</code></h3>",
+             hidden, f'<span class="points">{_num(result["score"])} / {_num(result["max_score"])}</span>',
+             "</div>"]
+    if result["status"] != "passed":
+        parts.append(f'<pre class="feedback zh">{esc(report.feedback(the_rubric, result, "zh"))}</pre>'
+                     f'<pre class="feedback en">{esc(report.feedback(the_rubric, result, "en"))}</pre>')
+    if maps is not None:
+        parts.append(heatmaps_figure(maps, _probe_for(result)))
+    parts.append("</article>")
+    return "".join(parts)
+
+
+def _footer(data):
+    meta = data.get("metadata", {})
+    out = []
+    output = meta.get("student_output")
+    if output:
+        out.append("<details><summary>" + both("你的代码打印的内容（已截断）",
+                                               "what your code printed (truncated)")
+                   + f"</summary><pre>{esc(output)}</pre></details>")
+    out.append(f"<footer>isolation {esc(meta.get('isolation'))} · seed {esc(meta.get('seed'))} · "
+               f"torch {esc(meta.get('torch'))} · rubric {esc(meta.get('rubric_hash'))}</footer>")
+    return "".join(out)
+
+
+# -- the class summary ---------------------------------------------------------------------------
+def summary_page(summary, lang="zh"):
+    m = summary["max_score"]
+    body = ["<header>", "<h1>" + both("全班概况", "Class summary") + "</h1>",
+            '<div class="who">' + both(f"学生 {summary['students']} 人，已评分 {summary['graded']}",
+                                       f"{summary['students']} students, {summary['graded']} graded")
+            + "</div>"]
+    if summary["mean"] is not None:
+        body.append(f'<div class="total">{both("平均", "mean")} {summary["mean"]:g} / {m:g}</div>')
+    body += [_toggle(), "</header>", "<main>"]
+    body.append("<h2>" + both("分数分布", "Score histogram") + "</h2><div class=\"bars\" id=\"histogram\">")
+    top = max([b["count"] for b in summary["histogram"]] + [1])
+    for b in summary["histogram"]:
+        body.append(f'<div class="row"><span class="label">{b["from"]}–{b["to"]}%</span>'
+                    f'<span class="bar" style="width:{500 * b["count"] / top:.0f}px"></span>'
+                    f'<span>{b["count"]}</span></div>')
+    body.append("</div>")
+    body.append("<h2>" + both("常见错误：该重讲什么", "Named mistakes: what to reteach") + "</h2>")
+    if summary["mistakes"]:
+        body.append('<table class="list" id="mistakes"><tr><th>' + both("比例", "share") + "</th><th>"
+                    + both("人数", "students") + "</th><th>" + both("错误", "mistake") + "</th><th>"
+                    + both("检查", "checks") + "</th></tr>")
+        for item in summary["mistakes"]:
+            body.append(f'<tr data-key="{esc(item["key"])}"><td class="n"><span class="share" '
+                        f'style="width:{item["percent"]}px"></span>{item["percent"]}%</td>'
+                        f'<td class="n">{item["students"]}</td><td><code>{esc(item["key"])}</code> '
+                        f'{both(item["text"]["zh"], item["text"]["en"])}</td>'
+                        f'<td>{esc(", ".join(item["checks"]))}</td></tr>')
+        body.append("</table>")
+    else:
+        body.append("<p>" + both("（没有）", "(none)") + "</p>")
+    body.append("<h2>" + both("各项检查", "Checks") + "</h2>")
+    body.append('<table class="list" id="checks"><tr><th>' + both("检查", "check") + "</th><th>"
+                + both("分值", "points") + "</th><th>" + both("通过", "passed") + "</th><th>"
+                + both("未通过", "not passed") + "</th></tr>")
+    for c in summary["checks"]:
+        body.append(f'<tr data-check="{esc(c["id"])}"><td><code>{esc(c["id"])}</code> '
+                    f'{both(c["title"]["zh"], c["title"]["en"])}</td><td class="n">{c["points"]:g}</td>'
+                    f'<td class="n">{c["passed"]}</td><td class="n"><span class="share" '
+                    f'style="width:{c["percent_not_passed"]}px"></span>{c["not_passed"]} '
+                    f'({c["percent_not_passed"]}%)</td></tr>')
+    body.append("</table>")
+    if summary["outcomes"]:
+        body.append("<h2>" + both("其他结果", "Other outcomes") + '</h2><table class="list">')
+        for item in summary["outcomes"]:
+            body.append(f'<tr><td class="n">{item["percent"]}%</td><td class="n">{item["students"]}'
+                        f'</td><td><code>{esc(item["key"])}</code> '
+                        f'{both(item["text"]["zh"], item["text"]["en"])}</td></tr>')
+        body.append("</table>")
+    for zh, en, rows in (("无法评分", "Could not be graded", summary["ungradable"]),
+                         ("未评分（评分器出错，请重跑）", "Not graded (grader error: run again)",
+                          summary["not_graded"])):
+        if rows:
+            body.append("<h2>" + both(zh, en) + "</h2><ul>")
+            body += [f"<li><code>{esc(r['student'])}</code> ({esc(r['entry'])}): {esc(r['error'])}"
+                     "</li>" for r in rows]
+            body.append("</ul>")
+    body.append("</main>")
+    return _page("class summary · attention", lang, "\n".join(body))

@@ -1,0 +1,222 @@
+"""The judge's side of the fork server (zygote.py): warm workers for a batch, one fork each.
+
+A batch judge starts one zygote; it imports torch once, and every submission's worker is a fork
+of it, isolated before the student's file is imported (see zygote.py for what each child gets).
+A ForkedWorker looks like sandbox.WorkerProcess to the Student proxy: a channel, captured stdout
+and stderr, kill() and exit_description().
+
+The fork server is used where it isolates as well as one process per submission: bubblewrap when
+the grader is root (the children build their own mount and PID namespaces) and plain processes.
+Bubblewrap as an ordinary user keeps one sandboxed process per submission (`supported` says so).
+"""
+import itertools
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+from grader.sandbox import launch as sandbox
+from grader.sandbox.launch import WorkerFailure
+
+READY_SECONDS = 120.0
+
+
+def supported(isolation):
+    """The zygote's mode for this isolation, or None when workers must start cold."""
+    if isolation == "process":
+        return "plain"
+    if isolation == "bubblewrap" and sandbox.runs_as_root():
+        return "namespaces"
+    return None
+
+
+class _Exit:
+    """What Student reads as `worker.proc`: the child's exit status, reported by the zygote."""
+
+    def __init__(self):
+        self.done, self.code = threading.Event(), None
+
+    def poll(self):
+        return self.code if self.done.is_set() else None
+
+    def wait(self, timeout=None):
+        if not self.done.wait(timeout):
+            raise subprocess.TimeoutExpired("worker", timeout)
+        return self.code
+
+
+class ForkedWorker:
+    def __init__(self, server, spawn_id, copy_dir, limits):
+        self.server, self.id, self.copy_dir = server, spawn_id, copy_dir
+        self.isolation = server.isolation
+        self.proc = _Exit()
+        self.channel, worker_end = socket.socketpair()
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        self.stdout = sandbox.CappedReader(os.fdopen(out_read, "rb"), limits.output_bytes)
+        self.stderr = sandbox.CappedReader(os.fdopen(err_read, "rb"), limits.output_bytes)
+        self.stdout.start()
+        self.stderr.start()
+        self.fds = [worker_end.detach(), out_write, err_write]
+
+    def kill(self, grace=0.2):
+        """End the child.  Closing the channel lets a worker that waits for a request exit by
+        itself (and its CPU time be counted); the zygote kills it, with its process group and so
+        its PID namespace, if it is still there after `grace`.  Returns once the worker's output
+        is complete; its exit status and the removal of its copy of the work folder follow
+        (ForkServer._read), so the judge never waits for the kernel to tear namespaces down."""
+        self.channel.close()
+        self.server.send({"op": "end", "id": self.id, "grace": grace})
+        for reader in (self.stdout, self.stderr):
+            reader.join(grace + 5)
+
+    def cleanup(self):
+        if self.copy_dir:
+            shutil.rmtree(self.copy_dir, ignore_errors=True)
+
+    def exit_description(self):
+        return sandbox.describe_exit(self.proc.poll())
+
+
+class ForkServer:
+    def __init__(self, isolation):
+        self.isolation, self.mode = isolation, supported(isolation)
+        if self.mode is None:
+            raise RuntimeError(f"no fork server for isolation {isolation} as this user")
+        self.ids = itertools.count(1)
+        self.lock = threading.Lock()
+        self.workers = {}          # spawn id -> ForkedWorker
+        self.replies = {}          # spawn id -> the zygote's answer to spawn
+        self.answered = threading.Condition(self.lock)
+        self.peak_child_kb, self.child_cpu_seconds, self.children_exited = 0, 0.0, 0
+        self.proc = None
+        self._start()
+
+    def _start(self):
+        self.runtime_dir = sandbox.make_runtime_dir()
+        self.spool = tempfile.mkdtemp(prefix="attn-spool-") if self.mode == "namespaces" else None
+        if self.spool:
+            os.chmod(self.spool, 0o755)
+        self.control, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        python = os.path.abspath(sys.executable)
+        if self.mode == "namespaces":
+            prefix = sandbox.bubblewrap_argv(None, self.runtime_dir, spool=self.spool)
+            zygote_py = f"{sandbox.SANDBOX_RUNTIME}/zygote.py"
+        else:
+            prefix, zygote_py = [], os.path.join(self.runtime_dir, "zygote.py")
+        self.proc = subprocess.Popen(
+            prefix + [python, "-I", "-u", zygote_py, str(zygote_end.fileno()), self.mode],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            pass_fds=(zygote_end.fileno(),), env=sandbox.minimal_env("/tmp"),
+            start_new_session=True, close_fds=True)
+        zygote_end.close()
+        self.log = sandbox.CappedReader(self.proc.stderr, 16 * 1024)  # for "cannot serve: why"
+        self.log.start()
+        self.ready, self.ready_error = threading.Event(), "the fork server ended before it was ready"
+        self.reader = threading.Thread(target=self._read, args=(self.control,), daemon=True)
+        self.reader.start()
+
+    def _read(self, control):
+        while True:
+            try:
+                data = control.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            message = json.loads(data)
+            with self.lock:
+                if "ready" in message:
+                    self.ready_error = None if message["ready"] is True else \
+                        str(message.get("error") or "the fork server is not ready")
+                    self.ready.set()
+                elif "exited" in message:
+                    worker = self.workers.pop(message["exited"], None)
+                    self.peak_child_kb = max(self.peak_child_kb, message.get("maxrss_kb", 0))
+                    self.child_cpu_seconds += message.get("cpu_seconds", 0)
+                    self.children_exited += 1
+                    if worker is not None:
+                        worker.proc.code = message["code"]
+                        worker.proc.done.set()
+                        worker.cleanup()
+                else:
+                    self.replies[message.get("spawned", message.get("failed"))] = message
+                    self.answered.notify_all()
+        with self.lock:  # the zygote is gone: so is every child it had
+            for worker in self.workers.values():  # (an exited worker is no longer listed)
+                worker.proc.code = -9
+                worker.proc.done.set()
+                worker.cleanup()
+            self.workers.clear()
+            self.answered.notify_all()
+        self.ready.set()
+
+    def send(self, message, fds=()):
+        try:
+            socket.send_fds(self.control, [json.dumps(message).encode()], list(fds))
+        except OSError:
+            pass  # the zygote died: the reader has marked its children exited
+
+    def wait_ready(self):
+        """Block until the zygote has imported torch (and probed its namespaces); RuntimeError
+        with the reason when it cannot serve."""
+        if not self.ready.wait(READY_SECONDS):
+            raise RuntimeError(f"the fork server did not start within {READY_SECONDS:g} s")
+        if self.ready_error is not None or not self.alive():
+            raise RuntimeError("the fork server cannot serve: " + (self.ready_error or "it ended")
+                               + (" | " + self.log.text()[-300:] if self.log.text() else ""))
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def spawn(self, work_dir, student_name, limits):
+        """A fresh worker for one submission (restarts the zygote once if it died)."""
+        if not self.alive():
+            self.close()
+            self._start()
+        try:
+            self.wait_ready()
+        except RuntimeError as exc:
+            raise WorkerFailure("crashed", str(exc)) from None
+        spawn_id = next(self.ids)
+        copy_dir = None
+        if self.mode == "namespaces":  # the zygote sees the spool only: copy the work folder in
+            copy_dir = os.path.join(self.spool, str(spawn_id))
+            shutil.copytree(work_dir, copy_dir)
+        worker = ForkedWorker(self, spawn_id, copy_dir, limits)
+        with self.lock:
+            self.workers[spawn_id] = worker
+        self.send({"op": "spawn", "id": spawn_id, "dir": copy_dir or work_dir,
+                   "student": student_name, "limits": limits.describe()}, worker.fds)
+        for fd in worker.fds:
+            os.close(fd)
+        with self.lock:
+            self.answered.wait_for(lambda: spawn_id in self.replies or not self.alive(), 30)
+            reply = self.replies.pop(spawn_id, {})
+        if "spawned" not in reply:
+            worker.kill()
+            raise WorkerFailure("crashed", "the fork server could not fork: "
+                                + str(reply.get("error", "no answer")))
+        return worker
+
+    def close(self):
+        if self.proc is None:
+            return
+        try:  # shutdown, not just close: it wakes our reader's recv and gives the zygote EOF
+            self.control.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.control.close()  # the zygote kills its children and exits
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait()
+        shutil.rmtree(self.runtime_dir, ignore_errors=True)
+        if self.spool:
+            shutil.rmtree(self.spool, ignore_errors=True)
+        self.proc = None
