@@ -102,7 +102,7 @@ def run_one_process_each(paths):
 
 def run_nbgrader(paths, folder):
     """`nbgrader autograde` of the same submissions as notebooks, in a throw-away course."""
-    from grader.instructor import nbgrade
+    from grader.authoring import course as nbgrade
     from grader.authoring import notebook_build
 
     course = os.path.join(folder, "course")

@@ -24,7 +24,7 @@ import re
 
 import pytest
 
-from grader.authoring import stubs as authoring, notebook_build
+from grader.authoring import course as nbcourse, stubs as authoring, notebook_build
 from grader.instructor import nbgrade
 from grader.tools import notebook
 from grader import rubric
@@ -88,7 +88,7 @@ def cli_grade(path):
 def course(tmp_path_factory):
     folder = tmp_path_factory.mktemp("course")
     course = str(folder)
-    release = nbgrade.new_course(course)
+    release = nbcourse.new_course(course)
     twins = {}  # what each notebook's honest code is, as a notebook without the extra cell
     for student, (spec, extra, after) in {**HONEST, **TRICKS}.items():
         write_json(os.path.join(course, "submitted", student, "attention", "attention.ipynb"),
@@ -118,8 +118,8 @@ def course(tmp_path_factory):
 def gradebook_scores(course, student):
     from nbgrader.api import Gradebook
 
-    with Gradebook(nbgrade.db_url(course), nbgrade.COURSE_ID) as gb:
-        submitted = gb.find_submission_notebook(nbgrade.NOTEBOOK, nbgrade.ASSIGNMENT, student)
+    with Gradebook(nbcourse.db_url(course), nbcourse.COURSE_ID) as gb:
+        submitted = gb.find_submission_notebook(nbcourse.NOTEBOOK, nbcourse.ASSIGNMENT, student)
         return submitted.score, {g.name: (g.score, g.auto_score) for g in submitted.grades}
 
 
@@ -210,12 +210,13 @@ def _feedback_text(course, student):
 def _hidden_source_lines():
     """Lines of the hidden checks that would give them away (not blank, not trivial)."""
     lines = set()
-    for path in glob.glob(os.path.join(ROOT, "grader", "checks", "hidden", "*.py")):
+    for path in glob.glob(os.path.join(ROOT, "grader", "judge", "checks", "hidden", "*.py")):
         with open(path, encoding="utf-8") as handle:
             for line in handle:
                 line = line.strip()
                 if len(line) > 30 and not line.startswith(("#", '"""', "import ", "from ")):
                     lines.add(line)
+    assert lines, "no hidden check found: the scan would pass on anything"
     return lines
 
 

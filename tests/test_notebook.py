@@ -59,7 +59,7 @@ def test_a_check_cell_follows_every_exercise():
 
 
 def test_one_autograder_cell_per_rubric_check_with_the_rubrics_points():
-    from grader.notebook_build import HIDDEN_BEGIN, HIDDEN_END
+    from grader.authoring.notebook_build import HIDDEN_BEGIN, HIDDEN_END
 
     the_rubric = rubric.load()
     tests = [c for c in notebook_build.build()["cells"] if c["metadata"]["nbgrader"]["grade"]]
@@ -138,7 +138,7 @@ def released():
 def test_release_notebook_is_nbgraders_stubbed_copy_without_hidden_tests():
     """release/attention.ipynb is what `nbgrader generate_assignment` wrote (the release test
     proves it is reproduced); here: stubs as in attention.py, no hidden test, points kept."""
-    from grader.notebook_build import HIDDEN_BEGIN, HIDDEN_END
+    from grader.authoring.notebook_build import HIDDEN_BEGIN, HIDDEN_END
 
     text = read(RELEASED)
     for marker in (HIDDEN_BEGIN, HIDDEN_END, authoring.BEGIN, authoring.END, "BEGIN HIDDEN"):

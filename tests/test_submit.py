@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:
 
 from grader.authoring import stubs as authoring
 from grader.batch import entries
-from grader.render import gradebook
+from grader.render import gradebook, package
 from grader.judge import manifest, submission
 from grader import rubric
 from grader.tools import submit  # noqa: E402
@@ -435,7 +435,7 @@ def test_the_grader_reads_the_manifest_without_grading(tmp_path):
     sub = submission.load(str(good))
     sub.cleanup()
     assert sub.package["intact"] and sub.package["student"] == "张三"
-    assert manifest.package_notes(sub.package) == []
+    assert package.package_notes(sub.package) == []
     # The manifest names the work: an added attention.py at the top does not replace it.
     notebook = json.dumps({"cells": [{"cell_type": "code", "source": "N = 1\n"}]}).encode()
     data = manifest.build("nb", "2026-01-01T00:00:00Z", "attention.ipynb", notebook, RUBRIC, {})
@@ -464,7 +464,7 @@ def test_the_grader_reads_the_manifest_without_grading(tmp_path):
     sub = submission.load(str(garbled))
     sub.cleanup()
     assert sub.source == "x = 1\n" and not sub.package["manifest"]
-    assert "graded as a plain zip" in manifest.package_notes(sub.package)[0]
+    assert "graded as a plain zip" in package.package_notes(sub.package)[0]
     assert manifest.student_in_zip(str(garbled)) is None
     # The work named by the manifest missing: the usual pick, flagged.
     missing = _package(tmp_path, "missing.zip")
@@ -475,7 +475,7 @@ def test_the_grader_reads_the_manifest_without_grading(tmp_path):
     sub = submission.load(str(missing))
     sub.cleanup()
     assert sub.source == "y = 2\n" and sub.package["missing"] == ["attention.py"]
-    assert "missing" in manifest.package_notes(sub.package)[0]
+    assert "missing" in package.package_notes(sub.package)[0]
 
 
 def test_batch_ids_come_from_manifests_and_never_collide(tmp_path):

@@ -251,7 +251,7 @@ def autograde_cell(check_id, lang=None):
     if check_ is None:
         sys.stderr.write(f"✗ unknown check {check_id!r}\n")
         return None
-    hidden_here = os.path.isdir(os.path.join(KIT_ROOT, "grader", "checks", "hidden"))
+    hidden_here = os.path.isdir(os.path.join(paths.CHECKS, "hidden"))
     if check_.visibility == "hidden" and not hidden_here:
         print(f"{check_id}: 隐藏检查只在老师评分时运行 · a hidden check, run when your teacher grades")
         return None
