@@ -139,32 +139,63 @@ def _complete(started, config, session=None):
 def judge_main(argv):
     """Read tasks (JSON lines) on stdin, grade them, write the files, answer on stdout."""
     config = json.loads(argv[0])
-    answers = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
-    os.dup2(2, 1)  # anything else printed goes to the log, never into the answers
-    sys.stdout = sys.stderr
+    answers = _answer_channel()
     from grader.sandbox import launch as sandbox
 
     limits = sandbox.Limits(**config["limits"])
-    isolation, prefetch = config["isolation"], config["prefetch"]
-    # One zygote per judge: torch is imported once, each submission's worker is a fork of it.
-    from grader.sandbox import forkserver
-
-    zygote = None
-    if config.get("fork_server", True) and forkserver.supported(isolation):
-        zygote = forkserver.ForkServer(isolation)
-    spawner = zygote.spawn if zygote else None
+    zygote = _start_fork_server(config)
     # The judge's own heavy imports now, while the zygote imports torch on the other core; then
     # pytest, configured and its checks collected once for all the submissions of this judge.
     from grader.judge import runner
 
     session = runner.CheckSession()
-    if zygote is not None:
-        try:
-            zygote.wait_ready()
-        except RuntimeError as exc:  # e.g. no namespaces here: correct but slower, and said so
-            print(f"warning: {exc}; every submission gets a cold worker instead", file=sys.stderr)
-            zygote.close()
-            zygote = spawner = None
+    zygote = _fork_server_ready(zygote)
+    graded = _grade_tasks(_task_inbox(), config, limits, zygote, session, answers)
+    session.close()
+    _answer(answers, {"stats": _stats(zygote, graded)})
+    return 0
+
+
+def _answer_channel():
+    """stdout, kept for the answers only: anything else printed goes to the log."""
+    answers = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return answers
+
+
+def _answer(answers, message):
+    try:
+        answers.write(json.dumps(message, ensure_ascii=False) + "\n")
+        answers.flush()
+    except (BrokenPipeError, OSError):
+        pass  # the batch was killed: the files are written, the next run skips them
+
+
+def _start_fork_server(config):
+    """One zygote per judge: torch is imported once, each submission's worker is a fork of it."""
+    from grader.sandbox import forkserver
+
+    if config.get("fork_server", True) and forkserver.supported(config["isolation"]):
+        return forkserver.ForkServer(config["isolation"])
+    return None
+
+
+def _fork_server_ready(zygote):
+    """The zygote, ready; or None (cold workers) where it cannot isolate its children."""
+    if zygote is None:
+        return None
+    try:
+        zygote.wait_ready()
+    except RuntimeError as exc:  # e.g. no namespaces here: correct but slower, and said so
+        print(f"warning: {exc}; every submission gets a cold worker instead", file=sys.stderr)
+        zygote.close()
+        return None
+    return zygote
+
+
+def _task_inbox():
+    """A queue of the tasks read from stdin (a thread reads them), None after the last."""
     inbox = queue.Queue()
 
     def read_tasks():
@@ -174,11 +205,17 @@ def judge_main(argv):
         inbox.put(None)
 
     threading.Thread(target=read_tasks, daemon=True).start()
+    return inbox
+
+
+def _grade_tasks(inbox, config, limits, zygote, session, answers):
+    """Grade every task, keeping `prefetch` submissions starting behind the one being checked;
+    returns how many were graded."""
+    spawner = zygote.spawn if zygote else None
     ahead = collections.deque()  # started submissions, oldest first
     done, graded = False, 0
     while True:
-        # Keep `prefetch` submissions starting behind the one being checked.
-        while not done and len(ahead) <= prefetch:
+        while not done and len(ahead) <= config["prefetch"]:
             try:
                 task = inbox.get(timeout=None if not ahead else 0.2)
             except queue.Empty:
@@ -186,45 +223,42 @@ def judge_main(argv):
             if task is None:
                 done = True
                 break
-            ahead.append(_begin(task, isolation, limits, spawner))
+            ahead.append(_begin(task, config["isolation"], limits, spawner))
         if not ahead:
             break
-        current = ahead.popleft()
-        try:
-            answer = _complete(current, config, session)
-        except Exception as exc:  # an internal error: reported, not written, retried next run
-            import traceback
-
-            traceback.print_exc()
-            answer = {"id": current.task["id"], "student": current.task["student"],
-                      "status": "error", "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-            if current.student is not None:
-                current.student.close()
+        _answer(answers, _complete_or_report(ahead.popleft(), config, session))
         graded += 1
-        try:
-            answers.write(json.dumps(answer, ensure_ascii=False) + "\n")
-        except (BrokenPipeError, OSError):
-            pass  # the batch was killed: the files are written, the next run skips them
     for started in ahead:
         if started.student is not None:
             started.student.close()
+    return graded
+
+
+def _complete_or_report(started, config, session):
+    try:
+        return _complete(started, config, session)
+    except Exception as exc:  # an internal error: reported, not written, retried next run
+        import traceback
+
+        traceback.print_exc()
+        if started.student is not None:
+            started.student.close()
+        return {"id": started.task["id"], "student": started.task["student"],
+                "status": "error", "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+
+
+def _stats(zygote, graded):
+    """Peak resident memory (ru_maxrss, KiB on Linux) and CPU: this judge, and its largest worker
+    (a forked worker's is reported by the zygote, which waits for it; shared pages count in
+    full)."""
     import resource
 
-    # Peak resident memory (ru_maxrss, KiB on Linux): this judge, and its largest worker (a
-    # forked worker's is reported by the zygote, which waits for it; shared pages count in full).
-    session.close()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     worker_kb, worker_cpu = children.ru_maxrss, children.ru_utime + children.ru_stime
     if zygote is not None:
         zygote.close()
         worker_kb, worker_cpu = zygote.peak_child_kb, zygote.child_cpu_seconds
     own = resource.getrusage(resource.RUSAGE_SELF)
-    stats = {"judge_mb": own.ru_maxrss / 1024, "worker_mb": worker_kb / 1024,
-             "judge_cpu": own.ru_utime + own.ru_stime, "worker_cpu": worker_cpu,
-             "graded": graded}
-    try:
-        answers.write(json.dumps({"stats": stats}) + "\n")
-        answers.flush()
-    except (BrokenPipeError, OSError):
-        pass
-    return 0
+    return {"judge_mb": own.ru_maxrss / 1024, "worker_mb": worker_kb / 1024,
+            "judge_cpu": own.ru_utime + own.ru_stime, "worker_cpu": worker_cpu,
+            "graded": graded}
