@@ -231,7 +231,8 @@ def _pattern(weights, cells):
     """Weight exactly on `cells` (positive there, 0 elsewhere) in every row that is not NaN."""
     w = weights.double()
     rows = ~torch.isnan(w).any(dim=-1, keepdim=True)
-    return bool(rows.any()) and bool((((w > 0) == cells.expand_as(w)) | ~rows).all())
+    return bool(rows.any()) and bool((w > 0).any()) and \
+        bool((((w > 0) == cells.expand_as(w)) | ~rows).all())
 
 
 def _mask_mistake(weights, allowed):
