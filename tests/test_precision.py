@@ -76,5 +76,7 @@ def test_report_names_exactly_the_planted_mistake(path):
         pytest.skip(PENDING_MODULE_HELPER[path.name])
     g = graded(path)
     assert named_keys(g.data["checks"]) == planted(path)
+    # ... and no other mistake's words in the rendered text (the planted one's own text is proven
+    # present, filled in, by test_corpus.test_wrong_solution_feedback_names_the_mistake).
     for lang in ("zh", "en"):
-        assert named_in_text(g.data["checks"], lang) == planted(path), lang
+        assert named_in_text(g.data["checks"], lang) <= planted(path), lang
