@@ -90,7 +90,8 @@ def summarize(the_rubric, records):
                 "checks": sorted(entry["checks"]),
                 "text": {lang: first_sentence(the_rubric.message(key, lang), lang)
                          for lang in ("zh", "en")}}
-        (outcomes if key in OUTCOME_KEYS else mistakes).append(item)
+        kind = the_rubric.messages.get(key, {}).get("kind")  # kind = "outcome": what a check saw
+        (outcomes if key in OUTCOME_KEYS or kind == "outcome" else mistakes).append(item)
     order = lambda item: (-item["students"], item["key"])  # noqa: E731
     return {
         "students": len(records), "graded": len(graded),
