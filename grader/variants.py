@@ -56,9 +56,9 @@ ATTEND_EDITS = {
     ("scale", "multiplied"): [(_SCALE, "* math.sqrt(q.shape[-1])")],
     ("scale", "d"): [(_SCALE, "/ q.shape[-1]")],
     ("scale", "v_width"): [(_SCALE, "/ math.sqrt(v.shape[-1])")],
-    ("scale", "after_softmax"): [(_SCALE, ""),
-                                 ("context = weights @ v", "weights = weights / math.sqrt(q.shape[-1])\n"
-                                                           "    context = weights @ v")],
+    ("scale", "after_softmax"): [(_SCALE, ""), ("context = weights @ v",
+                                                "weights = weights / math.sqrt(q.shape[-1])\n"
+                                                "    context = weights @ v")],
     ("mask_mode", "none"): [(_DEFAULT_MASK, "dtype=torch.bool, device=q.device)")],
     ("mask_mode", "after_softmax"): [(_MASKED_SOFTMAX,
                                       "torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)")],
@@ -114,7 +114,7 @@ def attention(q, k, v, mask=None, scale="sqrt_d", mask_mode="tril", softmax_dim=
     """The reference's attend with knobs turned; returns (context, weights)."""
     settings = {"scale": scale, "mask_mode": mask_mode, "softmax_dim": softmax_dim,
                 "scores": scores, "weights": weights}
-    if scale == "sqrt_D":  # √D instead of √d: the same as q scaled by √d/√D before the scores
+    if scale == "sqrt_D":  # √D instead of √d: the same as q scaled by √d/√D first
         q, settings["scale"] = q * math.sqrt(q.shape[-1] / width), "sqrt_d"
     knobs = tuple(sorted((k_, v_) for k_, v_ in settings.items() if DEFAULTS[k_] != v_))
     return _attend_with(knobs)(q, k, v, mask=mask, return_weights=True)

@@ -169,7 +169,8 @@ def causal_mask(t):
 
 # -- what attention weights show ------------------------------------------------------------
 # Public checks judge attend by its defining relations, cell by cell, not by a second attend:
-#   for cells j, j' a query may read, log w[i,j] - log w[i,j'] == c·(q_i·k_j - q_i·k_j'), c = 1/√d;
+#   for cells j, j' a query may read: log w[i,j] - log w[i,j'] == c·(q_i·k_j - q_i·k_j'),
+#   c = 1/√d;
 #   cells it may not read are exactly 0; each row sums to 1; context == weights @ v.
 TINY = 1e-30      # a weight at or below this underflowed: it counts as 0
 FIT_TOL = 2e-3    # on log-weights: float32 rounding of scores up to a few hundred stays far below
@@ -341,7 +342,7 @@ def _row_sums_alone(w, allowed):
 
 
 def weights_diagnosis(weights, allowed):
-    """The mask or softmax mistake that weights [..., T, T] show alone (no scores): a key or None."""
+    """The mask or softmax mistake weights [..., T, T] show alone (no scores): a key or None."""
     return weights_problem(weights, allowed)
 
 

@@ -70,8 +70,10 @@ def looks_causal(weights):
 EXAMPLE_Q = torch.tensor([[[[1.0, 0, 0, 0], [1.0, 1.0, 0, 0]]]])  # [1,1,2,4]
 EXAMPLE_V = torch.eye(2).reshape(1, 1, 2, 2)
 # Factors the scores were multiplied by instead of 1/√d, and the mistake each one is.
-WRONG_FACTORS = {"scale_none": lambda d, d_v: 1.0, "scale_multiplied": lambda d, d_v: math.sqrt(d),
-                 "scale_by_d": lambda d, d_v: 1 / d, "scale_from_v": lambda d, d_v: 1 / math.sqrt(d_v)}
+WRONG_FACTORS = {"scale_none": lambda d, d_v: 1.0,
+                 "scale_multiplied": lambda d, d_v: math.sqrt(d),
+                 "scale_by_d": lambda d, d_v: 1 / d,
+                 "scale_from_v": lambda d, d_v: 1 / math.sqrt(d_v)}
 
 
 def judge_scale(context, weights, q, k, v, example=False):
