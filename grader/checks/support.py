@@ -348,10 +348,11 @@ def weights_diagnosis(weights, allowed):
 
 def judged_maps(student):
     """The attention maps the checks judged, by probe name, for the feedback page's heatmaps."""
+    seed = getattr(student, "seed", None)
     maps = getattr(student, "judged_maps", None)
-    if maps is None:
-        maps = student.judged_maps = {}
-    return maps
+    if maps is None or getattr(student, "judged_seed", None) != seed:  # a proxy graded again
+        student.judged_maps, student.judged_seed = {}, seed
+    return student.judged_maps
 
 
 def record_judged(student, probe, q, k, v, mask, weights=None):
