@@ -6,8 +6,8 @@ imports torch and pytest once and grades many submissions: pytest is configured 
 collected once (runner.CheckSession), and each submission's worker is forked from one warm zygote
 (forkserver.py) or, without the fork server, started cold.  Each submission still gets its own
 fresh sandboxed worker (grader/sandbox.py), and the judge starts the next submission's worker
-before it runs the current one's checks, so the worker's torch import overlaps the checks.  After
-the checks, the same worker is probed once more for the page's attention heatmaps.
+before it runs the current one's checks, so the worker's torch import overlaps the checks.  The
+page's attention heatmaps are the weights the checks judged (support.record_judged).
 """
 import collections
 import json
@@ -19,7 +19,7 @@ import time
 
 from grader.batch.records import FORMAT, write_student
 
-PROBE_T, PROBE_D, PROBE_SEED = 6, 4, 20260612
+PROBE_T = 5  # the T of the attend checks whose judged weights the page draws
 
 
 def _grid(t):
@@ -30,49 +30,29 @@ def _grid(t):
 
 
 def attention_maps(student):
-    """The student's attention weights on one fixed small input beside the reference's, for the
-    page's heatmaps: one call into the same worker after the checks (scores are already made).
-
-    Two probes: the default causal mask, and an explicit band mask (itself and one back)."""
+    """For the page's heatmaps: the weights the checks judged (attend.causal's under the default
+    causal mask, attend.mask_arg's under an explicit band mask), one [T, T] slice each, beside
+    the reference's on the same inputs.  No call of its own into the worker."""
     import torch
 
+    from grader.judge.checks.support import judged_maps
     from grader.judge.secret.reference import ref
-    from grader.judge.student import StudentError, WorkerFailure
 
-    if student.worker is None:
-        return {"error": "the worker was not running any more after the checks"}
-    T = PROBE_T
-    g = torch.Generator().manual_seed(PROBE_SEED)
-    q, k, v = (torch.randn(1, 1, T, PROBE_D, generator=g) for _ in range(3))
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
-    band = causal & ~torch.ones(T, T, dtype=torch.bool).tril(-2)
     maps = {}
-    for name, mask, allowed in (("causal", None, causal), ("band", band, band)):
+    for name, judged in judged_maps(student).items():
+        q, k, v, mask, weights = (judged[key] for key in ("q", "k", "v", "mask", "weights"))
+        t = q.shape[-2]
+        allowed = torch.ones(t, t, dtype=torch.bool).tril() if mask is None else mask
         _, expected = ref.attend(q, k, v, mask=mask, return_weights=True)
-        entry = {"T": T, "expected": _grid(expected[0, 0]), "allowed": allowed.tolist()}
-        try:
-            if student.worker is None:
-                raise WorkerFailure("crashed", "the worker ended during an earlier probe")
-            out = student.attend(q, k, v, mask=mask, return_weights=True)
-            if not (isinstance(out, tuple) and len(out) == 2) or type(out[1]) is not torch.Tensor:
-                raise ValueError(f"attend(..., return_weights=True) returned "
-                                 f"{type(out).__name__}, not (context, weights)")
-            weights = out[1]
-            if weights.dim() < 2 or tuple(weights.shape[-2:]) != (T, T):
-                raise ValueError(f"weights have shape {list(weights.shape)}, "
-                                 f"expected [..., {T}, {T}]")
-            w = weights.reshape(-1, T, T)[0].double()
-        except StudentError as exc:
-            entry["error"] = f"{exc.type}: {exc.message}"
-        except WorkerFailure as exc:
-            entry["error"] = f"{exc.kind}: {exc.message}"
-        except (ValueError, RuntimeError, TypeError) as exc:
-            entry["error"] = str(exc)[:300]
+        entry = {"T": t, "expected": _grid(expected), "allowed": allowed.tolist()}
+        if weights is None:
+            entry["error"] = "attend gave the check no weights"
         else:
+            w = weights.double()
             nan = torch.isnan(w)
             entry["student"] = _grid(w)
             entry["leaks"] = (((w != 0) | nan) & ~allowed).tolist()
-            entry["differs"] = (((w - expected[0, 0].double()).abs() > 1e-4) | nan).tolist()
+            entry["differs"] = (((w - expected.double()).abs() > 1e-4) | nan).tolist()
         maps[name] = entry
     return maps
 
@@ -115,13 +95,8 @@ def _complete(started, config, session=None):
                       report=None, attention_maps=None)
     else:
         student = started.student
-        close = student.close
-        student.close = lambda: None  # keep the worker for the heatmap probe after the checks
-        try:
-            data = grading.finish(started.sub, student, session=session)
-            maps = attention_maps(student)
-        finally:
-            close()
+        data = grading.finish(started.sub, student, session=session)  # closes the worker
+        maps = attention_maps(student)
         data["metadata"]["submission"] = task["entry"]
         package = getattr(started.sub, "package", None)  # a `make submit` zip, verified
         if package is not None:

@@ -167,9 +167,9 @@ def heatmaps_figure(maps, probe):
     parts.append("<figure>" + f"<figcaption>{both('应有的权重', 'expected weights')}</figcaption>"
                  + heatmap_table(data["expected"], data["allowed"], "expected") + "</figure>")
     parts.append("</div>")
-    legend = both(f"{zh}，q、k、v 为固定的随机输入，T={data['T']}。行 = 查询位置 q，列 = 被读取的位置 k；"
+    legend = both(f"{zh}，检查评判的权重（q、k、v 为本次评分随机抽取），T={data['T']}。行 = 查询位置 q，列 = 被读取的位置 k；"
                   f"斜线格 = 不可读；红框 ! = 不可读却有权重（泄漏，{n_leaks} 格）；虚线框 = 与应有值不同。",
-                  f"{en}, fixed random q, k, v, T={data['T']}. Rows = query position q, columns = "
+                  f"{en}, the weights a check judged (q, k, v drawn for this grading), T={data['T']}. Rows = query position q, columns = "
                   f"position read k; hatched = may not be read; red ! = weight where none is "
                   f"allowed (a leak, {n_leaks} cells); dashed = differs from the expected value.",
                   tag="p", cls="legend")

@@ -1,7 +1,7 @@
 # mistake: attend unpacks q.shape as [B,H,T,d], so it only works on 4-D input, not on one head's [B,T,d]
 # expect-fail: attend.batched_vs_loop
-# expect-fail: attend.scale
-# expect-key: raised
+# expect-fail: attend.reference
+# expect-key: attend_only_4d
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 
 手写小模型，看懂大模型。填写下面的函数与类，然后运行 `make check`。

@@ -1,7 +1,5 @@
 # mistake: attend returns `context, weights if return_weights else context` (no parentheses), so the default is a tuple
 # expect-fail: attend.return_weights
-# expect-fail: attend.scale
-# expect-fail: attend.batched_vs_loop
 # expect-key: wrong_type
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 

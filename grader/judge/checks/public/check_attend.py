@@ -1,17 +1,57 @@
-"""Public checks of attend: √d scaling, causality, softmax rows, an explicit mask, return values,
-and the lesson's own check that one batched call equals the per-head loop."""
+"""Public checks of attend, judged by what attention must give, on inputs drawn fresh for each
+grading (the `seed` fixture) after the lesson's small example:
+  - readable cells: log w[i,j] - log w[i,j'] == (q_i·k_j - q_i·k_j') / √d, d = q's width;
+  - cells that may not be read: exactly 0;  every row sums to 1;  context == weights @ v.
+Shape, row sums and zeros gate and explain; a point needs weights computed from q·kᵀ."""
+import math
+
 import pytest
 import torch
 
-from grader.judge.checks.support import (Verdict, causal_mask, close, first_difference, fmt, leak_map, randn,
-                       shaped, tensor, weights_diagnosis)
+from grader.judge.checks.support import Verdict, attend_any_rank, causal_mask, close, first_difference, fmt, fresh_randn, leak_map, num, record_judged, same, shaped, weights_factor, weights_problem
 
-# Distinct sizes: B, H, T, d all differ, and T != d.
-B, H, T, D_HEAD = 2, 3, 5, 4
+# Distinct sizes: B, H, T, d all differ, and v's width differs from q's (the scale is q's).
+B, H, T, D_HEAD, D_V = 2, 3, 5, 4, 6
 
 
-def qkv(seed, *lead):
-    return tuple(randn(*lead, T, D_HEAD, seed=seed + i) for i in range(3))
+def fresh_qkv(seed, salt, lead=(B, H), d_v=D_V):
+    """q, k [*lead, T, d] and v [*lead, T, d_v], drawn for this grading."""
+    return (fresh_randn(*lead, T, D_HEAD, seed=seed, salt=salt),
+            fresh_randn(*lead, T, D_HEAD, seed=seed, salt=salt + 1),
+            fresh_randn(*lead, T, d_v, seed=seed, salt=salt + 2))
+
+
+def attend_judged(student, q, k, v, mask=None, probe=None):
+    """attend(q, k, v, mask, return_weights=True) -> (context, weights), shapes checked.  With a
+    `probe` name, the weights are the ones the feedback page draws."""
+    if probe:
+        record_judged(student, probe, q, k, v, mask)
+    out = attend_any_rank(student, q, k, v, mask=mask, return_weights=True)
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise Verdict("wrong_type", expected="(context, weights)", got=type(out).__name__)
+    context = shaped(out[0], list(q.shape[:-1]) + [v.shape[-1]])
+    weights = shaped(out[1], list(q.shape[:-1]) + [k.shape[-2]])
+    if probe:
+        record_judged(student, probe, q, k, v, mask, weights)
+    return context, weights
+
+
+def named(weights, allowed, q, k, otherwise):
+    """A Verdict naming what the weights show (or `otherwise`, what was seen), with the map."""
+    return Verdict(weights_problem(weights, allowed, q, k) or otherwise,
+                   heatmap=leak_map(weights, allowed))
+
+
+def attention_gate(context, weights, q, k, v, allowed):
+    """No point without attention: the weights follow q·kᵀ (some factor > 0; the scale is judged
+    by attend.scale) and the context is weights @ v."""
+    if weights_factor(weights, q, k, allowed) is None:
+        raise named(weights, allowed, q, k, "weights_not_from_scores")
+    expected = weights.double() @ v.double()  # [..., T, d_v]
+    if bool(torch.isfinite(weights).all()) and not close(context, expected):
+        index, got, want = first_difference(context, expected)
+        raise Verdict("context_not_weights_v", where=f"context{list(index)}", expected=num(want),
+                      got=num(got))
 
 
 def looks_causal(weights):
@@ -22,133 +62,143 @@ def looks_causal(weights):
             and bool((weights[..., allowed] > 0).all()))
 
 
-def weights_of(student, q, k, v, mask=None):
-    out = student.attend(q, k, v, mask=mask, return_weights=True)
-    if not (isinstance(out, tuple) and len(out) == 2):
-        raise Verdict("wrong_type", expected="(context, weights)", got=type(out).__name__)
-    context, weights = out
-    return tensor(context), shaped(weights, list(q.shape[:-1]) + [k.shape[-2]], "weights")
+# A small example first, d = 4 and q = k (so q·kᵀ is symmetric): q0 = [1,0,0,0], q1 = [1,1,0,0];
+# row 1 scores [1, 2] / √4 = [0.5, 1], weights softmax([0.5, 1]) = [0.3775, 0.6225].  v is the
+# 2×2 identity (another width than q's): context row 1 = weights row 1.
+EXAMPLE_Q = torch.tensor([[[[1.0, 0, 0, 0], [1.0, 1.0, 0, 0]]]])  # [1,1,2,4]
+EXAMPLE_V = torch.eye(2).reshape(1, 1, 2, 2)
+# Factors the scores were multiplied by instead of 1/√d, and the mistake each one is.
+WRONG_FACTORS = {"scale_none": lambda d, d_v: 1.0,
+                 "scale_multiplied": lambda d, d_v: math.sqrt(d),
+                 "scale_by_d": lambda d, d_v: 1 / d,
+                 "scale_from_v": lambda d, d_v: 1 / math.sqrt(d_v)}
+
+
+def judge_scale(context, weights, q, k, v, example=False):
+    """The factor the weights show is 1/√d, d = q's width.  On the two-position example only one
+    row can show it: weights with another mistake there are left to the fresh input."""
+    allowed = causal_mask(q.shape[-2])
+    problem = weights_problem(weights, allowed, q, k)
+    factor = weights_factor(weights, q, k, allowed)
+    if example and (problem is not None or factor is None):
+        return
+    if problem in ("scale_after_softmax", "weights_prescores"):
+        raise Verdict(problem, heatmap=leak_map(weights, allowed))
+    if factor is None:
+        raise named(weights, allowed, q, k, "weights_not_from_scores")
+    d, d_v = q.shape[-1], v.shape[-1]
+    if not math.isclose(factor, 1 / math.sqrt(d), rel_tol=1e-3):
+        key = next((name for name, wrong in WRONG_FACTORS.items()
+                    if math.isclose(factor, wrong(d, d_v), rel_tol=1e-3)), "scale_wrong")
+        raise Verdict(key, expected=num(1 / math.sqrt(d)), got=num(factor), d=d)
+    attention_gate(context, weights, q, k, v, allowed)
 
 
 @pytest.mark.check("attend.scale")
-def test_scale_by_sqrt_d(student):
-    # Row 1 reads both positions: scores [q1·k0, q1·k1] / √4 = [2, 0] / 2 = [1, 0].
-    q = torch.tensor([[0.0, 0, 0, 0], [2.0, 0, 0, 0]])
-    k = torch.tensor([[1.0, 0, 0, 0], [0.0, 0, 0, 0]])
-    v = torch.eye(2, 4)  # context row = weights row, padded with zeros
-    got = shaped(student.attend(q, k, v), [2, 4], "attend(q[2,4], k, v)")
-    expected = torch.softmax(torch.tensor([1.0, 0.0]), dim=-1)  # [0.7311, 0.2689]
-    if not close(got[1, :2], expected):
-        named = {"scale_none": [2.0, 0.0], "scale_multiplied": [4.0, 0.0], "scale_by_d": [0.5, 0.0]}
-        key = "wrong_values"
-        for name, scores in named.items():
-            if close(got[1, :2], torch.softmax(torch.tensor(scores), dim=-1)):
-                key = name
-        raise Verdict(key, where="row 1 ", expected=fmt(expected), got=fmt(got[1, :2]),
-                      detail=f"row 1 weights: expected {fmt(expected)} (scores [1, 0]), "
-                             f"got {fmt(got[1, :2])}")
+def test_scale_by_sqrt_d(student, seed):
+    context, weights = attend_judged(student, EXAMPLE_Q, EXAMPLE_Q, EXAMPLE_V)
+    judge_scale(context, weights, EXAMPLE_Q, EXAMPLE_Q, EXAMPLE_V, example=True)
+    q, k, v = fresh_qkv(seed, 100)
+    judge_scale(*attend_judged(student, q, k, v), q, k, v)
 
 
 @pytest.mark.check("attend.causal")
-def test_weights_upper_triangle_is_zero(student):
-    q, k, v = qkv(20, B, H)
-    _, weights = weights_of(student, q, k, v)
+@pytest.mark.parametrize("t", [None, 0, 2])
+def test_causal(student, seed, t):
+    """t = None: the weights' upper triangle is exactly 0.  t: k and v changed after position t
+    leave the context at positions <= t as it was."""
+    q, k, v = fresh_qkv(seed, 200 + 10 * (t or 0))
     allowed = causal_mask(T)
-    if (weights[..., ~allowed] != 0).any() or torch.isnan(weights).any():
-        # Filling the future with 0 instead of -inf leaks too; the weights tell the two apart.
-        scores = q @ k.transpose(-2, -1) / D_HEAD ** 0.5  # [B,H,T,T]
-        filled_with_zero = torch.softmax(scores.masked_fill(~allowed, 0.0), dim=-1)
-        key = "mask_fill_zero" if close(weights, filled_with_zero) else \
-            weights_diagnosis(weights, allowed) or "mask_missing"
-        raise Verdict(key,
-                      heatmap=leak_map(weights, allowed), where="weights[0, 0] ",
-                      detail="weights[0, 0] (rows = query position, columns = key position; "
-                             "! = should be 0):")
-
-
-@pytest.mark.check("attend.causal")
-@pytest.mark.parametrize("t", [0, 2])
-def test_future_does_not_change_the_past(student, t):
-    q, k, v = qkv(30, B, H)
+    context, weights = attend_judged(student, q, k, v, probe="causal" if t is None else None)
+    if torch.isnan(weights).any() or (weights[..., ~allowed] != 0).any():
+        raise named(weights, allowed, q, k, "weights_leak")
+    attention_gate(context, weights, q, k, v, allowed)
+    if t is None:
+        return
     k2, v2 = k.clone(), v.clone()
     k2[..., t + 1:, :] += 3.0
     v2[..., t + 1:, :] -= 5.0
-    before = shaped(student.attend(q, k, v), [B, H, T, D_HEAD], "attend(q, k, v)")
-    after = shaped(student.attend(q, k2, v2), [B, H, T, D_HEAD], "attend(q, k', v')")
-    if torch.isnan(before).any():  # NaN is its own mistake (attend.softmax names it), not a leak
-        raise Verdict("nan", where="context", detail=f"context[0, 0] = {fmt(before[0, 0])}")
-    if not close(before[..., :t + 1, :], after[..., :t + 1, :]):
-        scores = q @ k.transpose(-2, -1) / D_HEAD ** 0.5  # [B,H,T,T]
-        filled_with_zero = torch.softmax(scores.masked_fill(~causal_mask(T), 0.0), dim=-1) @ v
-        key = "mask_fill_zero" if close(before, filled_with_zero) else "mask_missing"
-        raise Verdict(key, detail=f"k, v changed after position {t}: context at "
-                      f"position {t} moved from {fmt(before[0, 0, t])} to {fmt(after[0, 0, t])}")
+    after, weights2 = attend_judged(student, q, k2, v2)
+    if not close(context[..., :t + 1, :], after[..., :t + 1, :]):
+        index, got, was = first_difference(after[..., :t + 1, :], context[..., :t + 1, :])
+        raise Verdict(weights_problem(weights2, allowed, q, k2) or "future_changes_past",
+                      heatmap=leak_map(weights2, allowed), where=f"context{list(index)}",
+                      expected=num(was), got=num(got), t=t)
 
 
 @pytest.mark.check("attend.softmax")
 @pytest.mark.parametrize("gain", [1.0, 100.0])
-def test_rows_sum_to_one(student, gain):
-    q, k, v = qkv(40, B, H)
-    _, weights = weights_of(student, q * gain, k, v)
+def test_rows_sum_to_one(student, seed, gain):
+    q, k, v = fresh_qkv(seed, 300)
     allowed = causal_mask(T)
-    rows = weights.double().sum(dim=-1)
-    if torch.isnan(weights).any() or not close(rows, torch.ones_like(rows), atol=1e-4):
-        raise Verdict(weights_diagnosis(weights, allowed) or "nan", where="weights[0, 0]",
-                      heatmap=leak_map(weights, allowed),
-                      detail=f"q×{gain:g}: row sums of weights[0, 0] = {fmt(rows[0, 0])}:")
+    context, weights = attend_judged(student, q, k, v)
+    sharp = weights if gain == 1.0 else attend_judged(student, q * gain, k, v)[1]
+    rows = sharp.double().sum(dim=-1)
+    if not bool(torch.isfinite(sharp).all()) or not close(rows, torch.ones_like(rows), atol=1e-4):
+        # At gain 100 the weights are nearly one-hot: a mistake is named from gain 1 if it shows.
+        key = weights_problem(weights, allowed, q, k) or \
+            weights_problem(sharp, allowed, q * gain, k) or "rows_not_one"
+        raise Verdict(key, heatmap=leak_map(sharp, allowed))
+    attention_gate(context, weights, q, k, v, allowed)
+
+
+BAND = causal_mask(T) & ~torch.ones(T, T, dtype=torch.bool).tril(-2)  # itself and one back
+EVERYTHING = torch.ones(1, 1, T, T, dtype=torch.bool)  # broadcast over [B,H]
 
 
 @pytest.mark.check("attend.mask_arg")
-def test_explicit_band_mask(student):
-    q, k, v = qkv(50, B, H)
-    band = causal_mask(T) & ~torch.ones(T, T, dtype=torch.bool).tril(-2)  # reads itself and one back
-    _, weights = weights_of(student, q, k, v, mask=band)
-    if torch.isnan(weights).any() or (weights[..., ~band] != 0).any():
+def test_explicit_band_mask(student, seed):
+    q, k, v = fresh_qkv(seed, 400)
+    context, weights = attend_judged(student, q, k, v, mask=BAND, probe="band")
+    if torch.isnan(weights).any() or (weights[..., ~BAND] != 0).any():
         if looks_causal(weights):
-            raise Verdict("mask_arg_ignored", heatmap=leak_map(weights, band),
-                          detail="mask = itself and one position back; ! = should be 0:")
-        raise Verdict("wrong_values", where="weights[0, 0] with a band mask ", expected="0 off the band",
-                      got="non-zero", heatmap=leak_map(weights, band),
-                      detail="mask = itself and one position back; ! = should be 0:")
-    rows = weights.double().sum(dim=-1)
-    if not close(rows, torch.ones_like(rows), atol=1e-4):
-        raise Verdict("mask_after_softmax", heatmap=leak_map(weights, band),
-                      detail=f"row sums {fmt(rows[0, 0])}")
+            raise Verdict("mask_arg_ignored", heatmap=leak_map(weights, BAND))
+        raise named(weights, BAND, q, k, "weights_leak")
+    attention_gate(context, weights, q, k, v, BAND)
 
 
 @pytest.mark.check("attend.mask_arg")
-def test_all_visible_mask(student):
-    q, k, v = qkv(55, B, H)
-    everything = torch.ones(1, 1, T, T, dtype=torch.bool)  # broadcast over [B,H]
-    _, weights = weights_of(student, q, k, v, mask=everything)
-    if not (weights[..., ~causal_mask(T)] > 0).all():
-        raise Verdict("mask_arg_ignored" if looks_causal(weights) else "wrong_values",
-                      where="weights[0, 0] with an all-True mask ",
-                      expected="every weight > 0", got="zeros above the diagonal",
-                      heatmap=leak_map(weights, torch.ones(T, T, dtype=torch.bool)),
-                      detail="an explicit mask replaces the causal default:")
+def test_all_visible_mask(student, seed):
+    q, k, v = fresh_qkv(seed, 410)
+    everything = torch.ones(T, T, dtype=torch.bool)
+    context, weights = attend_judged(student, q, k, v, mask=EVERYTHING)
+    if torch.isnan(weights).any() or not bool((weights > 0).all()):
+        if looks_causal(weights):
+            raise Verdict("mask_arg_ignored", heatmap=leak_map(weights, everything))
+        key = weights_problem(weights, everything, q, k) or "weights_blocked"
+        if torch.isnan(weights).all():  # nothing read at all: a band mask tells why
+            _, band_weights = attend_judged(student, q, k, v, mask=BAND)
+            key = "mask_inverted" if weights_problem(band_weights, BAND) == "mask_inverted" else key
+        raise Verdict(key, heatmap=leak_map(weights, everything))
+    attention_gate(context, weights, q, k, v, everything)
 
 
 @pytest.mark.check("attend.return_weights")
-def test_return_values(student):
-    q, k, v = qkv(60, B, H)
-    shaped(student.attend(q, k, v), [B, H, T, D_HEAD], "attend(q, k, v)")
-    context, weights = weights_of(student, q, k, v)
-    shaped(context, [B, H, T, D_HEAD], "context")
-    shaped(weights, [B, H, T, T], "weights")
+def test_return_values(student, seed):
+    q, k, v = fresh_qkv(seed, 500)
+    plain = attend_any_rank(student, q, k, v)
+    if type(plain) is not torch.Tensor:
+        raise Verdict("wrong_type", expected="context", got=type(plain).__name__)
+    shaped(plain, [B, H, T, D_V])
+    context, weights = attend_judged(student, q, k, v)
+    attention_gate(context, weights, q, k, v, causal_mask(T))
+    if not same(plain, context):
+        index, got, want = first_difference(plain, context)
+        raise Verdict("wrong_values", where=f"attend(q, k, v){list(index)} ", expected=num(want),
+                      got=num(got))
 
 
 @pytest.mark.check("attend.batched_vs_loop")
-def test_batched_equals_loop(student):
-    q, k, v = qkv(70, B, H)
-    batched = shaped(student.attend(q, k, v), [B, H, T, D_HEAD], "attend(q[2,3,5,4], ...)")
-    per_head = [shaped(student.attend(q[:, h], k[:, h], v[:, h]), [B, T, D_HEAD], f"head {h}")
-                for h in range(H)]
-    looped = torch.stack(per_head, dim=1)
+def test_batched_equals_loop(student, seed):
+    q, k, v = fresh_qkv(seed, 600)
+    context, weights = attend_judged(student, q, k, v)
+    looped = torch.stack([attend_judged(student, q[:, h], k[:, h], v[:, h])[0]
+                          for h in range(H)], dim=1)  # [B,H,T,d_v]
     # Equal NaNs count as equal here: this check is about batching, not about the mask.
-    if not torch.allclose(batched.double(), looped.double(), atol=1e-5, rtol=1e-4, equal_nan=True):
+    if not torch.allclose(context.double(), looped.double(), atol=1e-5, rtol=1e-4, equal_nan=True):
         # Each head alone is right or wrong the same way in both; a difference means the heads
         # (or samples) are not independent, or the code does not treat the leading axes alike.
-        index, got, expected = first_difference(batched, looped)
-        raise Verdict("heads_mixed", detail=f"context{list(index)}: per-head loop {expected:.4f}, "
-                      f"batched {got:.4f}")
+        index, got, expected = first_difference(context, looped)
+        raise Verdict("heads_mixed", where=f"context{list(index)}", expected=num(expected),
+                      got=num(got))
+    attention_gate(context, weights, q, k, v, causal_mask(T))

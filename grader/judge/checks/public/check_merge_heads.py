@@ -1,46 +1,71 @@
-"""Public checks of merge_heads: the inverse of the lesson's split, concatenation in head order."""
+"""Public checks of merge_heads, cell by cell: feature h·d + i of position t is cell [b, h, t, i]
+of the heads (concatenation in head order, the inverse of the lesson's split), on the lesson's
+small example and on inputs drawn fresh for this grading."""
 import pytest
 import torch
 
-from grader.judge.checks.support import Verdict, expect_close, fmt, randn, shaped
-from grader.judge.checks.public.check_split_heads import by_the_lesson
+from grader.judge.checks.support import Verdict, fmt, fresh_randn, num, shaped
 
 B, T, H, D_HEAD = 2, 5, 3, 4
 
 
-def wrong_merges(heads):
-    """[B,H,T,d] merged the known wrong ways."""
-    batch, n_heads, positions, d = heads.shape
-    return [
-        ("merge_no_transpose", heads.reshape(batch, positions, n_heads * d)),
-        ("merge_head_minor", heads.permute(0, 2, 3, 1).reshape(batch, positions, n_heads * d)),
-    ]
+# Where feature j of position t of the merged [B,T,H*d] comes from in heads [B,H,T,d]: (h, t, i).
+def lesson_rule(t, j, heads, positions, d):
+    return j // d, t, j % d
+
+
+WRONG_RULES = {
+    # reshape straight from [B,H,T,d]: one head's positions glued together
+    "merge_no_transpose": lambda t, j, heads, positions, d: (
+        (t * heads * d + j) // (positions * d), (t * heads * d + j) // d % positions, j % d),
+    # permuted to [B,T,d,H] first: the heads' features interleaved
+    "merge_head_minor": lambda t, j, heads, positions, d: (j % heads, t, j // heads),
+}
+
+
+def first_cell_off(got, x, rule):
+    batch, heads, positions, d = x.shape
+    g, xs = got.tolist(), x.tolist()
+    for b in range(batch):
+        for t in range(positions):
+            for j in range(heads * d):
+                h, source_t, i = rule(t, j, heads, positions, d)
+                if g[b][t][j] != xs[b][h][source_t][i]:
+                    return [b, t, j], g[b][t][j], xs[b][h][source_t][i]
+    return None
+
+
+def expect_merged(got, x):
+    """Every feature where the lesson puts it; else a Verdict naming the layout it follows."""
+    batch, heads, positions, d = x.shape
+    if type(got) is torch.Tensor and list(got.shape) == [batch, positions, d]:
+        raise Verdict("merge_sum", expected=[batch, positions, heads * d], got=list(got.shape))
+    got = shaped(got, [batch, positions, heads * d])
+    off = first_cell_off(got, x, lesson_rule)
+    if off is not None:
+        key = next((name for name, rule in WRONG_RULES.items()
+                    if first_cell_off(got, x, rule) is None), "wrong_values")
+        index, g, e = off
+        raise Verdict(key, where=f"merged{index} ", expected=num(e), got=num(g))
 
 
 @pytest.mark.check("merge_heads.round_trip")
-def test_round_trip(student):
-    x = randn(B, T, H * D_HEAD, seed=11)
-    heads = by_the_lesson(x, H).contiguous()  # [B,H,T,d]
-    expect_close(student.merge_heads(heads), x, "merge_heads(split(x))", wrong_merges(heads))
+def test_round_trip(student, seed):
+    heads = fresh_randn(B, H, T, D_HEAD, seed=seed, salt=11)  # [B,H,T,d]
+    expect_merged(student.merge_heads(heads), heads)
 
 
 @pytest.mark.check("merge_heads.concat")
-def test_concatenation(student):
+def test_concatenation(student, seed):
     # One position, two heads: [a, b] = [1, 2] and [c, d] = [10, 20] -> [1, 2, 10, 20].
-    heads = torch.tensor([[[[1.0, 2.0]], [[10.0, 20.0]]]])  # [1,2,1,2]
-    got = student.merge_heads(heads)
-    if type(got) is torch.Tensor and list(got.shape) == [1, 1, 2]:
-        raise Verdict("merge_sum", detail=f"merge_heads([1, 2], [10, 20]) gave {fmt(got)}, "
-                                          "expected [[[1, 2, 10, 20]]]")
-    expect_close(got, torch.tensor([[[1.0, 2.0, 10.0, 20.0]]]), "merge_heads([1, 2], [10, 20])",
-                 wrong_merges(heads))
-
-
-@pytest.mark.check("merge_heads.concat")
-def test_shape_distinct_sizes(student):
-    heads = randn(B, H, T, D_HEAD, seed=12)
-    got = student.merge_heads(heads)
-    if type(got) is torch.Tensor and list(got.shape) == [B, T, D_HEAD]:
-        raise Verdict("merge_sum", detail=f"merge_heads(x[2,3,5,4]) has shape {list(got.shape)}, "
-                                          f"expected [2, 5, 12]")
-    shaped(got, [B, T, H * D_HEAD], "merge_heads(x[2,3,5,4])")
+    example = torch.tensor([[[[1.0, 2.0]], [[10.0, 20.0]]]])  # [1,2,1,2]
+    got = student.merge_heads(example)
+    try:
+        expect_merged(got, example)
+    except Verdict as verdict:
+        verdict.fields.update(where="merge_heads([1, 2], [10, 20]) ", expected="[[[1, 2, 10, 20]]]",
+                              got=fmt(got))
+        raise
+    # Then one position of heads drawn fresh (B, H, d distinct): concatenation in head order.
+    heads = fresh_randn(B, H, 1, D_HEAD, seed=seed, salt=12)  # [B,H,1,d]
+    expect_merged(student.merge_heads(heads), heads)

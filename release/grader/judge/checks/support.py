@@ -59,8 +59,7 @@ def tensor(value, what="a tensor"):
 def shaped(value, shape, what="the result"):
     t = tensor(value)
     if list(t.shape) != list(shape):
-        raise Verdict("wrong_shape", expected=list(shape), got=list(t.shape),
-                      detail=f"{what}: expected {list(shape)}, got {list(t.shape)}")
+        raise Verdict("wrong_shape", expected=list(shape), got=list(t.shape))
     return t
 
 
@@ -74,22 +73,38 @@ def close(a, b, atol=ATOL, rtol=RTOL):
     return bool(torch.allclose(a64, b64, atol=atol, rtol=rtol))
 
 
+def num(v, digits=4):
+    """One number as every feedback line writes numbers: up to 4 decimals, no trailing zeros."""
+    v = float(v)
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "-inf" if v < 0 else "inf"
+    text = f"{v:.{digits}f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def same(a, b, atol=ATOL, rtol=RTOL):
+    """Like `close`, but NaN (or ±inf) where the other has NaN (or the same inf) counts as equal:
+    a known-wrong variant that gives NaN gives it in the same cells as the student's code."""
+    if type(a) is not torch.Tensor or type(b) is not torch.Tensor or a.shape != b.shape:
+        return False
+    return bool(torch.allclose(a.double(), b.double(), atol=atol, rtol=rtol, equal_nan=True))
+
+
 def fmt(t, digits=4):
-    """A compact, language-neutral rendering of a small tensor slice."""
+    """A compact, language-neutral rendering of a small tensor slice (numbers as `num`)."""
     if type(t) is not torch.Tensor:
         return describe_value(t)
     if t.dtype == torch.bool:
         return str(t.int().tolist())
-    values = t.double().tolist()
 
     def one(v):
         if isinstance(v, list):
             return "[" + ", ".join(one(x) for x in v) + "]"
-        if math.isnan(v):
-            return "nan"
-        return f"{v:.{digits}f}".rstrip("0").rstrip(".") if v == v else "nan"
+        return num(v, digits)
 
-    return one(values)
+    return one(t.double().tolist())
 
 
 def first_difference(got, expected):
@@ -107,12 +122,11 @@ def first_difference(got, expected):
 def mismatch(got, expected, where, variants=(), key="wrong_values"):
     """Raise a Verdict for values that differ, naming a known mistake when one matches."""
     for name, candidate in variants:
-        if close(got, candidate) and not close(got, expected):
+        if same(got, candidate) and not same(got, expected):
             key = name
             break
     index, g, e = first_difference(got, expected)
-    detail = f"{where} at index {list(index)}: expected {e:.4f}, got {g:.4f}"
-    raise Verdict(key, detail=detail, where=where + " ", expected=f"{e:.4f}", got=f"{g:.4f}")
+    raise Verdict(key, where=f"{where}{list(index)} ", expected=num(e), got=num(g))
 
 
 def expect_close(got, expected, where, variants=()):
@@ -153,31 +167,219 @@ def causal_mask(t):
     return torch.ones(t, t, dtype=torch.bool).tril()
 
 
-def weights_diagnosis(weights, allowed):
-    """Name the mask or softmax mistake that weights [..., T, T] show, from their shape alone.
+# -- what attention weights show ------------------------------------------------------------
+# Public checks judge attend by its defining relations, cell by cell, not by a second attend:
+#   for cells j, j' a query may read: log w[i,j] - log w[i,j'] == c·(q_i·k_j - q_i·k_j'),
+#   c = 1/√d;
+#   cells it may not read are exactly 0; each row sums to 1; context == weights @ v.
+TINY = 1e-30      # a weight at or below this underflowed: it counts as 0
+FIT_TOL = 2e-3    # on log-weights: float32 rounding of scores up to a few hundred stays far below
+C_MIN = 0.01      # the smallest factor that still counts as weights computed from q·kᵀ
 
-    `allowed` is the bool [T, T] of positions that may be read.  Returns a message key or None.
-    """
-    w = weights.double().reshape(-1, *weights.shape[-2:])  # [N,T,T]
-    t = w.shape[-1]
-    nan_rows = torch.isnan(w).any(dim=-1).any(dim=0)  # [T]
-    if nan_rows.any():
-        return "mask_diagonal" if bool(nan_rows[0]) and not bool(nan_rows[1:].any()) else "nan"
-    leaks = (w.abs() > 1e-6) & ~allowed
-    if leaks.any():
-        lower = torch.ones(t, t, dtype=torch.bool).tril(-1)
-        if t > 1 and not (w.abs() > 1e-6)[:, lower].any():
-            return "mask_anti_causal"
-        if not leaks[:, ~torch.ones(t, t, dtype=torch.bool).tril(1)].any():
-            return "mask_off_by_one"
-        return "mask_missing"
-    row_sums = w.sum(dim=-1)
-    if not torch.allclose(row_sums, torch.ones_like(row_sums), atol=1e-4):
-        col_sums = w.sum(dim=-2)
-        if torch.allclose(col_sums, torch.ones_like(col_sums), atol=1e-4):
-            return "softmax_dim"
-        return "mask_after_softmax"
+
+def dot_scores(q, k):
+    """q_i·k_j for every query i and key j, unscaled, in float64: [..., Tq, Tk]."""
+    return q.double() @ k.double().transpose(-2, -1)
+
+
+def fitted_factor(weights, scores, cells, axis=-1, strict=True):
+    """The c with log w = c·scores + (one constant per row; per column for axis=-2) on `cells`.
+
+    None when no such c exists: a cell that is NaN or negative, a residual above FIT_TOL, nothing
+    to fit (no row with two positive cells).  `strict`: a cell that underflowed to 0 must be one
+    the fit puts below 1e-20 (one-hot "attention" on a single cell per row fits nothing)."""
+    w = weights.double()
+    cells = cells.expand_as(w)
+    if torch.isnan(w[cells]).any() or (w[cells] < 0).any():
+        return None
+    live = cells & (w > TINY)
+    s = scores.double().expand_as(w)
+    y = torch.where(live, w.clamp_min(TINY).log(), torch.zeros_like(w))
+    n = live.sum(axis, keepdim=True).clamp_min(1)
+    y_mean, s_mean = (y * live).sum(axis, keepdim=True) / n, (s * live).sum(axis, keepdim=True) / n
+    y_c, s_c = (y - y_mean) * live, (s - s_mean) * live
+    spread = float((s_c * s_c).sum())
+    if spread < 1e-9:
+        return None
+    c = float((y_c * s_c).sum()) / spread
+    if float((y_c - c * s_c).abs().max()) > FIT_TOL * (1 + abs(c)):
+        return None
+    dead = cells & ~live
+    if strict and dead.any() and bool(((y_mean + c * (s - s_mean))[dead] > math.log(1e-20)).any()):
+        return None
+    return c
+
+
+def weights_factor(weights, q, k, allowed):
+    """The factor c of the first relation the weights follow, or None: rows over the readable
+    cells, rows over every cell that got weight (another mask), columns (softmax over the wrong
+    axis), or rows of k·qᵀ (scores transposed).  A named mistake keeps its scale judged."""
+    scores = dot_scores(q, k)
+    w = weights.double()
+    finite_rows = ~torch.isnan(w).any(dim=-1, keepdim=True)  # a NaN row says nothing of the scale
+    live = (w > TINY) & finite_rows
+    relations = [(scores, allowed & finite_rows, -1), (scores, live, -1), (scores, allowed, -2)]
+    if scores.shape[-1] == scores.shape[-2]:
+        relations.append((scores.transpose(-2, -1), allowed & finite_rows, -1))
+    for s, cells, axis in relations:
+        c = fitted_factor(w, s, cells, axis, strict=False)
+        if c is not None and c > C_MIN:
+            return c
     return None
+
+
+def _pattern(weights, cells):
+    """Weight exactly on `cells` (positive there, 0 elsewhere) in every row that is not NaN."""
+    w = weights.double()
+    rows = ~torch.isnan(w).any(dim=-1, keepdim=True)
+    return bool(rows.any()) and bool((w > 0).any()) and \
+        bool((((w > 0) == cells.expand_as(w)) | ~rows).all())
+
+
+def _mask_mistake(weights, allowed):
+    """Which wrong mask the weights show by where they sit (mask mistakes need no scores)."""
+    t_q, t_k = allowed.shape[-2:]
+    w = weights.double()
+    if t_q == t_k and not torch.isnan(w).any():
+        below = torch.ones(t_q, t_k, dtype=torch.bool).tril()
+        if bool((allowed == below).all()):
+            if _pattern(w, below.T):
+                return "mask_anti_causal"
+            if _pattern(w, below | torch.ones(t_q, t_k, dtype=torch.bool).tril(1)):
+                return "mask_off_by_one"
+    # True read as "blocked": weight exactly where the mask says no; a row with nothing blocked
+    # is then all -inf, NaN after the softmax.
+    nan_rows = torch.isnan(w).any(dim=-1)  # [..., T]
+    if bool((~nan_rows | ~(~allowed).any(dim=-1)).all()) and _pattern(w, ~allowed.expand_as(w)):
+        return "mask_inverted"
+    return None
+
+
+def _row_sum_mistake(w, scores, allowed, c, d):
+    """Rows that follow the scores but do not sum to 1: which normalisation went wrong."""
+    sums = w.sum(dim=-1)  # [..., T]
+    every = torch.softmax(c * scores, dim=-1)  # normalised over every cell, the future included
+    if torch.allclose(sums, (every * allowed).sum(dim=-1), atol=1e-4):
+        return "mask_after_softmax"
+    if d and torch.allclose(sums, torch.full_like(sums, 1 / math.sqrt(d)), atol=1e-4):
+        return "scale_after_softmax"
+    return "rows_not_one"
+
+
+def weights_problem(weights, allowed, q=None, k=None):
+    """What weights [..., Tq, Tk] show, as a rubric key, or None when they are a softmax of some
+    positive multiple of q·kᵀ over the readable cells (the scale is the scale check's to judge).
+
+    `allowed` is the bool [Tq, Tk] of cells that may be read.  Without q and k (the module's
+    weights) only what the weights show alone is named.  A key is named only when the evidence
+    here shows it; otherwise the key says what was seen (weights_leak, nan, rows_not_one)."""
+    w = weights.double()
+    blocked = ~allowed.expand_as(w)
+    d = q.shape[-1] if q is not None else None
+    scores = dot_scores(q, k) if q is not None else None
+    if bool(blocked.any()) and bool(torch.isneginf(w[blocked]).all()) and (
+            bool((w[~blocked] < 0).any()) if scores is None else
+            torch.allclose(w[~blocked], (scores / math.sqrt(d))[~blocked], atol=1e-4)):
+        return "weights_prescores"  # -inf where blocked, raw scores (negative too) elsewhere
+    if bool(torch.isneginf(w).any()):
+        return "mask_after_softmax_inf" if bool(torch.isneginf(w[blocked]).all()) else "nan"
+    mask_mistake = _mask_mistake(w, allowed)
+    if mask_mistake:
+        return mask_mistake
+    nan_rows = torch.isnan(w).any(dim=-1).reshape(-1, w.shape[-2]).any(dim=0)  # [Tq]
+    if nan_rows.any():
+        diagonal = bool(nan_rows[0]) and not bool(nan_rows[1:].any()) and w.shape[-2] > 1 \
+            and bool((torch.diagonal(w, dim1=-2, dim2=-1)[..., 1:] == 0).all())
+        return "mask_diagonal" if diagonal else "nan"
+    if bool((w[blocked] != 0).any()):
+        return _leak_mistake(w, scores, allowed)
+    return _normalisation_mistake(w, scores, allowed, d)
+
+
+def _leak_mistake(w, scores, allowed):
+    if scores is not None:
+        everywhere = torch.ones_like(allowed)
+        if fitted_factor(w, scores, everywhere) is not None:
+            return "mask_missing"
+        if fitted_factor(w, scores.masked_fill(~allowed, 0.0), everywhere) is not None:
+            return "mask_fill_zero"
+    else:
+        # Masked scores set to 0: every blocked cell of a row gets the same weight, exp(0)/Z.
+        blocked = ~allowed.expand_as(w)
+        fill = torch.where(blocked, w, torch.full_like(w, float("nan")))
+        row_max = torch.where(blocked, fill, torch.full_like(w, -1.0)).amax(dim=-1, keepdim=True)
+        if bool(((w - row_max).abs()[blocked] < 1e-6).all()) and allowed.shape[-1] > 2:
+            return "mask_fill_zero"
+    return "weights_leak"
+
+
+def _normalisation_mistake(w, scores, allowed, d):
+    rows_ok = torch.allclose(w.sum(dim=-1), torch.ones_like(w[..., 0]), atol=1e-4)
+    cols = w.sum(dim=-2)
+    if not rows_ok and w.shape[-1] == w.shape[-2] and torch.allclose(cols, torch.ones_like(cols),
+                                                                      atol=1e-4):
+        return "softmax_dim"
+    if scores is None:
+        return None if rows_ok else _row_sums_alone(w, allowed)
+    c = fitted_factor(w, scores, allowed)
+    if c is None or c <= C_MIN:
+        if rows_ok and scores.shape[-1] == scores.shape[-2] and \
+                (fitted_factor(w, scores.transpose(-2, -1), allowed) or 0) > C_MIN:
+            return "scores_transposed"
+        return "weights_not_from_scores"
+    return None if rows_ok else _row_sum_mistake(w, scores, allowed, c, d)
+
+
+def _row_sums_alone(w, allowed):
+    """Without scores: a mask applied after the softmax leaves rows that block nothing summing
+    to 1 and every other row short of 1."""
+    sums = w.sum(dim=-1)  # [..., T]
+    free = ~(~allowed).any(dim=-1)  # rows where nothing is blocked
+    if bool(free.any()) and bool((~free).any()) and bool((sums[..., free] - 1).abs().max() < 1e-4) \
+            and bool((sums[..., ~free] < 1 - 1e-4).all()):
+        return "mask_after_softmax"
+    return "rows_not_one"
+
+
+def weights_diagnosis(weights, allowed):
+    """The mask or softmax mistake weights [..., T, T] show alone (no scores): a key or None."""
+    return weights_problem(weights, allowed)
+
+
+def judged_maps(student):
+    """The attention maps the checks judged, by probe name, for the feedback page's heatmaps."""
+    seed = getattr(student, "seed", None)
+    maps = getattr(student, "judged_maps", None)
+    if maps is None or getattr(student, "judged_seed", None) != seed:  # a proxy graded again
+        student.judged_maps, student.judged_seed = {}, seed
+    return student.judged_maps
+
+
+def record_judged(student, probe, q, k, v, mask, weights=None):
+    """Keep one [T, T] slice of inputs and judged weights for the page (the first one wins)."""
+    maps = judged_maps(student)
+    if probe in maps and maps[probe].get("weights") is not None:
+        return
+    first = (lambda t: t.reshape(-1, *t.shape[-2:])[0])  # noqa: E731
+    maps[probe] = {"q": first(q), "k": first(k), "v": first(v),
+                   "mask": None if mask is None else first(mask.expand(*q.shape[:-1], k.shape[-2])),
+                   "weights": None if weights is None else first(weights).detach().clone()}
+
+
+def attend_any_rank(student, q, k, v, **kwargs):
+    """student.attend on q of any rank; when it raises for fewer than 4 axes and the same data
+    with leading axes of 1 goes through, the Verdict names code written for [B,H,T,d] only."""
+    try:
+        return student.attend(q, k, v, **kwargs)
+    except StudentError as exc:
+        if q.dim() >= 4 or exc.not_implemented or exc.during == "import" or exc.memory_limit:
+            raise
+        lead = (1,) * (4 - q.dim())
+        try:
+            student.attend(*(t.reshape(*lead, *t.shape) for t in (q, k, v)), **kwargs)
+        except StudentError:
+            raise exc from None
+        raise Verdict("attend_only_4d", rank=q.dim(), type=exc.type, message=exc.message) from None
 
 
 def leak_map(weights, allowed):

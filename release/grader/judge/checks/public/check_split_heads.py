@@ -1,76 +1,110 @@
-"""Public checks of split_heads: shape, where every cell goes (the transpose trap), ValueError."""
+"""Public checks of split_heads, cell by cell: cell [b, h, t, i] of the result is feature h·d + i
+of position t (the transpose trap), on the lesson's 0..11 example and on an input drawn fresh for
+this grading; ValueError for an invalid number of heads."""
 import pytest
 import torch
 
-from grader.judge.checks.support import Verdict, expect_close, expect_student_error, fmt, randn, shaped
+from grader.judge.checks.support import Verdict, expect_student_error, fmt, fresh_randn, num, shaped
 
 # Sizes that all differ (B, T, H, d): a swapped axis changes the shape or the values.
 B, T, H, D_HEAD = 2, 5, 3, 4
 
 
-def by_the_lesson(x, heads):
-    """Head h, position t takes features h*d .. (h+1)*d of position t: written cell by cell."""
-    batch, positions, width = x.shape
-    d = width // heads
-    return torch.stack([x[:, :, h * d:(h + 1) * d] for h in range(heads)], dim=1)  # [B,H,T,d]
+# Where cell [b, h, t, i] of a [B,H,T,d] result comes from in x [B,T,D]: (position, feature).
+def lesson_rule(h, t, i, heads, positions, d):
+    return t, h * d + i
 
 
-def wrong_splits(x, heads):
-    """Known mistakes: the student's output is compared with each to name it."""
-    batch, positions, width = x.shape
-    d = width // heads
-    return [
-        ("split_no_transpose", x.reshape(batch, heads, positions, d)),
-        ("split_head_minor", x.reshape(batch, positions, d, heads).permute(0, 3, 1, 2)),
-    ]
-
-
+# The known mistakes, as the cell each one reads instead (named when every cell follows one).
+WRONG_RULES = {
+    # reshape straight to [B,H,T,d]: cells taken in memory order
+    "split_no_transpose": lambda h, t, i, heads, positions, d: divmod((h * positions + t) * d + i,
+                                                                      heads * d),
+    # the feature axis cut as (d, H): every H-th feature
+    "split_head_minor": lambda h, t, i, heads, positions, d: (t, i * heads + h),
+}
 # Shapes that name the mistake: [B,T,H,d] stopped before the transpose, [B,T,d,H] and [H,T,B,d]
 # swapped other axes.
 WRONG_SHAPES = {(B, T, H, D_HEAD): "split_no_transpose", (B, T, D_HEAD, H): "split_wrong_axes",
                 (H, T, B, D_HEAD): "split_wrong_axes", (T, B, H, D_HEAD): "split_wrong_axes"}
 
 
+def first_cell_off(got, x, heads, rule):
+    """The first cell [b, h, t, i] of `got` that is not x at the cell `rule` names, or None."""
+    batch, positions, width = x.shape
+    d = width // heads
+    g, xs = got.tolist(), x.tolist()
+    for b in range(batch):
+        for h in range(heads):
+            for t in range(positions):
+                for i in range(d):
+                    source_t, feature = rule(h, t, i, heads, positions, d)
+                    if g[b][h][t][i] != xs[b][source_t][feature]:
+                        return [b, h, t, i], g[b][h][t][i], xs[b][source_t][feature]
+    return None
+
+
+def expect_cells(got, x, heads):
+    """Every cell where the lesson puts it; else a Verdict naming the layout it follows."""
+    got = shaped(got, [x.shape[0], heads, x.shape[1], x.shape[2] // heads])
+    off = first_cell_off(got, x, heads, lesson_rule)
+    if off is not None:
+        key = next((name for name, rule in WRONG_RULES.items()
+                    if first_cell_off(got, x, heads, rule) is None), "wrong_values")
+        index, g, e = off
+        raise Verdict(key, where=f"heads{index} ", expected=num(e), got=num(g))
+
+
+def expect_rearranged(got, x, shape):
+    """The result holds exactly x's numbers, moved (a gate: the shape alone earns nothing)."""
+    got = shaped(got, shape)
+    if not torch.equal(got.reshape(-1).sort().values, x.reshape(-1).sort().values):
+        raise Verdict("values_not_from_input")
+    return got
+
+
 @pytest.mark.check("split_heads.shape")
-def test_shape(student):
-    x = randn(B, T, H * D_HEAD, seed=1)
+def test_shape(student, seed):
+    x = fresh_randn(B, T, H * D_HEAD, seed=seed, salt=1)
     got = student.split_heads(x, H)
     if type(got) is torch.Tensor and tuple(got.shape) in WRONG_SHAPES:
-        raise Verdict(WRONG_SHAPES[tuple(got.shape)],
-                      detail=f"split_heads(x[2,5,12], 3): shape {list(got.shape)}, "
-                             f"expected [B,H,T,d] = {[B, H, T, D_HEAD]}")
-    shaped(got, [B, H, T, D_HEAD], "split_heads(x[2,5,12], 3)")
+        raise Verdict(WRONG_SHAPES[tuple(got.shape)], expected=[B, H, T, D_HEAD],
+                      got=list(got.shape))
+    expect_rearranged(got, x, [B, H, T, D_HEAD])
 
 
 @pytest.mark.check("split_heads.transpose")
-def test_lesson_example(student):
-    x = torch.arange(12, dtype=torch.float32).reshape(1, 3, 4)
-    got = shaped(student.split_heads(x, 2), [1, 2, 3, 2], "split_heads(0..11, 2)")
-    for head, expected in ((0, [4.0, 5.0]), (1, [6.0, 7.0])):
-        if got[0, head, 1].tolist() != expected:
-            key = "split_no_transpose" if got[0, 0, 1].tolist() == [2.0, 3.0] else "wrong_values"
-            key = "split_head_minor" if got[0, 0, 1].tolist() == [4.0, 6.0] else key
-            raise Verdict(key, where=f"heads[0, {head}, 1] ", expected=expected,
-                          got=fmt(got[0, head, 1]),
-                          detail=f"x = arange(12).reshape(1,3,4), H=2: heads[0,{head},1] "
-                                 f"expected {expected}, got {fmt(got[0, head, 1])}")
-
-
-@pytest.mark.check("split_heads.transpose")
-def test_random_input(student):
-    x = randn(B, T, H * D_HEAD, seed=2)
-    got = student.split_heads(x, H)
-    expect_close(got, by_the_lesson(x, H), "split_heads(x[2,5,12], 3)", wrong_splits(x, H))
+def test_every_cell(student, seed):
+    # The lesson's example first: X = 0..11 as [1,3,4], H = 2: heads[0, 0, 1] = [4, 5],
+    # heads[0, 1, 1] = [6, 7].
+    example = torch.arange(12, dtype=torch.float32).reshape(1, 3, 4)
+    got = shaped(student.split_heads(example, 2), [1, 2, 3, 2])
+    if got[0, 0, 1].tolist() != [4.0, 5.0] or got[0, 1, 1].tolist() != [6.0, 7.0]:
+        try:
+            expect_cells(got, example, 2)
+        except Verdict as verdict:
+            verdict.fields.update(where="heads[0, :, 1] ", expected="[[4, 5], [6, 7]]",
+                                  got=fmt(got[0, :, 1]))
+            raise
+    x = fresh_randn(B, T, H * D_HEAD, seed=seed, salt=2)
+    expect_cells(student.split_heads(x, H), x, H)
 
 
 @pytest.mark.check("split_heads.errors")
 @pytest.mark.parametrize("width,heads", [(6, 4), (8, 0), (64, -2)])
-def test_invalid_heads(student, width, heads):
-    x = randn(1, 2, width, seed=3)
+def test_invalid_heads(student, seed, width, heads):
+    # A valid call first: raising ValueError for every input is not the skill.
+    x = fresh_randn(B, T, H * D_HEAD, seed=seed, salt=3)
+    valid = student.split_heads(x, H)
+    expect_rearranged(valid, x, list(valid.shape) if type(valid) is torch.Tensor else [])
+    bad = fresh_randn(1, 2, width, seed=seed, salt=4)
     case = f"split_heads(x[1,2,{width}], heads={heads})"
     try:
-        expect_student_error(lambda: student.split_heads(x, heads), case)
+        expect_student_error(lambda: student.split_heads(bad, heads), case)
     except Verdict as verdict:
-        if heads < 0 and verdict.key in ("no_error", "wrong_error"):
+        # heads=-2 went through the divisibility test: nothing raised, or a later line failed.
+        # An AssertionError is a check that is there, written as assert: wrong_error says so.
+        if heads < 0 and (verdict.key == "no_error" or verdict.key == "wrong_error"
+                          and verdict.fields.get("type") != "AssertionError"):
             raise Verdict("negative_heads") from None
         raise

@@ -1,0 +1,81 @@
+"""Precision of the named mistakes (issue 15): for every wrong solution in the corpus, the
+mistakes named anywhere in its report, in zh and in en, are exactly the one planted in it (its
+`# expect-key:` lines that are named mistakes), nothing else.  Outcomes ("wrong values", "raised",
+"follows from", what a check saw) name no mistake and are allowed anywhere.
+
+The gradings are shared with tests/test_corpus.py (one grading per submission per session)."""
+import re
+
+import pytest
+
+from grader.render import report
+from test_corpus import RUBRIC, WRONG, graded, header, ids
+
+# Keys that say what was seen, not which mistake it was.
+OUTCOMES = set(RUBRIC.outcome_keys) | {"follows_from"}
+MISTAKES = {key for key in RUBRIC.messages if key not in OUTCOMES
+            and not key.startswith("quiz_hint_")}
+OWN_EXERCISES = ("split_heads", "merge_heads", "attend")
+
+# Wrong solutions whose imprecise names come from the CausalSelfAttention checks, which another
+# helper is fixing in parallel: skipped with the reason; the lead clears this after the merge.
+# Their split_heads / merge_heads / attend cards are still held to precision below.
+PENDING_MODULE_HELPER = {
+    "merge_no_transpose.py": "module.causal says mask_missing above weights whose upper triangle is 0",
+    "split_no_transpose.py": "module.causal says mask_missing above weights whose upper triangle is 0",
+    "scores_transposed.py": "module.reference names qkv_order for k @ qᵀ scores (same numbers in the block)",
+    "bias.py": "module.param_count's param_count (what it counted): outcome or mistake is the module's call",
+    "mask_parameter.py": "module.param_count's param_count (what it counted): outcome or mistake is the module's call",
+    "uses_multihead_attention.py": "unknown_layout on three module cards (layout found by parameter names)",
+}
+
+
+def planted(path):
+    return {key for key in header(path)["expect-key"] if key in MISTAKES}
+
+
+def named_keys(checks):
+    return {v["key"] for c in checks for v in c["verdicts"] if v["key"] in MISTAKES}
+
+
+def signature(key, lang):
+    """The start of a mistake's message, up to its first placeholder: what a reader sees of it."""
+    text = RUBRIC.messages[key][lang]
+    return re.split(r"\{", text)[0][:40]
+
+
+def named_in_text(checks, lang):
+    text = "\n".join(report.feedback(RUBRIC, c, lang) for c in checks)
+    return {key for key in MISTAKES if len(signature(key, lang)) >= 8 and signature(key, lang) in text}
+
+
+def test_every_message_is_an_outcome_or_a_mistake():
+    assert MISTAKES and OUTCOMES & set(RUBRIC.messages)
+    for key in ("mask_missing", "scale_from_v", "mask_inverted", "attend_only_4d"):
+        assert key in MISTAKES, key
+    for key in ("wrong_values", "weights_not_from_scores", "weights_leak", "nan"):
+        assert key not in MISTAKES, key
+
+
+def own_cards(g):
+    return [c for c in g.data["checks"] if c["exercise"] in OWN_EXERCISES]
+
+
+@pytest.mark.parametrize("path", WRONG, ids=ids(WRONG))
+def test_attend_split_merge_cards_name_only_the_planted_mistake(path):
+    g = graded(path)
+    assert named_keys(own_cards(g)) <= planted(path)
+    for lang in ("zh", "en"):
+        assert named_in_text(own_cards(g), lang) <= planted(path), lang
+
+
+@pytest.mark.parametrize("path", WRONG, ids=ids(WRONG))
+def test_report_names_exactly_the_planted_mistake(path):
+    if path.name in PENDING_MODULE_HELPER:
+        pytest.skip(PENDING_MODULE_HELPER[path.name])
+    g = graded(path)
+    assert named_keys(g.data["checks"]) == planted(path)
+    # ... and no other mistake's words in the rendered text (the planted one's own text is proven
+    # present, filled in, by test_corpus.test_wrong_solution_feedback_names_the_mistake).
+    for lang in ("zh", "en"):
+        assert named_in_text(g.data["checks"], lang) <= planted(path), lang
