@@ -19,7 +19,7 @@ import threading
 
 from . import wire
 
-RUNTIME_FILES = ("worker.py", "wire.py", "copytask.py", "zygote.py")
+RUNTIME_FILES = ("worker.py", "wire.py", "copytask.py", "zygote.py", "contract.py")
 SANDBOX_WORK = "/submission"
 SANDBOX_RUNTIME = "/grader-runtime"
 UNPRIVILEGED = 65534  # nobody

@@ -5,10 +5,13 @@ mistake (the variant's name is a rubric message key).  Each variant is the lesso
 one knob turned; the kit's tests prove that each named mistake, written by hand as a student
 would, is caught and named.
 """
+import importlib.util
 import itertools
 import math
 
 import torch
+
+from . import reference
 
 # name -> knobs of `attention`; every name is a key of [messages] in rubric.toml.
 ATTEND_VARIANTS = {
@@ -24,15 +27,6 @@ ATTEND_VARIANTS = {
     "softmax_dim": {"softmax_dim": -2},
     "scores_transposed": {"scores": "kq"},
 }
-MODULE_VARIANTS = dict(ATTEND_VARIANTS, **{
-    "split_no_transpose": {"split": "no_transpose"},
-    "split_head_minor": {"split": "head_minor"},
-    "merge_no_transpose": {"merge": "no_transpose"},
-    "merge_head_minor": {"merge": "head_minor"},
-    "scale_sqrt_D": {"scale": "sqrt_D"},
-    "no_out_proj": {"out_proj": False},
-    "qkv_order": {"qkv": "interleaved"},
-})
 # Every other order of the fused [q | k | v] blocks is the same mistake, qkv_order.
 QKV_ORDERS = [p for p in itertools.permutations(range(3)) if p != (0, 1, 2)]
 
@@ -88,34 +82,94 @@ def merge(x, mode="ok"):
     return x.transpose(1, 2).reshape(b, t, heads * d)  # [B,T,D]
 
 
-def module_forward(x, wq, wk, wv, wo, heads, split_mode="ok", merge_mode="ok", out_proj=True,
-                   qkv="ordered", **attend_knobs):
-    """The block's forward with knobs; weights are [out, in] like nn.Linear.  -> (y, weights)."""
-    b, t, width = x.shape
-    if qkv == "interleaved":  # qkv(x) viewed as [B,T,H,3d] and cut per head
-        fused = (x @ torch.cat([wq, wk, wv]).T).reshape(b, t, heads, 3, width // heads)
-        q, k, v = (fused[..., i, :].transpose(1, 2) for i in range(3))  # [B,H,T,d]
-    else:
-        q, k, v = (split(x @ w.T, heads, split_mode) for w in (wq, wk, wv))
-    context, weights = attention(q, k, v, width=width, **attend_knobs)
-    merged = merge(context, merge_mode)
-    return (merged @ wo.T if out_proj else merged), weights
+# -- the block: each named mistake is the reference block with one knob turned ------------------
+def reference_copy(**overrides):
+    """A fresh copy of the reference (solutions/attention.py) with module-level names replaced:
+    the block's forward then calls the replaced split_heads, merge_heads or attend."""
+    spec = importlib.util.spec_from_file_location("reference_variant", reference.SOLUTION)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name, value in overrides.items():
+        setattr(module, name, value)
+    return module
 
 
-def module_variant(name, x, wq, wk, wv, wo, heads):
-    knobs = dict(MODULE_VARIANTS[name])
-    knobs["mask_mode"] = knobs.pop("mask", "tril")
-    knobs["split_mode"] = knobs.pop("split", "ok")
-    knobs["merge_mode"] = knobs.pop("merge", "ok")
-    return module_forward(x, wq, wk, wv, wo, heads, **knobs)
+def _attend_knob(name):
+    """attend replaced by the attend variant `name`, with its own default mask (the block's mask
+    argument ignored, as a forward that builds or skips its own mask does)."""
+    def attend(q, k, v, mask=None, return_weights=False):
+        context, weights = attend_variant(name, q, k, v)
+        return (context, weights) if return_weights else context
+    return attend
 
 
-def module_candidates(x, wq, wk, wv, wo, heads):
+def _scaled_by_width(q, k, v, mask=None, return_weights=False):
+    """The reference attend on q rescaled so the scores are divided by sqrt(D), not sqrt(d)."""
+    width = q.shape[1] * q.shape[-1]  # [B,H,T,d]: D = H * d
+    return reference.ref.attend(q * math.sqrt(q.shape[-1] / width), k, v, mask, return_weights)
+
+
+# name -> one knob: globals of the reference replaced, or the built block changed.
+MODULE_KNOBS = {
+    "split_no_transpose": {"split_heads": lambda x, heads: split(x, heads, "no_transpose")},
+    "split_head_minor": {"split_heads": lambda x, heads: split(x, heads, "head_minor")},
+    "merge_no_transpose": {"merge_heads": lambda x: merge(x, "no_transpose")},
+    "merge_head_minor": {"merge_heads": lambda x: merge(x, "head_minor")},
+    "scale_sqrt_D": {"attend": _scaled_by_width},
+}
+MODULE_VARIANTS = sorted(set(ATTEND_VARIANTS) | set(MODULE_KNOBS) | {"no_out_proj", "qkv_order"})
+
+
+def block(name, wq, wk, wv, wo, heads, max_len, knobs=None):
+    """The reference block (or one variant of it) holding the given [out, in] weights."""
+    module = reference.ref if knobs is None else reference_copy(**knobs)
+    width = wq.shape[1]
+    built = module.CausalSelfAttention(width, heads, max_len)
+    with torch.no_grad():
+        built.qkv.weight.copy_(torch.cat([wq, wk, wv]))
+        built.out_proj.weight.copy_(wo)
+    if name == "no_out_proj":
+        built.out_proj = torch.nn.Identity()
+    return built
+
+
+def _run(built, x):
+    with torch.no_grad():
+        return built(x, return_weights=True)  # (y [B,T,D], weights [B,H,T,T])
+
+
+_COPIES = {}
+
+
+def _knobs(name):
+    if name not in _COPIES:
+        _COPIES[name] = MODULE_KNOBS.get(name) or (
+            {"attend": _attend_knob(name)} if name in ATTEND_VARIANTS else None)
+    return _COPIES[name]
+
+
+def module_candidates(x, wq, wk, wv, wo, heads, max_len=None):
     """[(name, (y, weights))] for every module variant, the q|k|v orders included."""
+    max_len = max_len or x.shape[1]
     # q|k|v orders first: in the block, k|q|v and scores k @ qᵀ give the same numbers, and a
     # wrong attend is named by attend's own checks.
     blocks = (wq, wk, wv)
-    out = [("qkv_order", module_forward(x, *(blocks[i] for i in order), wo, heads))
+    out = [("qkv_order", _run(block("qkv_order", *(blocks[i] for i in order), wo, heads, max_len), x))
            for order in QKV_ORDERS]
-    return out + [(name, module_variant(name, x, wq, wk, wv, wo, heads))
-                  for name in MODULE_VARIANTS]
+    out.append(("qkv_order", _run(block("qkv_order", *_per_head(wq, wk, wv, heads), wo, heads,
+                                        max_len), x)))
+    for name in MODULE_VARIANTS:
+        if name == "qkv_order":
+            continue
+        out.append((name, _run(block(name, wq, wk, wv, wo, heads, max_len, _knobs(name)), x)))
+    return out
+
+
+def _per_head(wq, wk, wv, heads):
+    """The rows a forward that cuts qkv(x) per head as [B,T,H,3d] reads as q, k and v: the
+    fused weight's rows regrouped, so the reference's [q | k | v] split reads them that way."""
+    fused = torch.cat([wq, wk, wv])  # [3D, D]
+    width = wq.shape[0]
+    d = width // heads
+    per_head = fused.reshape(heads, 3, d, -1)  # row h*3d + j*d + i is head h, block j, row i
+    return tuple(per_head[:, j].reshape(width, -1) for j in range(3))
