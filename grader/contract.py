@@ -189,11 +189,17 @@ def inject(module, d_model, q, k, v, o):
 
 
 def read(module, d_model):
-    """{q, k, v, o}: the matrices behind the contract's names now (e.g. after training)."""
+    """{q, k, v, o}: the matrices behind the contract's names now (e.g. after training), and
+    {bias_q, ...} where a contract name holds a Linear with a bias (a named mistake)."""
     kind, slots = layout(module, d_model)
     if kind is None:
         return None
-    return _unblocks(kind, {n: s.matrix().detach().clone() for n, s in slots.items()})
+    matrices = _unblocks(kind, {n: s.matrix().detach().clone() for n, s in slots.items()})
+    biases = {n: getattr(getattr(module, n), "bias", None) for n in slots}
+    if all(isinstance(b, torch.Tensor) and b.dim() == 1 for b in biases.values()):
+        matrices.update({"bias_" + p: b for p, b in
+                         _unblocks(kind, {n: b.detach().clone() for n, b in biases.items()}).items()})
+    return matrices
 
 
 def grads(module, d_model, x, upstream):

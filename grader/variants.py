@@ -120,14 +120,18 @@ MODULE_KNOBS = {
 MODULE_VARIANTS = sorted(set(ATTEND_VARIANTS) | set(MODULE_KNOBS) | {"no_out_proj", "qkv_order"})
 
 
-def block(name, wq, wk, wv, wo, heads, max_len, knobs=None):
-    """The reference block (or one variant of it) holding the given [out, in] weights."""
+def block(name, wq, wk, wv, wo, heads, max_len, knobs=None, biases=None):
+    """The reference block (or one variant of it) holding the given [out, in] weights; `biases`
+    ({q, k, v, o} -> [out]) is the knob of the mistake `bias`."""
     module = reference.ref if knobs is None else reference_copy(**knobs)
     width = wq.shape[1]
     built = module.CausalSelfAttention(width, heads, max_len)
     with torch.no_grad():
         built.qkv.weight.copy_(torch.cat([wq, wk, wv]))
         built.out_proj.weight.copy_(wo)
+        if biases is not None:
+            built.qkv.bias = torch.nn.Parameter(torch.cat([biases[p] for p in "qkv"]))
+            built.out_proj.bias = torch.nn.Parameter(biases["o"].clone())
     if name == "no_out_proj":
         built.out_proj = torch.nn.Identity()
     return built
@@ -148,14 +152,17 @@ def _knobs(name):
     return _COPIES[name]
 
 
-def module_candidates(x, wq, wk, wv, wo, heads, max_len=None):
-    """[(name, (y, weights))] for every module variant, the q|k|v orders included."""
+def module_candidates(x, wq, wk, wv, wo, heads, max_len=None, biases=None):
+    """[(name, (y, weights))] for every module variant, the q|k|v orders included (and `bias`
+    when the student's block holds biases, read through the contract's names)."""
     max_len = max_len or x.shape[1]
+    head = [("bias", _run(block("bias", wq, wk, wv, wo, heads, max_len, biases=biases), x))] \
+        if biases else []
     # q|k|v orders first: in the block, k|q|v and scores k @ qᵀ give the same numbers, and a
     # wrong attend is named by attend's own checks.
     blocks = (wq, wk, wv)
-    out = [("qkv_order", _run(block("qkv_order", *(blocks[i] for i in order), wo, heads, max_len), x))
-           for order in QKV_ORDERS]
+    out = head + [("qkv_order", _run(block("qkv_order", *(blocks[i] for i in order), wo, heads,
+                                             max_len), x)) for order in QKV_ORDERS]
     out.append(("qkv_order", _run(block("qkv_order", *_per_head(wq, wk, wv, heads), wo, heads,
                                         max_len), x)))
     for name in MODULE_VARIANTS:

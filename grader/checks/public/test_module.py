@@ -76,6 +76,7 @@ def _numel(shape):
 # -- module.param_count -------------------------------------------------------------------------
 @pytest.mark.check("module.param_count")
 def test_parameter_count(student, seed):
+    untampered(student)
     module = student.module(D, H, MAX_LEN)
     weights = fresh_weights(seed, 10)
     inject(module, weights)
@@ -84,9 +85,7 @@ def test_parameter_count(student, seed):
     zero = shaped(run(module, torch.zeros(B, T, D)), [B, T, D], "y")
     if zero.abs().max() > 0:
         raise Verdict("bias", where="forward(0)", got=f"{zero.abs().max().item():.4f}")
-    inject(module, fresh_weights(seed, 30))
-    if close(run(module, x), y):
-        raise Verdict("projections_unused", names="qkv / q_proj, k_proj, v_proj, out_proj")
+    _each_projection_matters(module, weights, x, y, seed)
     description = describe(module)
     _survives_scramble(module, weights, x, y, seed, description)
     params = description.get("params") or []
@@ -94,6 +93,22 @@ def test_parameter_count(student, seed):
     if count != 4 * D * D:
         raise Verdict("param_count", expected=4 * D * D, got=count,
                       params=", ".join(f"{n}{s}" for n, s in params))
+
+
+def _each_projection_matters(module, weights, x, y, seed):
+    """A new matrix for each of W_q, W_k, W_v, W_out alone (written through the contract's names)
+    must move the output: forward uses all four projections."""
+    others = fresh_weights(seed, 30)
+    unused = []
+    for part, name in enumerate(("W_q", "W_k", "W_v", "W_out")):
+        changed = list(weights)
+        changed[part] = others[part]
+        inject(module, changed)
+        if close(run(module, x), y):
+            unused.append(name)
+    inject(module, weights)
+    if unused:
+        raise Verdict("projections_unused", names=", ".join(unused))
 
 
 def _survives_scramble(module, weights, x, y, seed, description):
@@ -115,6 +130,7 @@ REGISTERED = {"buffer": "register_buffer", "parameter": "nn.Parameter",
 
 @pytest.mark.check("module.mask_buffer")
 def test_mask_is_a_buffer(student, seed):
+    untampered(student)
     module = student.module(D, H, MAX_LEN)
     mask = describe(module).get("mask") or {}
     value = mask.get("value")
@@ -127,7 +143,8 @@ def test_mask_is_a_buffer(student, seed):
         key = "mask_anti_causal" if torch.equal(value, causal_mask(MAX_LEN).T) else "wrong_values"
         raise Verdict(key, where="mask[:3, :3] ", expected="[[1, 0, 0], [1, 1, 0], [1, 1, 1]]",
                       got=str(value[:3, :3].int().tolist()))
-    # Behaviour first: a step over every parameter must leave the weights exactly as they were.
+    # Behaviour first: after a step over every parameter the weights that were exactly 0 (the
+    # masked ones) must still be exactly 0, and no other: a parameter mask would be moved.
     weights = fresh_weights(seed, 40)
     inject(module, weights)
     x = fresh_randn(B, T, D, seed=seed, salt=50)
@@ -135,15 +152,16 @@ def test_mask_is_a_buffer(student, seed):
     module.contract("scramble", seed=seed + 1)
     inject(module, weights)
     _, after = run_weights(module, x)
-    if not close(after, before):
-        raise Verdict("mask_trained", **slice_fields(after, before, "weights"))
+    if after.shape != before.shape or not torch.equal(after == 0, before == 0):
+        raise Verdict("mask_trained", **slice_fields((after != 0).double(), (before != 0).double(),
+                                                     "weights != 0 "))
     if mask.get("registered") != "buffer":
         raise Verdict("mask_not_buffer", registered=REGISTERED.get(mask.get("registered"), "—"))
-    _follows_to_dtype(module, x)
+    _follows_to_dtype(module, x, before)
 
 
-def _follows_to_dtype(module, x):
-    """module.to(float64): the block runs in float64 and stays causal."""
+def _follows_to_dtype(module, x, before):
+    """module.to(float64): the block runs in float64 and masks the same positions as before."""
     module.contract("to_dtype", dtype="float64")
     try:
         out = module(x.double(), return_weights=True)
@@ -157,9 +175,9 @@ def _follows_to_dtype(module, x):
         raise Verdict("wrong_type", expected="float64 y after .to(torch.float64)",
                       got=str(got).replace("torch.", "") if not isinstance(got, tuple) else "tuple")
     weights = tensor(out[1])
-    if (weights.reshape(-1, T, T)[:, ~causal_mask(T)] != 0).any():
-        raise Verdict("mask_trained", where="float64 weights ", expected="0",
-                      got=f"{weights.reshape(-1, T, T)[:, ~causal_mask(T)].abs().max().item():.4f}")
+    if weights.shape != before.shape or not torch.equal(weights == 0, before == 0):
+        raise Verdict("wrong_values", **slice_fields((weights != 0).double(),
+                                                     (before != 0).double(), "float64 weights != 0 "))
 
 
 # -- module.shapes ------------------------------------------------------------------------------
@@ -259,38 +277,64 @@ def _reads_the_past(module, x, y, weights, seed):
 # Names that lead to torch's ready-made attention (matched inside names, attributes and strings).
 LIBRARY_PARTS = ("scaled_dot_product", "multi_head_attention", "MultiheadAttention",
                  "flex_attention", "TransformerEncoder", "TransformerDecoder")
-LIBRARY_NAMES = {"Transformer", "importlib", "__import__", "eval", "exec", "_C", "aten"}
+LIBRARY_NAMES = {"Transformer", "importlib", "__import__", "eval", "exec", "_C", "aten", "library"}
+# Names that reach into the grading process itself (the worker's code, frames, the object graph):
+# what the worker reports about the block could then be forged, so no registry-based point.
+TAMPER_NAMES = {"__main__", "gc", "inspect", "ctypes", "worker", "contract", "wire", "zygote",
+                "builtins", "__builtins__", "_getframe", "f_back", "f_globals", "f_locals",
+                "__globals__", "get_objects", "get_referrers", "meta_path", "settrace",
+                "setprofile", "sys.modules"}
 
 
 @pytest.mark.check("module.no_library_attention")
 def test_attention_by_hand(student, seed):
-    # Only a stub is excused; any other error of forward is another check's business.
-    try:
-        student.module(D, H, MAX_LEN)(fresh_randn(1, T, D, seed=seed, salt=90))
-    except StudentError as exc:
-        if exc.not_implemented or exc.during == "import":
-            raise
-    except WorkerFailure:
-        pass
-    routes = library_routes(student.source())
-    if routes:
-        raise Verdict("forbidden", what=", ".join(routes))
+    # Only a stub is excused, and only the library's own refusal counts against this check: any
+    # other error of forward or attend is another check's business.
+    x = fresh_randn(1, T, D, seed=seed, salt=90)
+    for call in (lambda: student.module(D, H, MAX_LEN)(x),
+                 lambda: student.attend(*(fresh_randn(1, H, T, 4, seed=seed, salt=91 + i)
+                                          for i in range(3)))):
+        try:
+            call()
+        except StudentError as exc:
+            if exc.not_implemented or exc.during == "import":
+                raise
+            if exc.is_a("LibraryAttentionDisabled"):
+                raise Verdict("forbidden", what="LibraryAttentionDisabled") from None
+        except WorkerFailure:
+            pass
+    library, tamper = source_routes(student.source())
+    if library or tamper:
+        raise Verdict("forbidden", what=", ".join(library + tamper))
 
 
-def library_routes(source):
-    """The routes to library attention the source shows, read without running it."""
+def untampered(student):
+    """A Verdict when the source reaches into the grading process (then the worker's readings of
+    torch's registries could be forged, and no point may rest on them)."""
+    _, tamper = source_routes(student.source())
+    if tamper:
+        raise Verdict("tampering", what=", ".join(tamper))
+
+
+def source_routes(source):
+    """(library routes, tampering routes) the source shows, read without running it."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return []
+        return [], []
     constants = _string_constants(tree)
-    found = set()
+    library, tamper = set(), set()
     for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "modules" \
+                and isinstance(node.value, ast.Name) and node.value.id == "sys":
+            tamper.add("sys.modules")
         for text in _texts(node, constants):
-            found |= {part for part in LIBRARY_PARTS if part in text}
+            library |= {part for part in LIBRARY_PARTS if part in text}
             if text in LIBRARY_NAMES:
-                found.add({"_C": "torch._C", "aten": "torch.ops.aten"}.get(text, text))
-    return sorted(found)
+                library.add({"_C": "torch._C", "aten": "torch.ops.aten"}.get(text, text))
+            if text in TAMPER_NAMES and not isinstance(node, ast.Constant):
+                tamper.add(text)
+    return sorted(library), sorted(tamper)
 
 
 def _texts(node, constants):

@@ -1,0 +1,90 @@
+"""Cheap imitations of the module's skill earn nothing (tests/submissions/imitation/).
+
+Each file imitates properties of CausalSelfAttention without the skill (an identity block, a
+block that is only out_proj, a lying self-description, library attention by an indirect route,
+a patched worker loop).  Its header names the checks it imitates:
+    # imitates: <check id or pattern>, ...
+and on each of them it must score no more than the untouched stub (exercises/attention.py), in
+every isolation mode this machine has: a plain subprocess, bubblewrap when it works, and a worker
+forked from the fork server in each.
+"""
+import fnmatch
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from grader import forkserver, grading, sandbox  # noqa: E402
+
+IMITATIONS = sorted((ROOT / "tests" / "submissions" / "imitation").glob("*.py"))
+STUB = ROOT / "exercises" / "attention.py"
+ISOLATIONS = ["process"] + (["bubblewrap"] if sandbox.bubblewrap_works() else [])
+MODES = [(isolation, fork) for isolation in ISOLATIONS for fork in (False, True)
+         if not fork or forkserver.supported(isolation)]
+IMITATES = re.compile(r"^# imitates: (.+?)\s*$", re.M)
+
+_servers, _graded = {}, {}
+
+
+def imitated(path):
+    match = IMITATES.search(path.read_text(encoding="utf-8"))
+    assert match, f"{path.name} has no '# imitates:' line"
+    return [p.strip() for p in match.group(1).split(",")]
+
+
+def _spawner(isolation):
+    if isolation not in _servers:
+        server = forkserver.ForkServer(isolation)
+        server.wait_ready()
+        _servers[isolation] = server
+    return _servers[isolation].spawn
+
+
+def graded(path, isolation, fork):
+    """{check id: score} of one grading, once per (file, mode)."""
+    key = (path, isolation, fork)
+    if key not in _graded:
+        sub, student = grading.start(str(path), isolation, None, _spawner(isolation) if fork else None)
+        data = grading.finish(sub, student)
+        assert data["metadata"]["isolation"] == isolation
+        _graded[key] = {c["id"]: c["score"] for c in data["checks"]}
+    return _graded[key]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def close_fork_servers():
+    yield
+    for server in _servers.values():
+        server.close()
+
+
+def test_the_suite_has_every_kind_of_imitation():
+    names = {p.stem for p in IMITATIONS}
+    assert {"identity_block", "out_proj_only", "lying_mask", "library_indirect",
+            "patched_worker"} <= names
+
+
+@pytest.mark.parametrize("mode", MODES, ids=[f"{i}{'-fork' if f else ''}" for i, f in MODES])
+@pytest.mark.parametrize("path", IMITATIONS, ids=[p.stem for p in IMITATIONS])
+def test_imitation_scores_no_more_than_the_stub(path, mode):
+    imitation, stub = graded(path, *mode), graded(STUB, *mode)
+    for pattern in imitated(path):
+        checks = fnmatch.filter(stub, pattern)
+        assert checks, f"no check matches {pattern}"
+        gained = {c: (imitation[c], stub[c]) for c in checks if imitation[c] > stub[c]}
+        assert gained == {}, f"{path.name} gains over the stub: {gained}"
+
+
+def test_the_correct_block_beats_every_imitation_on_what_they_imitate():
+    # The families are not trivially 0 for everyone: the reference earns each of them in full.
+    isolation, fork = MODES[0]
+    reference = graded(ROOT / "solutions" / "attention.py", isolation, fork)
+    for path in IMITATIONS:
+        for pattern in imitated(path):
+            for check in fnmatch.filter(reference, pattern):
+                assert reference[check] > graded(path, isolation, fork)[check], (path.name, check)
