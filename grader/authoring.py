@@ -28,7 +28,7 @@ RELEASE_GRADER_FILES = [
     "__init__.py", "__main__.py", "grading.py", "runner.py", "report.py", "rubric.py",
     "rubric.toml", "sandbox.py", "student.py", "submission.py", "wire.py", "worker.py",
     "copytask.py", "contract.py", "zygote.py", "watch.py", "hints.py", "submit.py", "manifest.py", "statefile.py",
-    "checks/__init__.py", "checks/support.py", "checks/pytest.ini",
+    "checks/__init__.py", "checks/support.py", "checks/scan.py", "checks/pytest.ini",
     "checks/public/__init__.py", "checks/public/test_split_heads.py",
     "checks/public/test_merge_heads.py", "checks/public/test_attend.py",
     "checks/public/test_module.py", "checks/public/test_quiz.py",

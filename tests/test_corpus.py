@@ -212,11 +212,12 @@ def test_isolation_is_recorded():
 
 
 # -- hostile submissions ---------------------------------------------------------------------
-# Checks that call the module's forward (and so attend, split_heads and merge_heads).
-FORWARD = ["module.shapes", "module.causal", "module.no_library_attention", "module.reference",
-           "module.gradients", "module.learns"]
-# Checks that only build the module: they never reach the student's functions.
-MODULE_BUILD = ["module.param_count", "module.mask_buffer"]
+# Checks that call the module's forward (and so attend, split_heads and merge_heads); the
+# parameter count and the mask buffer are judged from forward's outputs too.
+FORWARD = ["module.shapes", "module.causal", "module.reference", "module.gradients",
+           "module.learns", "module.param_count", "module.mask_buffer"]
+# Checks that never score forward's behaviour: a crash there must not cost them.
+MODULE_BUILD = ["module.no_library_attention"]
 ALL = ["*"]
 
 # name -> zero: patterns of checks that must score 0 and not pass; full: patterns of checks that

@@ -72,7 +72,7 @@ def test_gradients_match_reference(student, seed):
     if not isinstance(grads, dict) or "missing" in grads:
         missing = grads.get("missing") if isinstance(grads, dict) else None
         raise Verdict("wrong_values", where=f"{', '.join(map(str, missing or ['?']))}.grad ",
-                      expected="a gradient", got="None")
+                      expected="Tensor", got="None")
     names = {"q": "W_q", "k": "W_k", "v": "W_v", "o": "out_proj.weight"}
     for part, grad in expected.items():
         expect_close(grads.get(part), grad, f"{names[part]}.grad")
@@ -83,7 +83,7 @@ def test_learns_the_copy_task(student, seed):
     # About 0.1 s of training here; 20 s leaves room for a loaded grading machine.
     result = student.train_copy(seed=0, n_heads=copytask.N_HEADS, timeout=20)
     if not isinstance(result, dict) or not isinstance(result.get("state"), dict):
-        raise Verdict("wrong_type", expected="trained weights", got=type(result).__name__)
+        raise Verdict("wrong_type", expected="{losses, state}", got=type(result).__name__)
     state = {k: tensor(v, k) for k, v in result["state"].items()}
     lm = _kit_model(state)
     # The worker's losses are not trusted: the judge recomputes the loss on a fresh batch with
