@@ -251,16 +251,24 @@ def test_module_is_causal(student, seed):
     y_later = shaped(run(module, later), [B, T, D], "y")
     allowed = causal_mask(T)
     if not close(y_later[:, :CUT], y[:, :CUT]):
-        # The weights name the mask's mistake; weights without a leak mean the future came in
-        # some other way (a reshape that mixes positions), and the card says only that.
-        key = weights_diagnosis(weights, allowed) or "leak_outside_weights"
-        raise Verdict(key, heatmap=leak_map(weights, allowed),
+        raise Verdict(_leak_key(weights, allowed), heatmap=leak_map(weights, allowed),
                       **slice_fields(y_later[:, :CUT], y[:, :CUT], "y[:, :3] after x[:, 3:] changed"))
     if (weights.reshape(-1, T, T)[:, ~allowed] != 0).any():  # outputs causal, weights not
-        raise Verdict(weights_diagnosis(weights, allowed) or "mask_missing",
-                      heatmap=leak_map(weights, allowed), where="weights[..., 0, 1:] ",
+        raise Verdict(_leak_key(weights, allowed), heatmap=leak_map(weights, allowed),
+                      where="weights[..., 0, 1:] ",
                       expected="0", got=fmt(weights.reshape(-1, T, T)[0, 0, 1:]))
     _reads_the_past(module, x, y, weights, seed)
+
+
+def _leak_key(weights, allowed):
+    """The mistake the weights themselves show (a mask the wrong way round, off by one, the
+    diagonal masked, the softmax's axis), else only what was seen: the future leaks in, through
+    the weights (mask missing, filled with 0, ...: module.reference tells which) or outside them
+    (a reshape that mixes positions)."""
+    key = weights_diagnosis(weights, allowed)
+    if key == "mask_missing":
+        return "future_leaks"
+    return key or "leak_outside_weights"
 
 
 def _reads_the_past(module, x, y, weights, seed):
