@@ -3,7 +3,9 @@
 When a student's output matches one of these and not the reference, the feedback names the
 mistake (the variant's name is a rubric message key).  Each variant is the lesson's attention with
 one knob turned; the kit's tests prove that each named mistake, written by hand as a student
-would, is caught and named.
+would, is caught and named.  The block's variants are the reference block itself
+(solutions/attention.py) with one knob: one of its functions replaced in a fresh copy of the
+reference, its weights' blocks reordered, out_proj dropped, or the student's own biases added.
 """
 import importlib.util
 import itertools
@@ -120,12 +122,10 @@ MODULE_KNOBS = {
 MODULE_VARIANTS = sorted(set(ATTEND_VARIANTS) | set(MODULE_KNOBS) | {"no_out_proj", "qkv_order"})
 
 
-def block(name, wq, wk, wv, wo, heads, max_len, knobs=None, biases=None):
-    """The reference block (or one variant of it) holding the given [out, in] weights; `biases`
+def block(name, wq, wk, wv, wo, heads, max_len, biases=None):
+    """The reference block, or its variant `name`, holding the given [out, in] weights; `biases`
     ({q, k, v, o} -> [out]) is the knob of the mistake `bias`."""
-    module = reference.ref if knobs is None else reference_copy(**knobs)
-    width = wq.shape[1]
-    built = module.CausalSelfAttention(width, heads, max_len)
+    built = _reference_for(name).CausalSelfAttention(wq.shape[1], heads, max_len)
     with torch.no_grad():
         built.qkv.weight.copy_(torch.cat([wq, wk, wv]))
         built.out_proj.weight.copy_(wo)
@@ -137,19 +137,23 @@ def block(name, wq, wk, wv, wo, heads, max_len, knobs=None, biases=None):
     return built
 
 
-def _run(built, x):
-    with torch.no_grad():
-        return built(x, return_weights=True)  # (y [B,T,D], weights [B,H,T,T])
-
-
 _COPIES = {}
 
 
-def _knobs(name):
+def _reference_for(name):
+    """The reference itself, or (once per name) a copy of it with that variant's functions."""
+    knobs = MODULE_KNOBS.get(name) or ({"attend": _attend_knob(name)} if name in ATTEND_VARIANTS
+                                       else None)
+    if knobs is None:
+        return reference.ref
     if name not in _COPIES:
-        _COPIES[name] = MODULE_KNOBS.get(name) or (
-            {"attend": _attend_knob(name)} if name in ATTEND_VARIANTS else None)
+        _COPIES[name] = reference_copy(**knobs)
     return _COPIES[name]
+
+
+def _run(built, x):
+    with torch.no_grad():
+        return built(x, return_weights=True)  # (y [B,T,D], weights [B,H,T,T])
 
 
 def module_candidates(x, wq, wk, wv, wo, heads, max_len=None, biases=None):
@@ -168,7 +172,7 @@ def module_candidates(x, wq, wk, wv, wo, heads, max_len=None, biases=None):
     for name in MODULE_VARIANTS:
         if name == "qkv_order":
             continue
-        out.append((name, _run(block(name, wq, wk, wv, wo, heads, max_len, _knobs(name)), x)))
+        out.append((name, _run(block(name, wq, wk, wv, wo, heads, max_len), x)))
     return out
 
 
