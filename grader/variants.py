@@ -125,7 +125,7 @@ MODULE_VARIANTS = sorted(set(ATTEND_VARIANTS) | set(MODULE_KNOBS) | {"no_out_pro
 def block(name, wq, wk, wv, wo, heads, max_len, biases=None):
     """The reference block, or its variant `name`, holding the given [out, in] weights; `biases`
     ({q, k, v, o} -> [out]) is the knob of the mistake `bias`."""
-    built = _reference_for(name).CausalSelfAttention(wq.shape[1], heads, max_len)
+    built = reference_for(name).CausalSelfAttention(wq.shape[1], heads, max_len)
     with torch.no_grad():
         built.qkv.weight.copy_(torch.cat([wq, wk, wv]))
         built.out_proj.weight.copy_(wo)
@@ -140,7 +140,7 @@ def block(name, wq, wk, wv, wo, heads, max_len, biases=None):
 _COPIES = {}
 
 
-def _reference_for(name):
+def reference_for(name):
     """The reference itself, or (once per name) a copy of it with that variant's functions."""
     knobs = MODULE_KNOBS.get(name) or ({"attend": _attend_knob(name)} if name in ATTEND_VARIANTS
                                        else None)

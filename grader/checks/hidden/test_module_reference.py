@@ -1,12 +1,14 @@
 """Hidden checks of CausalSelfAttention against the reference block (solutions/attention.py),
 with the judge's weights written through the contract's names and inputs fresh for each grading:
 outputs and weights with the named mistakes, gradients, and learning the copy task."""
+import contextlib
+
 import pytest
 import torch
 
 from ... import copytask
-from ...student import StudentError
-from ...variants import block, module_candidates
+from ...student import StudentError, WorkerFailure
+from ...variants import block, module_candidates, reference_for
 from ..public.test_module import (describe, fresh_weights, inject, run, run_weights, shaped,
                                   slice_fields)
 from ..support import Verdict, close, expect_close, fmt, fresh, fresh_randn, tensor
@@ -41,7 +43,8 @@ def test_output_matches_reference(student, seed):
     with torch.no_grad():
         expected = block("reference", *w, H, MAX_LEN)(x)
     named = [(name, y) for name, (y, _) in candidates(module, x, w)]
-    expect_close(run(module, x), expected, "y = forward(x)", named)
+    with telling_qkv_from_scores(student, seed):
+        expect_close(run(module, x), expected, "y = forward(x)", named)
 
 
 @pytest.mark.check("module.reference")
@@ -53,7 +56,27 @@ def test_weights_match_reference(student, seed):
     if list(got.shape) == [B, T, T] and close(got, expected.mean(dim=1)):
         raise Verdict("weights_averaged")
     named = [(name, wts) for name, (_, wts) in candidates(module, x, w)]
-    expect_close(got, expected, "weights [B,H,T,T]", named)
+    with telling_qkv_from_scores(student, seed):
+        expect_close(got, expected, "weights [B,H,T,T]", named)
+
+
+@contextlib.contextmanager
+def telling_qkv_from_scores(student, seed):
+    """In the block, q and k swapped (k | q | v) and scores k @ qᵀ give the same numbers: the
+    student's own attend, on fresh input, tells which of the two it is."""
+    try:
+        yield
+    except Verdict as verdict:
+        if verdict.key != "qkv_order":
+            raise
+        q, k, v = (fresh_randn(1, H, T, D // H, seed=seed, salt=290 + i) for i in range(3))
+        try:
+            own = student.attend(q, k, v)
+        except (StudentError, WorkerFailure):
+            raise verdict from None
+        if close(own, reference_for("scores_transposed").attend(q, k, v)):
+            raise Verdict("scores_transposed", heatmap=verdict.heatmap, **verdict.fields) from None
+        raise
 
 
 @pytest.mark.check("module.gradients")

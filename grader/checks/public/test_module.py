@@ -105,11 +105,12 @@ def test_parameter_count(student, seed):
 
 
 def _each_projection_matters(module, weights, x, y, seed):
-    """A new matrix for each of W_q, W_k, W_v, W_out alone (written through the contract's names)
-    must move the output: forward uses all four projections."""
+    """A new matrix for each of W_q, W_k, W_v alone (written through the contract's names) must
+    move the output: attention reads all three.  (A forward without out_proj is the mistake
+    no_out_proj, named by module.reference.)"""
     others = fresh_weights(seed, 30)
     unused = []
-    for part, name in enumerate(("W_q", "W_k", "W_v", "W_out")):
+    for part, name in enumerate(("W_q", "W_k", "W_v")):
         changed = list(weights)
         changed[part] = others[part]
         inject(module, changed)
