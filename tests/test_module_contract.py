@@ -147,3 +147,40 @@ def test_each_module_variant_is_one_knob_on_the_reference():
         assert not torch.allclose(y, expected, atol=1e-5), name
     biased = variants.module_candidates(x, *w, 3, 8, biases={p: torch.ones(12) for p in "qkvo"})
     assert biased[0][0] == "bias"
+
+
+CHECK_FILES = [ROOT / "grader" / "checks" / part for part in (
+    "public/test_module.py", "public/test_quiz.py", "hidden/test_module_reference.py",
+    "hidden/test_quiz_answers.py")]
+
+
+def _verdicts(path):
+    """(key or None, keyword names) of every Verdict(...) call in a check file."""
+    import ast
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Verdict":
+            first = node.args[0] if node.args else None
+            key = first.value if isinstance(first, ast.Constant) else None
+            yield key, {k.arg for k in node.keywords}
+
+
+@pytest.mark.parametrize("path", CHECK_FILES, ids=lambda p: p.name)
+def test_the_module_checks_speak_only_through_the_rubric(path):
+    from grader import rubric
+
+    messages = rubric.load().messages
+    for key, keywords in _verdicts(path):
+        assert "detail" not in keywords, f"{path.name}: English detail= prose"
+        if key is not None:
+            assert key in messages, f"{path.name}: {key} is not a rubric message"
+    quiz_keys = {"quiz_wrong_" + c.id.split(".", 1)[1] for c in rubric.load().checks
+                 if c.exercise == "quiz" and c.visibility == "hidden"}
+    assert quiz_keys <= set(messages)  # test_quiz_answers builds its key from the check id
+
+
+def test_the_quiz_check_holds_no_answers():
+    text = (ROOT / "grader" / "checks" / "hidden" / "test_quiz_answers.py").read_text(encoding="utf-8")
+    for name in ("Q1_SHAPE", "Q1_FORMAL_PARAMS", "Q2_CORRECT"):
+        assert repr(getattr(ref, name)) not in text
+    assert "16384" not in text and "(1, 1, 3, 4)" not in text
