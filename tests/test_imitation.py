@@ -1,8 +1,8 @@
 """Cheap imitations of the module's skill earn nothing (tests/submissions/imitation/).
 
 Each file imitates properties of CausalSelfAttention without the skill (an identity block, a
-block that is only out_proj, a lying self-description, library attention by an indirect route,
-a patched worker loop).  Its header names the checks it imitates:
+block that is only out_proj, a block whose attention is uniform, a lying self-description,
+library attention by an indirect route, a patched worker loop).  Its header names the checks it imitates:
     # imitates: <check id or pattern>, ...
 and on each of them it must score no more than the untouched stub (exercises/attention.py), in
 every isolation mode this machine has: a plain subprocess, bubblewrap when it works, and a worker
@@ -65,7 +65,7 @@ def close_fork_servers():
 
 def test_the_suite_has_every_kind_of_imitation():
     names = {p.stem for p in IMITATIONS}
-    assert {"identity_block", "out_proj_only", "lying_mask", "library_indirect",
+    assert {"identity_block", "out_proj_only", "uniform_block", "lying_mask", "library_indirect",
             "patched_worker"} <= names
 
 
