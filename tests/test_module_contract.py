@@ -25,6 +25,8 @@ ROUTES = {
     "aten cpu flash kernel": "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q)",
     "nn.MultiheadAttention": "torch.nn.MultiheadAttention(4, 2)",
     "multi_head_attention_forward": "torch.nn.functional.multi_head_attention_forward()",
+    "flex_attention": "from torch.nn.attention.flex_attention import flex_attention",
+    "flex_attention module": "import torch.nn.attention.flex_attention as m; m.flex_attention(q, q, q)",
 }
 
 
