@@ -45,11 +45,11 @@ def disable_library_attention(torch_module):
     functional.multi_head_attention_forward = refuse
     torch_module.nn.MultiheadAttention.__init__ = refuse
     torch_module.nn.MultiheadAttention.forward = refuse
-    _refuse_flex_attention(torch_module, refuse)
+    _refuse_flex_attention(refuse)
     disable_library_attention.keep = library  # the registrations live as long as the library
 
 
-def _refuse_flex_attention(torch_module, refuse):
+def _refuse_flex_attention(refuse):
     """flex_attention runs eagerly on CPU too: its module is replaced, before anyone imports it,
     by one whose every name raises; the higher-order op it calls refuses as well."""
     import sys
@@ -58,9 +58,9 @@ def _refuse_flex_attention(torch_module, refuse):
     stub = types.ModuleType("torch.nn.attention.flex_attention")
     stub.__getattr__ = lambda name: refuse()  # PEP 562: every name of the module raises
     sys.modules[stub.__name__] = stub
-    import torch.nn.attention  # noqa: F401 (the parent package, so the stub is its attribute)
-
-    torch_module.nn.attention.flex_attention = stub
+    parent = sys.modules.get("torch.nn.attention")  # imported with torch
+    if parent is not None:
+        parent.flex_attention = stub
     operators = sys.modules.get("torch._higher_order_ops.flex_attention")
     if operators is not None:
         operators.flex_attention = refuse
