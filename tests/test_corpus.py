@@ -215,11 +215,12 @@ def test_isolation_is_recorded():
 
 
 # -- hostile submissions ---------------------------------------------------------------------
-# Checks that call the module's forward (and so attend, split_heads and merge_heads).
-FORWARD = ["module.shapes", "module.causal", "module.no_library_attention", "module.reference",
-           "module.gradients", "module.learns"]
-# Checks that only build the module: they never reach the student's functions.
-MODULE_BUILD = ["module.param_count", "module.mask_buffer"]
+# Checks that call the module's forward (and so attend, split_heads and merge_heads); the
+# parameter count and the mask buffer are judged from forward's outputs too.
+FORWARD = ["module.shapes", "module.causal", "module.reference", "module.gradients",
+           "module.learns", "module.param_count", "module.mask_buffer"]
+# Checks that never score forward's behaviour: a crash there must not cost them.
+MODULE_BUILD = ["module.no_library_attention"]
 ALL = ["*"]
 
 # name -> zero: patterns of checks that must score 0 and not pass; full: patterns of checks that
@@ -379,3 +380,14 @@ def test_what_the_student_prints_is_captured():
     data = grading.grade(str(SUBMISSIONS / "correct" / "notebook.ipynb"), isolation="process",
                          visibilities=("public",))
     assert "0.5735" in data["metadata"]["student_output"]  # the notebook prints its weights
+
+
+def test_a_check_that_cannot_run_says_so_and_names_nothing_else():
+    # forward fails for T < max_len (the mask is not cropped): module.shapes names the mistake;
+    # the checks that needed forward say they could not run, and the library check still passes.
+    g = graded(SUBMISSIONS / "wrong" / "mask_not_cropped.py")
+    assert "mask_not_cropped" in g.keys("module.shapes")
+    for check_id in ("module.param_count", "module.mask_buffer", "module.causal",
+                     "module.reference", "module.gradients"):
+        assert g.keys(check_id) == {"cannot_run"}, (check_id, g.keys(check_id))
+    assert g.by_id["module.no_library_attention"]["status"] == "passed"

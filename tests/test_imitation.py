@@ -1,48 +1,94 @@
-"""Cheap imitations of the skill (tests/submissions/imitation/): each imitates the properties of
-split_heads, merge_heads or attend (shapes, rows summing to 1, a zero upper triangle, answers for
-the fixed examples) without doing the work.  Each must score no more than the stub on every check
-of the families it imitates; the header names them:
-      # imitates: attend            (exercise names, comma-separated)
-      # how: <one line>
-Graded with CORPUS_ISOLATION (bubblewrap where it works, like the corpus), one process each."""
-import os
+"""Cheap imitations of the skill earn nothing (tests/submissions/imitation/).
+
+Each file imitates properties without the skill: of split_heads, merge_heads and attend (uniform
+or random causal weights, shapes only, a memorised table for fixed inputs, faked context or
+weights) or of CausalSelfAttention (an identity block, a block that is only out_proj, a block
+whose attention is uniform, a lying self-description, library attention by an indirect route, a
+patched worker loop).  Its header names the checks it imitates:
+    # imitates: <check id or pattern>, ...
+and on each of them it must score no more than the untouched stub (exercises/attention.py), in
+every isolation mode this machine has: a plain subprocess, bubblewrap when it works, and a worker
+forked from the fork server in each.
+"""
+import fnmatch
+import re
+import sys
 from pathlib import Path
 
 import pytest
 
-from grader.authoring import stubs as authoring
-from grader.judge import grading
-
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from grader.judge import grading  # noqa: E402
+from grader.sandbox import forkserver, launch as sandbox  # noqa: E402
+
 IMITATIONS = sorted((ROOT / "tests" / "submissions" / "imitation").glob("*.py"))
-ISOLATION = os.environ.get("CORPUS_ISOLATION", "auto")
+STUB = ROOT / "exercises" / "attention.py"
+ISOLATIONS = ["process"] + (["bubblewrap"] if sandbox.bubblewrap_works() else [])
+MODES = [(isolation, fork) for isolation in ISOLATIONS for fork in (False, True)
+         if not fork or forkserver.supported(isolation)]
+IMITATES = re.compile(r"^# imitates: (.+?)\s*$", re.M)
+
+_servers, _graded = {}, {}
 
 
-def families(path):
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith("# imitates: "):
-            return [name.strip() for name in line[len("# imitates: "):].split(",")]
-    return []
+def imitated(path):
+    match = IMITATES.search(path.read_text(encoding="utf-8"))
+    assert match, f"{path.name} has no '# imitates:' line"
+    return [p.strip() for p in match.group(1).split(",")]
 
 
-@pytest.fixture(scope="module")
-def stub_scores():
-    data = grading.grade(authoring.EXERCISE, isolation=ISOLATION)
-    return {c["id"]: c["score"] for c in data["checks"]}
+def _spawner(isolation):
+    if isolation not in _servers:
+        server = forkserver.ForkServer(isolation)
+        server.wait_ready()
+        _servers[isolation] = server
+    return _servers[isolation].spawn
 
 
-def test_the_suite_imitates_every_family():
-    covered = {family for path in IMITATIONS for family in families(path)}
-    assert covered >= {"split_heads", "merge_heads", "attend"}
-    assert len(IMITATIONS) >= 6
+def graded(path, isolation, fork):
+    """{check id: score} of one grading, once per (file, mode)."""
+    key = (path, isolation, fork)
+    if key not in _graded:
+        sub, student = grading.start(str(path), isolation, None, _spawner(isolation) if fork else None)
+        data = grading.finish(sub, student)
+        assert data["metadata"]["isolation"] == isolation
+        _graded[key] = {c["id"]: c["score"] for c in data["checks"]}
+    return _graded[key]
 
 
-@pytest.mark.parametrize("path", IMITATIONS, ids=[p.name for p in IMITATIONS])
-def test_imitation_scores_no_more_than_the_stub(path, stub_scores):
-    imitated = families(path)
-    assert imitated, "a '# imitates:' line"
-    data = grading.grade(str(path), isolation=ISOLATION)
-    gained = {c["id"]: c["score"] for c in data["checks"]
-              if c["exercise"] in imitated and c["score"] > stub_scores[c["id"]]}
-    assert gained == {}
-    assert all(c["status"] != "passed" for c in data["checks"] if c["exercise"] in imitated)
+@pytest.fixture(scope="module", autouse=True)
+def close_fork_servers():
+    yield
+    for server in _servers.values():
+        server.close()
+
+
+def test_the_suite_has_every_kind_of_imitation():
+    names = {p.stem for p in IMITATIONS}
+    assert {"identity_block", "out_proj_only", "uniform_block", "lying_mask", "library_indirect",
+            "patched_worker", "uniform_weights", "random_causal", "memorised_table", "shapes_only",
+            "context_faked", "weights_faked"} <= names
+
+
+@pytest.mark.parametrize("mode", MODES, ids=[f"{i}{'-fork' if f else ''}" for i, f in MODES])
+@pytest.mark.parametrize("path", IMITATIONS, ids=[p.stem for p in IMITATIONS])
+def test_imitation_scores_no_more_than_the_stub(path, mode):
+    imitation, stub = graded(path, *mode), graded(STUB, *mode)
+    for pattern in imitated(path):
+        checks = fnmatch.filter(stub, pattern)
+        assert checks, f"no check matches {pattern}"
+        gained = {c: (imitation[c], stub[c]) for c in checks if imitation[c] > stub[c]}
+        assert gained == {}, f"{path.name} gains over the stub: {gained}"
+
+
+def test_the_correct_block_beats_every_imitation_on_what_they_imitate():
+    # The families are not trivially 0 for everyone: the reference earns each of them in full.
+    isolation, fork = MODES[0]
+    reference = graded(ROOT / "solutions" / "attention.py", isolation, fork)
+    for path in IMITATIONS:
+        for pattern in imitated(path):
+            for check in fnmatch.filter(reference, pattern):
+                assert reference[check] > graded(path, isolation, fork)[check], (path.name, check)

@@ -4,15 +4,20 @@ When a student's output matches one of these and not the reference, the feedback
 mistake (the variant's name is a rubric message key).  Each variant of split_heads, merge_heads and
 attend is the reference (solutions/attention.py) with one knob turned: a knob is a small edit of
 the reference's own source text, so there is no second implementation with "correct" defaults.
-An edit that no longer matches the reference fails at import (tests/test_variants.py names it).
+An edit that no longer matches the reference fails at import (tests/test_attend_checks.py names
+it).  The block's variants are the reference block itself with one knob: one of its functions
+replaced in a fresh copy of the reference, its weights' blocks reordered, out_proj dropped, or the
+student's own biases added.
 """
 import functools
+import importlib.util
 import inspect
 import itertools
 import math
 
 import torch
 
+from grader.judge.secret import reference
 from grader.judge.secret.reference import ref
 
 # name -> knobs of `attention`; every name is a key of [messages] in rubric.toml.
@@ -34,15 +39,6 @@ ATTEND_VARIANTS = {
     "scores_transposed": {"scores": "kq"},
     "weights_prescores": {"weights": "prescores"},
 }
-MODULE_VARIANTS = dict(ATTEND_VARIANTS, **{
-    "split_no_transpose": {"split": "no_transpose"},
-    "split_head_minor": {"split": "head_minor"},
-    "merge_no_transpose": {"merge": "no_transpose"},
-    "merge_head_minor": {"merge": "head_minor"},
-    "scale_sqrt_D": {"scale": "sqrt_D"},
-    "no_out_proj": {"out_proj": False},
-    "qkv_order": {"qkv": "interleaved"},
-})
 # Every other order of the fused [q | k | v] blocks is the same mistake, qkv_order.
 QKV_ORDERS = [p for p in itertools.permutations(range(3)) if p != (0, 1, 2)]
 
@@ -141,34 +137,108 @@ def merge(x, mode="ok"):
     return ref.merge_heads(x) if mode == "ok" else _MERGES[mode](x)  # [B,T,D]
 
 
-def module_forward(x, wq, wk, wv, wo, heads, split_mode="ok", merge_mode="ok", out_proj=True,
-                   qkv="ordered", **attend_knobs):
-    """The block's forward with knobs; weights are [out, in] like nn.Linear.  -> (y, weights)."""
-    b, t, width = x.shape
-    if qkv == "interleaved":  # qkv(x) viewed as [B,T,H,3d] and cut per head
-        fused = (x @ torch.cat([wq, wk, wv]).T).reshape(b, t, heads, 3, width // heads)
-        q, k, v = (fused[..., i, :].transpose(1, 2) for i in range(3))  # [B,H,T,d]
-    else:
-        q, k, v = (split(x @ w.T, heads, split_mode) for w in (wq, wk, wv))
-    context, weights = attention(q, k, v, width=width, **attend_knobs)
-    merged = merge(context, merge_mode)
-    return (merged @ wo.T if out_proj else merged), weights
+# -- the block: each named mistake is the reference block with one knob turned ------------------
+def reference_copy(**overrides):
+    """A fresh copy of the reference (solutions/attention.py) with module-level names replaced:
+    the block's forward then calls the replaced split_heads, merge_heads or attend."""
+    spec = importlib.util.spec_from_file_location("reference_variant", reference.SOLUTION)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name, value in overrides.items():
+        setattr(module, name, value)
+    return module
 
 
-def module_variant(name, x, wq, wk, wv, wo, heads):
-    knobs = dict(MODULE_VARIANTS[name])
-    knobs["mask_mode"] = knobs.pop("mask", "tril")
-    knobs["split_mode"] = knobs.pop("split", "ok")
-    knobs["merge_mode"] = knobs.pop("merge", "ok")
-    return module_forward(x, wq, wk, wv, wo, heads, **knobs)
+def _attend_knob(name):
+    """attend replaced by the attend variant `name`, with its own default mask (the block's mask
+    argument ignored, as a forward that builds or skips its own mask does)."""
+    def attend(q, k, v, mask=None, return_weights=False):
+        context, weights = attend_variant(name, q, k, v)
+        return (context, weights) if return_weights else context
+    return attend
 
 
-def module_candidates(x, wq, wk, wv, wo, heads):
-    """[(name, (y, weights))] for every module variant, the q|k|v orders included."""
+def _scaled_by_width(q, k, v, mask=None, return_weights=False):
+    """The reference attend on q rescaled so the scores are divided by sqrt(D), not sqrt(d)."""
+    width = q.shape[1] * q.shape[-1]  # [B,H,T,d]: D = H * d
+    return reference.ref.attend(q * math.sqrt(q.shape[-1] / width), k, v, mask, return_weights)
+
+
+# name -> one knob: globals of the reference replaced, or the built block changed.
+MODULE_KNOBS = {
+    "split_no_transpose": {"split_heads": lambda x, heads: split(x, heads, "no_transpose")},
+    "split_head_minor": {"split_heads": lambda x, heads: split(x, heads, "head_minor")},
+    "merge_no_transpose": {"merge_heads": lambda x: merge(x, "no_transpose")},
+    "merge_head_minor": {"merge_heads": lambda x: merge(x, "head_minor")},
+    "scale_sqrt_D": {"attend": _scaled_by_width},
+}
+# Mistakes the block cannot show, so they are no block variants: an inverted mask convention shows
+# only with an explicit mask (the block's own default mask, built and filled inverted, gives the
+# reference's numbers), and a scale taken from v's width only where v is narrower or wider than q.
+ATTEND_ONLY = {"mask_inverted", "scale_from_v"}
+MODULE_VARIANTS = sorted((set(ATTEND_VARIANTS) - ATTEND_ONLY) | set(MODULE_KNOBS)
+                         | {"no_out_proj", "qkv_order"})
+
+
+def block(name, wq, wk, wv, wo, heads, max_len, biases=None):
+    """The reference block, or its variant `name`, holding the given [out, in] weights; `biases`
+    ({q, k, v, o} -> [out]) is the knob of the mistake `bias`."""
+    built = reference_for(name).CausalSelfAttention(wq.shape[1], heads, max_len)
+    with torch.no_grad():
+        built.qkv.weight.copy_(torch.cat([wq, wk, wv]))
+        built.out_proj.weight.copy_(wo)
+        if biases is not None:
+            built.qkv.bias = torch.nn.Parameter(torch.cat([biases[p] for p in "qkv"]))
+            built.out_proj.bias = torch.nn.Parameter(biases["o"].clone())
+    if name == "no_out_proj":
+        built.out_proj = torch.nn.Identity()
+    return built
+
+
+_COPIES = {}
+
+
+def reference_for(name):
+    """The reference itself, or (once per name) a copy of it with that variant's functions."""
+    knobs = MODULE_KNOBS.get(name) or ({"attend": _attend_knob(name)} if name in ATTEND_VARIANTS
+                                       else None)
+    if knobs is None:
+        return reference.ref
+    if name not in _COPIES:
+        _COPIES[name] = reference_copy(**knobs)
+    return _COPIES[name]
+
+
+def _run(built, x):
+    with torch.no_grad():
+        return built(x, return_weights=True)  # (y [B,T,D], weights [B,H,T,T])
+
+
+def module_candidates(x, wq, wk, wv, wo, heads, max_len=None, biases=None):
+    """[(name, (y, weights))] for every module variant, the q|k|v orders included (and `bias`
+    when the student's block holds biases, read through the contract's names)."""
+    max_len = max_len or x.shape[1]
+    head = [("bias", _run(block("bias", wq, wk, wv, wo, heads, max_len, biases=biases), x))] \
+        if biases else []
     # q|k|v orders first: in the block, k|q|v and scores k @ qᵀ give the same numbers, and a
     # wrong attend is named by attend's own checks.
     blocks = (wq, wk, wv)
-    out = [("qkv_order", module_forward(x, *(blocks[i] for i in order), wo, heads))
-           for order in QKV_ORDERS]
-    return out + [(name, module_variant(name, x, wq, wk, wv, wo, heads))
-                  for name in MODULE_VARIANTS]
+    out = head + [("qkv_order", _run(block("qkv_order", *(blocks[i] for i in order), wo, heads,
+                                             max_len), x)) for order in QKV_ORDERS]
+    out.append(("qkv_order", _run(block("qkv_order", *_per_head(wq, wk, wv, heads), wo, heads,
+                                        max_len), x)))
+    for name in MODULE_VARIANTS:
+        if name == "qkv_order":
+            continue
+        out.append((name, _run(block(name, wq, wk, wv, wo, heads, max_len), x)))
+    return out
+
+
+def _per_head(wq, wk, wv, heads):
+    """The rows a forward that cuts qkv(x) per head as [B,T,H,3d] reads as q, k and v: the
+    fused weight's rows regrouped, so the reference's [q | k | v] split reads them that way."""
+    fused = torch.cat([wq, wk, wv])  # [3D, D]
+    width = wq.shape[0]
+    d = width // heads
+    per_head = fused.reshape(heads, 3, d, -1)  # row h*3d + j*d + i is head h, block j, row i
+    return tuple(per_head[:, j].reshape(width, -1) for j in range(3))

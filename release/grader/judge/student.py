@@ -13,7 +13,7 @@ from grader.sandbox.runtime import wire
 
 
 # Calls that run the module's forward inside the worker cannot succeed once forward hangs.
-NEEDS_FORWARD = {"grads:": "forward:", "train_copy:": "forward:"}
+NEEDS_FORWARD = {"grads:": "forward:", "train_copy:": "forward:", "contract:": "forward:"}
 
 
 class StudentError(Exception):
@@ -216,9 +216,6 @@ class Student:
     def constants(self, names):
         return self.request("constants", names=list(names))
 
-    def forbidden_uses(self):
-        return self.request("forbidden")
-
     def train_copy(self, seed, n_heads, timeout=None):
         return self.request("train_copy", timeout=timeout, seed=seed, n_heads=n_heads)
 
@@ -266,3 +263,7 @@ class RemoteModule:
 
     def to_meta(self):
         return self._request("to_meta")
+
+    def contract(self, action, **args):
+        """The block through the contract's attribute names (the worker's contract.py)."""
+        return self._request("contract", action=action, **args)

@@ -1,4 +1,4 @@
-# imitates: split_heads
+# imitates: split_heads.*
 # how: split_heads raises ValueError for every input, valid or not
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 

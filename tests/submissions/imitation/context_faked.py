@@ -1,4 +1,4 @@
-# imitates: attend
+# imitates: attend.*
 # how: the weights computed for real, the context made up (v itself)
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 

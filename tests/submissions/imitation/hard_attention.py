@@ -1,4 +1,4 @@
-# imitates: attend
+# imitates: attend.*
 # how: all the weight on the readable position of the largest score (one-hot, no softmax)
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 

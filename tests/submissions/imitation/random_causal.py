@@ -1,4 +1,4 @@
-# imitates: attend
+# imitates: attend.*
 # how: random weights on the readable positions, normalised: every property of attention weights without the scores
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 

@@ -1,4 +1,4 @@
-# imitates: split_heads, merge_heads, attend
+# imitates: split_heads.*, merge_heads.*, attend.*
 # how: zeros of the right shape everywhere, ValueError for bad heads
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 

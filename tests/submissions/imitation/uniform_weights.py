@@ -1,4 +1,4 @@
-# imitates: attend
+# imitates: attend.*
 # how: equal weight on every readable position: rows sum to 1, a zero upper triangle, the mask obeyed; q and k never used
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 

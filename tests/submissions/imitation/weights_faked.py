@@ -1,4 +1,4 @@
-# imitates: attend
+# imitates: attend.*
 # how: the context computed for real, the weights returned made up (uniform over the readable positions)
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 

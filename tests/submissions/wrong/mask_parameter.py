@@ -1,7 +1,7 @@
 # mistake: the causal mask is an nn.Parameter instead of a buffer
 # expect-fail: module.mask_buffer
 # expect-fail: module.param_count
-# expect-key: mask_not_buffer
+# expect-key: mask_trained
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 
 手写小模型，看懂大模型。填写下面的函数与类，然后运行 `make check`。

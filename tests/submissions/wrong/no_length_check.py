@@ -1,6 +1,6 @@
 # mistake: forward does not raise ValueError when T > max_len
 # expect-fail: module.errors
-# expect-key: wrong_error
+# expect-key: max_len_wrong_error
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 
 手写小模型，看懂大模型。填写下面的函数与类，然后运行 `make check`。

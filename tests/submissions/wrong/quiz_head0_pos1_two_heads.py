@@ -1,6 +1,6 @@
 # mistake: Q1_HEAD0_POS1 repeats the two-head example's [4, 5] instead of the whole row [4, 5, 6, 7]
 # expect-fail: quiz.q1_head0_pos1
-# expect-key: quiz_wrong
+# expect-key: quiz_wrong_q1_head0_pos1
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 
 手写小模型，看懂大模型。填写下面的函数与类，然后运行 `make check`。

@@ -1,6 +1,6 @@
 # mistake: Q1_FORMAL_HEAD_WIDTH answered with the full width D = 64 instead of d = D / H = 32
 # expect-fail: quiz.q1_head_width
-# expect-key: quiz_wrong
+# expect-key: quiz_wrong_q1_head_width
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 
 手写小模型，看懂大模型。填写下面的函数与类，然后运行 `make check`。

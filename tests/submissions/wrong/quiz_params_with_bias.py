@@ -1,6 +1,6 @@
 # mistake: Q1_FORMAL_PARAMS counts biases too (16640 instead of 16384)
 # expect-fail: quiz.q1_params
-# expect-key: quiz_wrong
+# expect-key: quiz_wrong_q1_params
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 
 手写小模型，看懂大模型。填写下面的函数与类，然后运行 `make check`。

@@ -1,7 +1,8 @@
 # mistake: Q2_CORRECT and Q2_WRONG swapped
 # expect-fail: quiz.q2_correct
 # expect-fail: quiz.q2_wrong
-# expect-key: quiz_wrong
+# expect-key: quiz_wrong_q2_correct
+# expect-key: quiz_wrong_q2_wrong
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 
 手写小模型，看懂大模型。填写下面的函数与类，然后运行 `make check`。

@@ -1,6 +1,6 @@
 # mistake: Q1_SHAPE written in [B,T,H,d] order, (1, 3, 1, 4): the shape before transpose(1, 2)
 # expect-fail: quiz.q1_shape
-# expect-key: quiz_wrong
+# expect-key: quiz_wrong_q1_shape
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 
 手写小模型，看懂大模型。填写下面的函数与类，然后运行 `make check`。

@@ -1,6 +1,6 @@
 # mistake: Q2_SHAPE_IS_ENOUGH answered True
 # expect-fail: quiz.q2_shape_is_enough
-# expect-key: quiz_wrong
+# expect-key: quiz_wrong_q2_shape_is_enough
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 
 手写小模型，看懂大模型。填写下面的函数与类，然后运行 `make check`。

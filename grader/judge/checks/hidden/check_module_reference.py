@@ -1,128 +1,163 @@
-"""Hidden checks of CausalSelfAttention: injected weights against the reference and the named
-mistakes, gradients, and learning the copy task."""
-import math
+"""Hidden checks of CausalSelfAttention against the reference block (solutions/attention.py),
+with the judge's weights written through the contract's names and inputs fresh for each grading:
+outputs and weights with the named mistakes, gradients, and learning the copy task."""
+import contextlib
 
 import pytest
 import torch
 
 from grader.sandbox.runtime import copytask
-from grader.judge.secret.reference import ref
-from grader.judge.secret.variants import module_candidates
-from grader.judge.checks.public.check_module import layout
-from grader.judge.checks.support import Verdict, close, expect_close, fmt, randn, shaped, tensor
+from grader.judge.student import StudentError, WorkerFailure
+from grader.judge.secret.variants import block, module_candidates, reference_for
+from grader.judge.checks.public.check_module import describe, fresh_weights, inject, run, run_weights, shaped, slice_fields
+from grader.judge.checks.support import Verdict, close, expect_close, fmt, fresh, fresh_randn, tensor
 
 B, T, D, H, MAX_LEN = 2, 5, 12, 3, 16
 
 
-def weights(seed):
-    """O(1/√D) weights: large enough that √D vs √d and other mistakes stand out."""
-    return [randn(D, D, seed=seed + i) / math.sqrt(D) for i in range(4)]
+def biases(learned):
+    """{q, k, v, o} -> bias read through the contract's names, or None (the lesson has none)."""
+    if isinstance(learned, dict) and all(type(learned.get("bias_" + p)) is torch.Tensor
+                                         for p in "qkvo"):
+        return {p: learned["bias_" + p].float() for p in "qkvo"}
+    return None
 
 
-def inject(student_module, wq, wk, wv, wo):
-    kind = layout(student_module.describe())
-    if kind == "fused":
-        state = {"qkv.weight": torch.cat([wq, wk, wv]), "out_proj.weight": wo}
-    else:
-        state = {"q_proj.weight": wq, "k_proj.weight": wk, "v_proj.weight": wv,
-                 "out_proj.weight": wo}
-    student_module.load(state)
-    return kind
+def candidates(module, x, w, heads=H, max_len=MAX_LEN):
+    """The named mistakes' (y, weights) for the judge's weights and the student's own biases."""
+    return module_candidates(x, *w, heads, max_len, biases=biases(module.contract("read", d_model=D)))
 
 
-def reference_module(wq, wk, wv, wo, heads=H, d_model=D):
-    module = ref.CausalSelfAttention(d_model, heads, MAX_LEN)
-    with torch.no_grad():
-        module.qkv.weight.copy_(torch.cat([wq, wk, wv]))
-        module.out_proj.weight.copy_(wo)
-    return module
-
-
-def injected(student, seed):
-    """The student's block with known weights, the weights, and an input: (module, w, x)."""
-    w = weights(seed)
+def injected(student, seed, salt):
+    """The student's block holding fresh weights, the weights, and a fresh input."""
+    w = fresh_weights(seed, salt)
     module = student.module(D, H, MAX_LEN)
-    inject(module, *w)
-    return module, w, randn(B, T, D, seed=seed + 10)
+    inject(module, w)
+    return module, w, fresh_randn(B, T, D, seed=seed, salt=salt + 10)
 
 
 @pytest.mark.check("module.reference")
-def test_output_matches_reference(student):
-    module, w, x = injected(student, 200)
+def test_output_matches_reference(student, seed):
+    module, w, x = injected(student, seed, 200)
     with torch.no_grad():
-        expected = reference_module(*w)(x)
-    candidates = [(name, y) for name, (y, _) in module_candidates(x, *w, H)]
-    expect_close(module(x), expected, "y = forward(x)", candidates)
+        expected = block("reference", *w, H, MAX_LEN)(x)
+    named = [(name, y) for name, (y, _) in candidates(module, x, w)]
+    with telling_qkv_from_scores(student, seed):
+        expect_close(run(module, x), expected, "y = forward(x)", named)
 
 
 @pytest.mark.check("module.reference")
-def test_weights_match_reference(student):
-    module, w, x = injected(student, 220)
+def test_weights_match_reference(student, seed):
+    module, w, x = injected(student, seed, 220)
     with torch.no_grad():
-        _, expected = reference_module(*w)(x, return_weights=True)
-    out = module(x, return_weights=True)
-    if not (isinstance(out, tuple) and len(out) == 2):
-        raise Verdict("wrong_type", expected="(y, weights)", got=type(out).__name__)
-    got = tensor(out[1])
+        _, expected = block("reference", *w, H, MAX_LEN)(x, return_weights=True)
+    _, got = run_weights(module, x)
     if list(got.shape) == [B, T, T] and close(got, expected.mean(dim=1)):
-        raise Verdict("weights_averaged", detail=f"weights shape {list(got.shape)}")
-    candidates = [(name, wts) for name, (_, wts) in module_candidates(x, *w, H)]
-    expect_close(got, expected, "weights [B,H,T,T]", candidates)
+        raise Verdict("weights_averaged")
+    named = [(name, wts) for name, (_, wts) in candidates(module, x, w)]
+    with telling_qkv_from_scores(student, seed):
+        expect_close(got, expected, "weights [B,H,T,T]", named)
+
+
+@contextlib.contextmanager
+def telling_qkv_from_scores(student, seed):
+    """In the block, q and k swapped (k | q | v) and scores k @ qᵀ give the same numbers: the
+    student's own attend, on fresh input, tells which of the two it is."""
+    try:
+        yield
+    except Verdict as verdict:
+        if verdict.key != "qkv_order":
+            raise
+        q, k, v = (fresh_randn(1, H, T, D // H, seed=seed, salt=290 + i) for i in range(3))
+        try:
+            own = student.attend(q, k, v)
+        except (StudentError, WorkerFailure):
+            raise verdict from None
+        if close(own, reference_for("scores_transposed").attend(q, k, v)):
+            raise Verdict("scores_transposed", heatmap=verdict.heatmap, **verdict.fields) from None
+        raise
 
 
 @pytest.mark.check("module.gradients")
-def test_gradients_match_reference(student):
-    w = weights(240)
-    module = student.module(D, H, MAX_LEN)
-    kind = inject(module, *w)
-    x = randn(B, T, D, seed=250)
-    upstream = randn(B, T, D, seed=251)
-    reference = reference_module(*w)
+def test_gradients_match_reference(student, seed):
+    module, w, x = injected(student, seed, 240)
+    upstream = fresh_randn(B, T, D, seed=seed, salt=251)
+    reference = block("reference", *w, H, MAX_LEN)
     (reference(x) * upstream).sum().backward()
-    expected = {"out_proj.weight": reference.out_proj.weight.grad}
-    if kind == "fused":
-        expected["qkv.weight"] = reference.qkv.weight.grad
-    else:
-        for name, block in zip(("q_proj", "k_proj", "v_proj"), reference.qkv.weight.grad.split(D)):
-            expected[f"{name}.weight"] = block
-    grads = module.grads(x, upstream)
-    for name, grad in expected.items():
-        got = grads.get(name) if isinstance(grads, dict) else None
-        if got is None:
-            raise Verdict("wrong_values", where=f"{name}.grad ", expected="a gradient", got="None",
-                          detail=f"{name} received no gradient")
-        expect_close(got, grad, f"{name}.grad")
+    expected = dict(zip("qkv", reference.qkv.weight.grad.split(D)), o=reference.out_proj.weight.grad)
+    try:
+        grads = module.contract("grads", d_model=D, x=x, upstream=upstream)
+    except StudentError as exc:
+        if exc.not_implemented or exc.memory_limit or "grad" in exc.message:
+            raise  # no gradient path at all is this check's own finding (no_grad_path)
+        raise Verdict("cannot_run", type=exc.type, message=exc.message) from None
+    if not isinstance(grads, dict) or "missing" in grads:
+        missing = grads.get("missing") if isinstance(grads, dict) else None
+        raise Verdict("wrong_values", where=f"{', '.join(map(str, missing or ['?']))}.grad ",
+                      expected="Tensor", got="None")
+    names = {"q": "W_q", "k": "W_k", "v": "W_v", "o": "out_proj.weight"}
+    for part, grad in expected.items():
+        expect_close(grads.get(part), grad, f"{names[part]}.grad")
 
 
 @pytest.mark.check("module.learns")
-def test_learns_the_copy_task(student):
+def test_learns_the_copy_task(student, seed):
     # About 0.1 s of training here; 20 s leaves room for a loaded grading machine.
     result = student.train_copy(seed=0, n_heads=copytask.N_HEADS, timeout=20)
     if not isinstance(result, dict) or not isinstance(result.get("state"), dict):
-        raise Verdict("wrong_type", expected="trained weights", got=type(result).__name__)
-    losses = result.get("losses")
-    losses_text = fmt(torch.tensor(losses)) if isinstance(losses, list) and all(
-        isinstance(v, (int, float)) for v in losses) else "?"
+        raise Verdict("wrong_type", expected="{losses, state}", got=type(result).__name__)
     state = {k: tensor(v, k) for k, v in result["state"].items()}
-    # The loss the worker reports is not trusted: the judge recomputes it on a fresh batch.  The
-    # embeddings and the LM head are the kit's (their trained weights must have the kit's
-    # shapes); the block is the student's own, a fresh instance loaded with its trained weights,
-    # so a block with another mistake (a scale, a q/k/v order) that trains fine passes here and
-    # loses its points only where that mistake is named.
-    lm = copytask.TinyLM(None)
-    kit = {n: p.shape for n, p in lm.named_parameters()}
-    if any(name not in state or state[name].shape != shape for name, shape in kit.items()):
-        raise Verdict("wrong_shape", expected=sorted(kit), got=sorted(state))
-    block = student.module(copytask.D_MODEL, copytask.N_HEADS, copytask.CONTEXT)
-    block.load({k[len("attn."):]: v for k, v in state.items() if k.startswith("attn.")})
+    lm = _kit_model(state)
+    # The worker's losses are not trusted: the judge recomputes the loss on a fresh batch with
+    # the kit's embeddings and head around the student's own block (a fresh instance holding the
+    # trained weights), and checks that block is attention with the weights it learned.
+    trained = student.module(copytask.D_MODEL, copytask.N_HEADS, copytask.CONTEXT)
+    trained.load({k[len("attn."):]: v for k, v in state.items() if k.startswith("attn.")})
+    ids, targets = copytask.repeat_batch(fresh(seed, 260), batch=256)
     with torch.no_grad():
-        for name in kit:
-            lm.get_parameter(name).copy_(state[name])
-        ids, targets = copytask.repeat_batch(torch.Generator().manual_seed(777), batch=256)
         h = lm.tok(ids) + lm.pos(torch.arange(ids.shape[1]))  # [B,T,D]
-        out = shaped(block(h), h.shape, "block(h)")  # [B,T,D], computed in the worker
+    out = shaped(run(trained, h), list(h.shape), "block(h)")  # [B,T,D], computed in the worker
+    _is_attention(trained, h, out)
+    with torch.no_grad():
         logits = lm.head(out)  # [B,T,vocab]
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                                  targets.reshape(-1)).item()
     if not loss < 1.0:
-        raise Verdict("learn_failed", got=f"{loss:.3f}", losses=losses_text)
+        losses = result.get("losses")
+        text = fmt(torch.tensor(losses)) if isinstance(losses, list) and all(
+            isinstance(v, (int, float)) for v in losses) else "?"
+        raise Verdict("learn_failed", got=f"{loss:.3f}", losses=text)
+
+
+def _kit_model(state):
+    """The kit's TinyLM with the trained embeddings and head (shapes checked)."""
+    lm = copytask.TinyLM(None)
+    kit = {n: p.shape for n, p in lm.named_parameters()}
+    if any(name not in state or state[name].shape != shape for name, shape in kit.items()):
+        raise Verdict("wrong_shape", expected=sorted(kit), got=sorted(state))
+    with torch.no_grad():
+        for name in kit:
+            lm.get_parameter(name).copy_(state[name])
+    return lm
+
+
+def _is_attention(trained, h, out):
+    """The trained block's output equals the reference block's (or a named mistake's) holding the
+    projection matrices read through the contract's names: a block that learned without
+    attention (an identity, out_proj(x)) earns nothing here."""
+    learned = trained.contract("read", d_model=copytask.D_MODEL)
+    if not isinstance(learned, dict) or not all(type(learned.get(p)) is torch.Tensor
+                                                for p in "qkvo"):
+        found = describe(trained, copytask.D_MODEL).get("found")
+        raise Verdict("unknown_layout", got=", ".join(n for n, ok in (found or {}).items()
+                                                      if ok is True) or "—")
+    w = [learned[p].float() for p in "qkvo"]
+    heads, context = copytask.N_HEADS, copytask.CONTEXT
+    with torch.no_grad():
+        expected = block("reference", *w, heads, context)(h)
+    if close(out, expected, atol=1e-4, rtol=1e-3):
+        return
+    for _, (y, _) in module_candidates(h, *w, heads, context, biases=biases(learned)):
+        if close(out, y, atol=1e-4, rtol=1e-3):
+            return  # a named mistake, scored where it is named
+    raise Verdict("learn_not_attention", **slice_fields(out, expected, "y"))

@@ -1,90 +1,204 @@
-"""Public checks of CausalSelfAttention: 4·D² bias-free parameters in either layout, the mask
-buffer, shapes, ValueErrors, causality, and attention written by hand."""
-import ast
+"""Public checks of CausalSelfAttention, on inputs and weights drawn fresh for each grading.
+
+The block is reached through the contract's attribute names (`qkv` or `q_proj`/`k_proj`/`v_proj`,
+`out_proj`, the buffer `mask`): the worker writes the judge's weights through them and reads
+torch's own registries.  What the worker says is a claim; the points rest on forward's outputs
+for inputs the judge chose.  No reference here: expectations are properties and data.
+"""
+import math
 
 import pytest
 import torch
 
-from grader.judge.student import StudentError
-from grader.judge.checks.support import (Verdict, causal_mask, close, expect_student_error, fmt, leak_map, randn,
-                       shaped, tensor, weights_diagnosis)
+from grader.judge.student import StudentError, WorkerFailure
+from grader.judge.checks.scan import source_routes
+from grader.judge.checks.support import Verdict, causal_mask, close, expect_student_error, first_difference, fmt, fresh_randn, leak_map, shaped, tensor, weights_diagnosis
 
 B, T, D, H, MAX_LEN = 2, 5, 12, 3, 8
-FUSED = {"qkv.weight": [3 * D, D], "out_proj.weight": [D, D]}
-SEPARATE = {f"{p}.weight": [D, D] for p in ("q_proj", "k_proj", "v_proj", "out_proj")}
+CUT = 3  # module.causal changes the input from this position on
 
 
-def layout(description):
-    """'fused' or 'separate' from the parameter names and shapes, or a Verdict."""
-    params = {name: shape for name, shape, _ in description["params"]}
-    biases = [n for n in params if n.endswith("bias")]
-    if biases:
-        raise Verdict("bias", got=", ".join(biases))
-    for name, expected in (("fused", FUSED), ("separate", SEPARATE)):
-        if all(params.get(p) == s for p, s in expected.items()):
-            return name
-    raise Verdict("unknown_layout", got=", ".join(f"{n}{s}" for n, s in params.items()) or "none")
+# -- helpers shared with the hidden checks ------------------------------------------------------
+def fresh_weights(seed, salt, width=D):
+    """q, k, v, out [width, width] of size about 1/√D: large enough that √D vs √d stands out."""
+    return [fresh_randn(width, width, seed=seed, salt=salt + i) / math.sqrt(width) for i in range(4)]
 
 
-@pytest.mark.check("module.param_count")
-def test_parameter_count(student):
-    description = student.module(D, H, MAX_LEN).describe()
-    count = sum(_numel(shape) for _, shape, _ in description["params"])
-    if count != 4 * D * D:
-        causes = {3 * D * D: "少了输出投影？/ out_proj missing?",
-                  4 * D * D + 4 * D: "带了偏置？/ biases?",
-                  4 * D * D + MAX_LEN * MAX_LEN: "mask 是参数？/ mask registered as a parameter?",
-                  (3 * H + 1) * D * D: "每个头各有一个 D×D 投影？/ a full D×D projection per head?"}
-        raise Verdict("param_count", expected=4 * D * D, got=count, cause=causes.get(count, ""),
-                      detail=f"D={D}: parameters " + ", ".join(
-                          f"{n}{s}" for n, s, _ in description["params"]))
-    layout(description)
+def run(module, x, return_weights=False):
+    """forward(x) in the worker; an error there becomes `cannot_run` (module.shapes reports it)."""
+    try:
+        return module(x, return_weights=return_weights)
+    except StudentError as exc:
+        if exc.not_implemented or exc.during == "import" or exc.memory_limit:
+            raise
+        raise Verdict("cannot_run", type=exc.type, message=exc.message) from None
+
+
+def run_weights(module, x):
+    """(y [B,T,D], weights [..., T, T]) from forward(x, return_weights=True), or cannot_run."""
+    out = run(module, x, return_weights=True)
+    if not (isinstance(out, tuple) and len(out) == 2) or type(out[1]) is not torch.Tensor:
+        raise Verdict("cannot_run", type="return_weights=True", message=type(out).__name__)
+    weights = out[1]
+    if weights.dim() < 2 or list(weights.shape[-2:]) != [x.shape[1]] * 2:
+        raise Verdict("cannot_run", type="weights", message=str(list(weights.shape)))
+    return shaped(out[0], list(x.shape), "y"), weights
+
+
+def inject(module, weights, width=D):
+    """Write q, k, v, out through the contract's names; the layout, or a Verdict naming what the
+    names hold."""
+    kind = module.contract("inject", d_model=width, q=weights[0], k=weights[1], v=weights[2],
+                           o=weights[3])
+    if kind not in ("fused", "separate"):
+        found = describe(module, width).get("found")
+        names = [n for n, ok in found.items() if ok is True] if isinstance(found, dict) else []
+        raise Verdict("unknown_layout", got=", ".join(names) or "—")
+    return kind
+
+
+def describe(module, width=D):
+    """What torch's registries hold (the worker's reading: a claim, used to name, never to score)."""
+    description = module.contract("describe", d_model=width)
+    return description if isinstance(description, dict) else {}
+
+
+def slice_fields(got, expected, where):
+    index, g, e = first_difference(got, expected)
+    return {"where": f"{where}{list(index)} ", "expected": f"{e:.4f}", "got": f"{g:.4f}"}
 
 
 def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
+    return math.prod(shape) if shape else 1
 
 
-@pytest.mark.check("module.mask_buffer")
-def test_mask_is_a_buffer(student):
+def _listed(params):
+    """[(name, shape)] from the worker's reading, whatever came back (a claim: never trusted)."""
+    if not isinstance(params, list):
+        return []
+    return [(str(p[0]), [int(s) for s in p[1]]) for p in params
+            if isinstance(p, list) and len(p) == 2 and isinstance(p[1], list)
+            and all(isinstance(s, int) for s in p[1])]
+
+
+# -- module.param_count -------------------------------------------------------------------------
+@pytest.mark.check("module.param_count")
+def test_parameter_count(student, seed):
+    untampered(student)
     module = student.module(D, H, MAX_LEN)
-    description = module.describe()
-    buffers = {b[0]: b for b in description["buffers"]}
-    params = [p[0] for p in description["params"]]
-    if "mask" not in buffers:
-        where = "它是参数 / it is a parameter." if "mask" in params else \
-            "没有名为 mask 的 buffer / no buffer named mask."
-        raise Verdict("mask_not_buffer", got=where)
-    _, shape, dtype, _, _ = buffers["mask"]
-    if shape != [MAX_LEN, MAX_LEN] or dtype != "bool":
-        raise Verdict("wrong_shape", expected=f"bool{[MAX_LEN, MAX_LEN]}", got=f"{dtype}{shape}")
-    mask = tensor(module.buffer("mask"))
-    if not torch.equal(mask, causal_mask(MAX_LEN)):
-        raise Verdict("mask_anti_causal" if torch.equal(mask, causal_mask(MAX_LEN).T) else
-                      "wrong_values", where="mask ", expected="tril(ones)", got=fmt(mask[:3, :3]),
-                      detail=f"mask[:3, :3] = {fmt(mask[:3, :3])}, expected [[1,0,0],[1,1,0],[1,1,1]]")
+    weights = fresh_weights(seed, 10)
+    inject(module, weights)
+    x = fresh_randn(B, T, D, seed=seed, salt=20)
+    y = shaped(run(module, x), [B, T, D], "y")
+    zero = shaped(run(module, torch.zeros(B, T, D)), [B, T, D], "y")
+    if zero.abs().max() > 0:
+        raise Verdict("bias", where="max |forward(0)| ", got=f"{zero.abs().max().item():.4f}")
+    _each_projection_matters(module, weights, x, y, seed)
+    description = describe(module)
+    _survives_scramble(module, weights, x, y, seed, description)
+    params = _listed(description.get("params"))
+    count = sum(_numel(shape) for _, shape in params)
+    if count != 4 * D * D:
+        raise Verdict("param_count", expected=4 * D * D, got=count,
+                      params=", ".join(f"{n}{s}" for n, s in params))
+
+
+def _each_projection_matters(module, weights, x, y, seed):
+    """A new matrix for each of W_q, W_k, W_v alone (written through the contract's names) must
+    move the output: attention reads all three.  (A forward without out_proj is the mistake
+    no_out_proj, named by module.reference.)"""
+    others = fresh_weights(seed, 30)
+    unused = []
+    for part, name in enumerate(("W_q", "W_k", "W_v")):
+        changed = list(weights)
+        changed[part] = others[part]
+        inject(module, changed)
+        if close(run(module, x), y):
+            unused.append(name)
+    inject(module, weights)
+    if unused:
+        raise Verdict("projections_unused", names=", ".join(unused))
+
+
+def _survives_scramble(module, weights, x, y, seed, description):
+    """Every parameter torch registers gets new values, the projections are written back: the
+    output must not move.  A mask held as a parameter moves it (named from torch's registry)."""
+    module.contract("scramble", seed=seed)
+    inject(module, weights)
+    after = shaped(run(module, x), [B, T, D], "y")
+    if not close(after, y):
+        registered = (description.get("mask") or {}).get("registered")
+        key = "mask_trained" if registered == "parameter" else "extra_parameter"
+        raise Verdict(key, **slice_fields(after, y, "y"))
+
+
+# -- module.mask_buffer -------------------------------------------------------------------------
+REGISTERED = {"buffer": "register_buffer", "parameter": "nn.Parameter",
+              "attribute": "self.mask = tensor", "missing": "—"}
 
 
 @pytest.mark.check("module.mask_buffer")
-def test_mask_moves_with_to(student):
-    moved = student.module(D, H, MAX_LEN).to_meta()
-    devices = {b[0]: b[3] for b in moved["buffers"]}
-    if devices.get("mask") != "meta":
-        raise Verdict("mask_not_buffer", got=f"after .to('meta') mask is on {devices.get('mask')}")
+def test_mask_is_a_buffer(student, seed):
+    untampered(student)
+    module = student.module(D, H, MAX_LEN)
+    mask = describe(module).get("mask") or {}
+    value = mask.get("value")
+    if type(value) is not torch.Tensor:
+        raise Verdict("mask_not_buffer", registered=REGISTERED.get(mask.get("registered"), "—"))
+    if list(value.shape) != [MAX_LEN, MAX_LEN] or value.dtype != torch.bool:
+        raise Verdict("wrong_shape", expected=f"bool{[MAX_LEN, MAX_LEN]}",
+                      got=f"{str(value.dtype).replace('torch.', '')}{list(value.shape)}")
+    if not torch.equal(value, causal_mask(MAX_LEN)):
+        key = "mask_anti_causal" if torch.equal(value, causal_mask(MAX_LEN).T) else "wrong_values"
+        raise Verdict(key, where="mask[:3, :3] ", expected="[[1, 0, 0], [1, 1, 0], [1, 1, 1]]",
+                      got=str(value[:3, :3].int().tolist()))
+    # Behaviour first: after a step over every parameter the weights that were exactly 0 (the
+    # masked ones) must still be exactly 0, and no other: a parameter mask would be moved.
+    weights = fresh_weights(seed, 40)
+    inject(module, weights)
+    x = fresh_randn(B, T, D, seed=seed, salt=50)
+    _, before = run_weights(module, x)
+    module.contract("scramble", seed=seed + 1)
+    inject(module, weights)
+    _, after = run_weights(module, x)
+    if after.shape != before.shape or not torch.equal(after == 0, before == 0):
+        raise Verdict("mask_trained", **slice_fields((after != 0).double(), (before != 0).double(),
+                                                     "weights != 0 "))
+    if mask.get("registered") != "buffer":
+        raise Verdict("mask_not_buffer", registered=REGISTERED.get(mask.get("registered"), "—"))
+    _follows_to_dtype(module, x, before)
 
 
+def _follows_to_dtype(module, x, before):
+    """module.to(float64): the block runs in float64 and masks the same positions as before."""
+    module.contract("to_dtype", dtype="float64")
+    try:
+        out = module(x.double(), return_weights=True)
+    except StudentError as exc:
+        if exc.not_implemented:
+            raise
+        raise Verdict("to_dtype_failed", type=exc.type, message=exc.message) from None
+    if not (isinstance(out, tuple) and len(out) == 2) or type(out[0]) is not torch.Tensor \
+            or out[0].dtype != torch.float64:
+        got = out[0].dtype if isinstance(out, tuple) and type(out[0]) is torch.Tensor else out
+        raise Verdict("wrong_type", expected="y: torch.float64",
+                      got=str(got).replace("torch.", "") if not isinstance(got, tuple) else "tuple")
+    weights = tensor(out[1])
+    if weights.shape != before.shape or not torch.equal(weights == 0, before == 0):
+        raise Verdict("wrong_values", **slice_fields((weights != 0).double(),
+                                                     (before != 0).double(), "float64 weights != 0 "))
+
+
+# -- module.shapes ------------------------------------------------------------------------------
 @pytest.mark.check("module.shapes")
 @pytest.mark.parametrize("t", [T, MAX_LEN, 1])
-def test_forward_shapes(student, t):
+def test_forward_shapes(student, seed, t):
     module = student.module(D, H, MAX_LEN)
-    x = randn(B, t, D, seed=80 + t)
+    x = fresh_randn(B, t, D, seed=seed, salt=60 + t)
     try:
         y = module(x)
     except StudentError as exc:
-        if t < MAX_LEN and not exc.not_implemented and _full_length_works(module):
+        if t < MAX_LEN and not exc.not_implemented and _full_length_works(module, seed):
             raise Verdict("mask_not_cropped", message=exc.message) from None
         raise
     shaped(y, [B, t, D], f"forward(x[{B},{t},{D}])")
@@ -94,18 +208,19 @@ def test_forward_shapes(student, t):
     shaped(out[0], [B, t, D], "y")
     weights = tensor(out[1])
     if list(weights.shape) == [B, t, t]:
-        raise Verdict("weights_averaged", detail=f"weights shape {list(weights.shape)}")
+        raise Verdict("weights_averaged")
     shaped(weights, [B, H, t, t], "weights")
 
 
-def _full_length_works(module):
+def _full_length_works(module, seed):
     try:
-        module(randn(1, MAX_LEN, D, seed=89))
+        module(fresh_randn(1, MAX_LEN, D, seed=seed, salt=69))
         return True
     except StudentError:
         return False
 
 
+# -- module.errors ------------------------------------------------------------------------------
 @pytest.mark.check("module.errors")
 @pytest.mark.parametrize("heads", [5, 0, -2])
 def test_bad_heads(student, heads):
@@ -119,59 +234,94 @@ def test_bad_heads(student, heads):
 
 
 @pytest.mark.check("module.errors")
-def test_too_long(student):
+def test_too_long(student, seed):
     module = student.module(D, H, MAX_LEN)
-    expect_student_error(lambda: module(randn(1, MAX_LEN + 1, D, seed=90)),
-                         f"forward(x[1,{MAX_LEN + 1},{D}]) with max_len={MAX_LEN}")
-
-
-@pytest.mark.check("module.causal")
-def test_module_is_causal(student):
-    module = student.module(D, H, MAX_LEN)
-    x = randn(B, T, D, seed=91)
-    x2 = x.clone()
-    x2[:, 3:] += 2.0
-    y1 = shaped(module(x), [B, T, D], "forward(x)")
-    y2 = shaped(module(x2), [B, T, D], "forward(x')")
-    if not close(y1[:, :3], y2[:, :3]):
-        out = module(x, return_weights=True)
-        weights = out[1] if isinstance(out, tuple) and len(out) == 2 else None
-        allowed = causal_mask(T)
-        key, heat = "mask_missing", ""
-        if type(weights) is torch.Tensor and list(weights.shape) == [B, H, T, T]:
-            key = weights_diagnosis(weights, allowed) or key
-            heat = leak_map(weights, allowed)
-        raise Verdict(key, heatmap=heat, detail=f"x changed from position 3 on: y[0, 2] moved "
-                      f"from {fmt(y1[0, 2, :3])}… to {fmt(y2[0, 2, :3])}…")
-
-
-FORBIDDEN_NAMES = {"scaled_dot_product_attention": "F.scaled_dot_product_attention",
-                   "MultiheadAttention": "nn.MultiheadAttention"}
-
-
-@pytest.mark.check("module.no_library_attention")
-def test_attention_by_hand(student):
+    t = MAX_LEN + 1
     try:
-        tree = ast.parse(student.source())
-    except SyntaxError:
-        tree = ast.Module(body=[], type_ignores=[])
-    used = sorted({FORBIDDEN_NAMES[n] for node in ast.walk(tree)
-                   for n in _names(node) if n in FORBIDDEN_NAMES})
+        module(fresh_randn(1, t, D, seed=seed, salt=70))
+    except StudentError as exc:
+        if exc.not_implemented or exc.memory_limit:
+            raise
+        if not exc.is_a("ValueError"):
+            raise Verdict("max_len_wrong_error", t=t, max_len=MAX_LEN, type=exc.type,
+                          message=exc.message) from None
+        return
+    raise Verdict("max_len_no_error", t=t, max_len=MAX_LEN)
+
+
+# -- module.causal ------------------------------------------------------------------------------
+@pytest.mark.check("module.causal")
+def test_module_is_causal(student, seed):
     module = student.module(D, H, MAX_LEN)
-    module(randn(1, T, D, seed=92))
-    student.attend(*(randn(1, T, 4, seed=93 + i) for i in range(3)))
-    runtime = student.forbidden_uses()
-    used += [u for u in (runtime if isinstance(runtime, list) else []) if u not in used]
-    if used:
-        raise Verdict("forbidden", what=", ".join(str(u) for u in used))
+    x = fresh_randn(B, T, D, seed=seed, salt=80)
+    later = x.clone()
+    later[:, CUT:] += fresh_randn(B, T - CUT, D, seed=seed, salt=81)
+    y, weights = run_weights(module, x)
+    y_later = shaped(run(module, later), [B, T, D], "y")
+    allowed = causal_mask(T)
+    if not close(y_later[:, :CUT], y[:, :CUT]):
+        raise Verdict(_leak_key(weights, allowed), heatmap=leak_map(weights, allowed),
+                      **slice_fields(y_later[:, :CUT], y[:, :CUT], "y[:, :3] after x[:, 3:] changed"))
+    if (weights.reshape(-1, T, T)[:, ~allowed] != 0).any():  # outputs causal, weights not
+        raise Verdict(_leak_key(weights, allowed), heatmap=leak_map(weights, allowed),
+                      where="weights[..., 0, 1:] ",
+                      expected="0", got=fmt(weights.reshape(-1, T, T)[0, 0, 1:]))
+    _reads_the_past(module, x, y, weights, seed)
 
 
-def _names(node):
-    if isinstance(node, ast.Name):
-        yield node.id
-    elif isinstance(node, ast.Attribute):
-        yield node.attr
-    elif isinstance(node, ast.alias):
-        yield node.name.split(".")[-1]
-    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-        yield node.value
+def _leak_key(weights, allowed):
+    """The mistake the weights themselves show (a mask the wrong way round, off by one, the
+    diagonal masked, the softmax's axis), else only what was seen: the future leaks in, through
+    the weights (mask missing, filled with 0, ...: module.reference tells which) or outside them
+    (a reshape that mixes positions)."""
+    key = weights_diagnosis(weights, allowed)
+    if key == "mask_missing":
+        return "future_leaks"
+    return key or "leak_outside_weights"
+
+
+def _reads_the_past(module, x, y, weights, seed):
+    """Causal is not enough: the block must read earlier positions through weights that follow
+    the input (an identity, out_proj(x) or a fixed average is causal too)."""
+    earlier = x.clone()
+    earlier[:, 0] += fresh_randn(B, D, seed=seed, salt=82)
+    y_earlier, weights_earlier = run_weights(module, earlier)
+    if close(y_earlier[:, -1], y[:, -1]):
+        raise Verdict("no_mixing", t=T - 1)
+    flat = weights.double().reshape(-1, T, T)
+    uniform = causal_mask(T).double() / torch.arange(1, T + 1).double()[:, None]
+    if close(flat, uniform.expand_as(flat)):
+        raise Verdict("weights_not_from_input", seen="1/(t+1)")
+    if close(weights_earlier, weights):
+        raise Verdict("weights_not_from_input", seen="x[:, 0] → weights")
+
+
+# -- module.no_library_attention ----------------------------------------------------------------
+@pytest.mark.check("module.no_library_attention")
+def test_attention_by_hand(student, seed):
+    # Only a stub is excused, and only the library's own refusal counts against this check: any
+    # other error of forward or attend is another check's business.
+    x = fresh_randn(1, T, D, seed=seed, salt=90)
+    for call in (lambda: student.module(D, H, MAX_LEN)(x),
+                 lambda: student.attend(*(fresh_randn(1, H, T, 4, seed=seed, salt=91 + i)
+                                          for i in range(3)))):
+        try:
+            call()
+        except StudentError as exc:
+            if exc.not_implemented or exc.during == "import":
+                raise
+            if exc.is_a("LibraryAttentionDisabled"):
+                raise Verdict("forbidden", what="LibraryAttentionDisabled") from None
+        except WorkerFailure:
+            pass
+    library, tamper = source_routes(student.source())
+    if library or tamper:
+        raise Verdict("forbidden", what=", ".join(library + tamper))
+
+
+def untampered(student):
+    """A Verdict when the source reaches into the grading process (then the worker's readings of
+    torch's registries could be forged, and no point may rest on them)."""
+    _, tamper = source_routes(student.source())
+    if tamper:
+        raise Verdict("tampering", what=", ".join(tamper))

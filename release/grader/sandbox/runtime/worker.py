@@ -17,9 +17,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import wire  # noqa: E402
 
-FORBIDDEN_USES = []
-
-
 class Channel:
     def __init__(self, fd):
         self.fd = fd
@@ -59,25 +56,6 @@ def describe_exception(exc, student_file):
         "line": line,
         "code": (code or "")[:200],
     }
-
-
-def watch_forbidden(torch):
-    """Record uses of the library attention that the exercise asks students to write by hand."""
-    functional = torch.nn.functional
-    original_sdpa = functional.scaled_dot_product_attention
-
-    def sdpa(*args, **kwargs):
-        FORBIDDEN_USES.append("F.scaled_dot_product_attention")
-        return original_sdpa(*args, **kwargs)
-
-    functional.scaled_dot_product_attention = sdpa
-    original_mha_init = torch.nn.MultiheadAttention.__init__
-
-    def mha_init(self, *args, **kwargs):
-        FORBIDDEN_USES.append("nn.MultiheadAttention")
-        original_mha_init(self, *args, **kwargs)
-
-    torch.nn.MultiheadAttention.__init__ = mha_init
 
 
 def import_student(student_file):
@@ -171,12 +149,16 @@ class Server:
         model, losses = copytask.train(self.module.CausalSelfAttention, seed=seed, n_heads=n_heads)
         return {"losses": losses, "state": {n: p.detach() for n, p in model.named_parameters()}}
 
-    def op_forbidden(self):
-        return list(FORBIDDEN_USES)
+    def op_contract(self, handle, action, **args):
+        """The block through the contract's attribute names (contract.py), never its own word."""
+        import contract
+
+        return contract.ACTIONS[action](self.handles[handle], **args)
 
 
 def prepare():
-    """What every worker does before it sees a student: torch on one thread, seeded, watched.
+    """What every worker does before it sees a student: torch on one thread, seeded, and its fused
+    attention disabled (contract.py), so a route through it breaks instead of passing.
 
     The fork server (zygote.py) runs this once and forks; a cold worker runs it itself.
     """
@@ -184,7 +166,9 @@ def prepare():
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    watch_forbidden(torch)
+    import contract
+
+    contract.disable_library_attention(torch)
     return torch
 
 

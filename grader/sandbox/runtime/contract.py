@@ -1,0 +1,267 @@
+"""Worker side of the module contract: the block is reached through the contract's attribute names.
+
+Runs inside the sandbox, beside worker.py; imports only torch.  The contract (solutions/attention.py):
+`qkv` (Linear(D, 3D), [q | k | v]) or `q_proj`/`k_proj`/`v_proj` (Linear(D, D) each), `out_proj`
+(Linear(D, D)), all without bias, and the buffer `mask`.  The layout is found through the objects
+those names point to (a Linear, a helper module wrapping one, a parametrized Linear, an alias of a
+ModuleList/ModuleDict item), never through parameter names.  Parameters and buffers are read from
+torch's own registries of every submodule, not through the student's (overridable) methods.
+
+Nothing here decides a verdict: it writes the judge's weights, reads what it is asked, and answers
+with plain data.  Everything it reports is a claim to the judge, which scores behaviour.
+"""
+import torch
+from torch import nn
+from torch.nn.utils import parametrize
+
+PROJECTIONS = {"fused": ("qkv", "out_proj"), "separate": ("q_proj", "k_proj", "v_proj", "out_proj")}
+_MODULE_DICT = object.__getattribute__  # the instance's own __dict__, whatever the class overrides
+
+
+class LibraryAttentionDisabled(RuntimeError):
+    """Raised by torch's fused attention inside the worker: the exercise writes it by hand."""
+
+
+def disable_library_attention(torch_module):
+    """Make torch's fused attention unusable before any student code is imported: every aten
+    kernel whose name holds scaled_dot_product or multi_head_attention, the functional entry
+    points and nn.MultiheadAttention raise.  A route through them breaks the behaviour checks."""
+    import warnings
+
+    def refuse(*_args, **_kwargs):
+        raise LibraryAttentionDisabled("torch's fused attention is disabled while grading: "
+                                       "write attention by hand")
+
+    library = torch_module.library.Library("aten", "IMPL")
+    names = [n.split("::", 1)[1] for n in torch_module._C._dispatch_get_all_op_names()
+             if n.startswith("aten::") and ("scaled_dot_product" in n or "multi_head_attention" in n)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
+        for name in names:
+            for key in ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "CPU"):
+                library.impl(name, refuse, key)
+    functional = torch_module.nn.functional
+    functional.scaled_dot_product_attention = refuse
+    functional.multi_head_attention_forward = refuse
+    torch_module.nn.MultiheadAttention.__init__ = refuse
+    torch_module.nn.MultiheadAttention.forward = refuse
+    _refuse_flex_attention(refuse)
+    disable_library_attention.keep = library  # the registrations live as long as the library
+
+
+def _refuse_flex_attention(refuse):
+    """flex_attention runs eagerly on CPU too: its module is replaced, before anyone imports it,
+    by one whose every name raises; the higher-order op it calls refuses as well."""
+    import sys
+    import types
+
+    stub = types.ModuleType("torch.nn.attention.flex_attention")
+    stub.__getattr__ = lambda name: refuse()  # PEP 562: every name of the module raises
+    sys.modules[stub.__name__] = stub
+    parent = sys.modules.get("torch.nn.attention")  # imported with torch
+    if parent is not None:
+        parent.flex_attention = stub
+    operators = sys.modules.get("torch._higher_order_ops.flex_attention")
+    if operators is not None:
+        operators.flex_attention = refuse
+
+
+# -- torch's own registries, read past any override of the student's class ----------------------
+def _own(module, table):
+    return _MODULE_DICT(module, "__dict__").get(table) or {}
+
+
+def walk(module, prefix=""):
+    """(name, module) for the module and every submodule, each object once."""
+    seen, stack = set(), [(prefix, module)]
+    while stack:
+        name, current = stack.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield name, current
+        for child_name, child in _own(current, "_modules").items():
+            if child is not None:
+                stack.append((f"{name}.{child_name}" if name else child_name, child))
+
+
+def parameters(module):
+    """[(name, tensor)] of every parameter torch knows of, each tensor once (shared: counted once)."""
+    found, seen = [], set()
+    for name, current in walk(module):
+        for pname, p in _own(current, "_parameters").items():
+            if p is not None and id(p) not in seen:
+                seen.add(id(p))
+                found.append((f"{name}.{pname}" if name else pname, p))
+    return found
+
+
+def buffers(module):
+    found = []
+    for name, current in walk(module):
+        for bname, b in _own(current, "_buffers").items():
+            if b is not None:
+                found.append((f"{name}.{bname}" if name else bname, b))
+    return found
+
+
+# -- the projections, through the contract's names -----------------------------------------------
+class Slot:
+    """Where a projection's [out, in] matrix lives: a tensor, or a parametrized attribute."""
+
+    def __init__(self, tensor=None, owner=None):
+        self.tensor, self.owner = tensor, owner
+
+    def matrix(self):
+        return self.owner.weight if self.owner is not None else self.tensor
+
+    def write(self, value):
+        with torch.no_grad():
+            if self.owner is not None:
+                self.owner.weight = value.to(self.owner.weight.dtype)  # through right_inverse
+            else:
+                self.tensor.copy_(value)
+
+
+def _candidates(obj, shape):
+    """Slots of the given shape inside a contract object: its own weight, else the one matrix of
+    that shape among its submodules (a helper module wrapping a Linear)."""
+    found = []
+    for _, current in walk(obj):
+        if parametrize.is_parametrized(current, "weight"):
+            if tuple(current.weight.shape) == shape:
+                found.append(Slot(owner=current))
+            continue
+        weight = _own(current, "_parameters").get("weight")
+        if isinstance(weight, torch.Tensor) and tuple(weight.shape) == shape:
+            found.append(Slot(tensor=weight))
+    return found
+
+
+def slot(module, name, shape):
+    """The Slot behind the contract name `name`, or None (missing, or not one [out, in] matrix)."""
+    try:
+        obj = getattr(module, name)
+    except Exception:  # a missing name, or a property that raises
+        return None
+    if isinstance(obj, torch.Tensor):
+        return Slot(tensor=obj) if tuple(obj.shape) == shape else None
+    if not isinstance(obj, nn.Module):
+        return None
+    found = _candidates(obj, shape)
+    return found[0] if len(found) == 1 else None
+
+
+def layout(module, d_model):
+    """('fused' | 'separate', {name: Slot}) or (None, {name: found?}) from the contract's names."""
+    shapes = {"qkv": (3 * d_model, d_model)}
+    for kind, names in PROJECTIONS.items():
+        slots = {n: slot(module, n, shapes.get(n, (d_model, d_model))) for n in names}
+        if all(s is not None for s in slots.values()):
+            return kind, slots
+    return None, {n: slot(module, n, shapes.get(n, (d_model, d_model))) is not None
+                  for names in PROJECTIONS.values() for n in names}
+
+
+def _blocks(kind, q, k, v, o):
+    if kind == "fused":
+        return {"qkv": torch.cat([q, k, v]), "out_proj": o}
+    return {"q_proj": q, "k_proj": k, "v_proj": v, "out_proj": o}
+
+
+def _unblocks(kind, matrices):
+    if kind == "fused":
+        q, k, v = matrices["qkv"].chunk(3)
+        return {"q": q, "k": k, "v": v, "o": matrices["out_proj"]}
+    return {"q": matrices["q_proj"], "k": matrices["k_proj"], "v": matrices["v_proj"],
+            "o": matrices["out_proj"]}
+
+
+# -- what the judge asks ---------------------------------------------------------------------------
+def describe(module, d_model):
+    """The layout, the parameters and the mask as torch's registries hold them (a claim)."""
+    kind, slots = layout(module, d_model)
+    mask = getattr(module, "mask", None)
+    registered = "missing" if mask is None else "attribute"
+    if any(b is mask for _, b in buffers(module)):
+        registered = "buffer"
+    if any(p is mask for _, p in parameters(module)):
+        registered = "parameter"
+    return {
+        "layout": kind,
+        "found": {n: s is not None if kind else s for n, s in slots.items()},
+        "params": [[n, list(p.shape)] for n, p in parameters(module)],
+        "mask": {"registered": registered,
+                 "value": mask.detach().clone() if isinstance(mask, torch.Tensor) else None},
+    }
+
+
+def inject(module, d_model, q, k, v, o):
+    """Write the judge's weights through the contract's names; the layout used, or None."""
+    kind, slots = layout(module, d_model)
+    if kind is None:
+        return None
+    for name, value in _blocks(kind, q, k, v, o).items():
+        slots[name].write(value)
+    return kind
+
+
+def read(module, d_model):
+    """{q, k, v, o}: the matrices behind the contract's names now (e.g. after training), and
+    {bias_q, ...} where a contract name holds a Linear with a bias (a named mistake)."""
+    kind, slots = layout(module, d_model)
+    if kind is None:
+        return None
+    matrices = _unblocks(kind, {n: s.matrix().detach().clone() for n, s in slots.items()})
+    biases = {n: getattr(getattr(module, n), "bias", None) for n in slots}
+    if all(isinstance(b, torch.Tensor) and b.dim() == 1 for b in biases.values()):
+        matrices.update({"bias_" + p: b for p, b in
+                         _unblocks(kind, {n: b.detach().clone() for n, b in biases.items()}).items()})
+    return matrices
+
+
+def grads(module, d_model, x, upstream):
+    """{q, k, v, o}: the gradient each contract matrix receives from sum(forward(x) * upstream)."""
+    kind, slots = layout(module, d_model)
+    if kind is None:
+        return None
+    for _, p in parameters(module):
+        p.grad = None
+    with parametrize.cached():  # a parametrized weight is computed once: its .grad can be kept
+        matrices = {n: s.matrix() for n, s in slots.items()}
+        for m in matrices.values():
+            if m.requires_grad and m.grad_fn is not None:
+                m.retain_grad()
+        (module(x) * upstream).sum().backward()
+    got = {n: (m.grad.detach().clone() if m.grad is not None else None) for n, m in matrices.items()}
+    if any(g is None for g in got.values()):
+        return {"missing": sorted(n for n, g in got.items() if g is None)}
+    return _unblocks(kind, got)
+
+
+def scramble(module, seed):
+    """An optimiser step gone wild over every parameter torch knows of: each gets fresh random
+    values (a buffer is not a parameter and stays as it was).  Returns how many were changed."""
+    generator = torch.Generator().manual_seed(seed)
+    changed = 0
+    with torch.no_grad():
+        for _, p in parameters(module):
+            if p.dtype == torch.bool:
+                p.copy_(torch.rand(p.shape, generator=generator) < 0.5)
+            elif p.is_floating_point():
+                p.copy_(torch.randn(p.shape, generator=generator, dtype=p.dtype))
+            else:
+                p.copy_(torch.randint(-3, 4, p.shape, generator=generator))
+            changed += 1
+    return changed
+
+
+def to_dtype(module, dtype):
+    """module.to(dtype) as nn.Module defines it; the mask's dtype afterwards."""
+    nn.Module.to(module, getattr(torch, dtype))
+    mask = getattr(module, "mask", None)
+    return str(mask.dtype).replace("torch.", "") if isinstance(mask, torch.Tensor) else None
+
+
+ACTIONS = {"describe": describe, "inject": inject, "read": read, "grads": grads,
+           "scramble": scramble, "to_dtype": to_dtype}

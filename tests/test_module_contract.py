@@ -1,0 +1,190 @@
+"""The module checks' own parts, without grading a whole submission: the worker's library switch,
+the contract's layout finder and registries, the judge-side source scan, the module variants."""
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from grader.sandbox.runtime import contract
+from grader.judge.secret import variants  # noqa: E402
+from grader.judge.checks.scan import source_routes  # noqa: E402
+from grader.judge.secret.reference import ref  # noqa: E402
+
+ROUTES = {
+    "F.scaled_dot_product_attention": "torch.nn.functional.scaled_dot_product_attention(q, q, q)",
+    "torch._C._nn": "torch._C._nn.scaled_dot_product_attention(q, q, q)",
+    "torch.ops.aten": "torch.ops.aten.scaled_dot_product_attention(q, q, q)",
+    "aten math kernel": "torch.ops.aten._scaled_dot_product_attention_math(q, q, q)",
+    "aten cpu flash kernel": "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q)",
+    "nn.MultiheadAttention": "torch.nn.MultiheadAttention(4, 2)",
+    "multi_head_attention_forward": "torch.nn.functional.multi_head_attention_forward()",
+    "flex_attention": "from torch.nn.attention.flex_attention import flex_attention",
+    "flex_attention module": "import torch.nn.attention.flex_attention as m; m.flex_attention(q, q, q)",
+}
+
+
+def test_every_library_route_raises_inside_a_prepared_worker():
+    # In a fresh interpreter: the switch changes torch for the whole process, as in the worker.
+    script = "\n".join([
+        "import sys; sys.path.insert(0, 'grader/sandbox/runtime')",
+        "import worker; torch = worker.prepare()",
+        "q = torch.randn(1, 2, 3, 4)",
+        "for name, code in %r.items():" % ROUTES,
+        "    try:",
+        "        exec(code)",
+        "        print('WORKS', name)",
+        "    except Exception as exc:",
+        "        print(type(exc).__name__, name)",
+        "print('softmax', float(torch.softmax(torch.zeros(2), -1)[0]))",
+    ])
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert sorted(lines[:-1]) == sorted(f"LibraryAttentionDisabled {n}" for n in ROUTES)
+    assert lines[-1] == "softmax 0.5"  # the ops attention is written with still work
+
+
+class Wrapped(nn.Module):
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        self.inner = nn.Linear(d_in, d_out, bias=False)
+
+
+class ListBlock(nn.Module):
+    """Projections in a ModuleList with aliases, one of them shared under a second name; the
+    mask a parameter hidden by overriding the class's own registry methods."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.linears = nn.ModuleList([nn.Linear(d, d, bias=False) for _ in range(4)])
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = self.linears
+        self.again = self.out_proj
+        self.mask = nn.Parameter(torch.ones(3, 3, dtype=torch.bool).tril(), requires_grad=False)
+
+    def named_parameters(self, *args, **kwargs):
+        return iter([])
+
+    def named_buffers(self, *args, **kwargs):
+        return iter([("mask", self.mask)])
+
+
+def test_layout_through_the_contracts_names_and_torchs_own_registries():
+    block = ListBlock(4)
+    description = contract.describe(block, 4)
+    assert description["layout"] == "separate"
+    assert sum(math.prod(s) for _, s in description["params"]) == 4 * 16 + 9  # shared once
+    assert description["mask"]["registered"] == "parameter"  # the overrides are not believed
+    fused = nn.Module()
+    fused.qkv, fused.out_proj = Wrapped(4, 12), nn.Linear(4, 4, bias=False)
+    weights = [torch.randn(4, 4) for _ in range(4)]
+    assert contract.inject(fused, 4, *weights) == "fused"
+    assert torch.equal(fused.qkv.inner.weight, torch.cat(weights[:3]))
+    read = contract.read(fused, 4)
+    assert all(torch.equal(read[p], w) for p, w in zip("qkvo", weights))
+    assert contract.describe(nn.Linear(4, 4), 4)["layout"] is None
+
+
+def test_scramble_changes_parameters_and_leaves_buffers():
+    block = ref.CausalSelfAttention(12, 3, 8)
+    before = block.qkv.weight.clone()
+    assert contract.scramble(block, seed=1) == 2
+    assert not torch.equal(block.qkv.weight, before)
+    assert torch.equal(block.mask, torch.ones(8, 8, dtype=torch.bool).tril())
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("import torch.nn.functional as F\ny = F.scaled_dot_product_attention(q, k, v)",
+     ["scaled_dot_product"]),
+    ("import torch\ny = torch.nn.functional.scaled_dot_product_attention(q, k, v)",
+     ["scaled_dot_product"]),
+    ("m = torch.nn.MultiheadAttention(8, 2)", ["MultiheadAttention"]),
+    ("f = getattr(F, 'scaled_dot_' + 'product_attention')", ["scaled_dot_product"]),
+    ("name = ''.join(['scaled_dot', '_product_attention'])\nf = getattr(F, name)",
+     ["scaled_dot_product"]),
+    ("a = 'scaled_dot'\nb = f'{a}_product_attention'\nf = getattr(F, b)", ["scaled_dot_product"]),
+    ("f = getattr(F, 'noitnetta_tcudorp_tod_delacs'[::-1])", ["scaled_dot_product"]),
+    ("f = getattr(torch.ops.aten, op)", ["torch.ops.aten"]),
+    ("f = torch._C._nn.thing", ["torch._C"]),
+    ("import importlib\nm = importlib.import_module(x)", ["importlib"]),
+    ("f = eval(text)", ["eval"]),
+])
+def test_the_scan_sees_library_routes(source, expected):
+    library, _ = source_routes(source)
+    assert library == expected
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("import sys\nw = sys.modules['worker']", ["sys.modules"]),
+    ("import gc\nobjs = gc.get_objects()", ["gc", "get_objects"]),
+    ("import __main__", ["__main__"]),
+    ("g = f.__globals__", ["__globals__"]),
+])
+def test_the_scan_sees_reaching_into_the_grader(source, expected):
+    _, tamper = source_routes(source)
+    assert tamper == expected
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "tests" / "submissions" / "correct").rglob("*.py"))
+                         + [ROOT / "solutions" / "attention.py"], ids=lambda p: p.name)
+def test_the_scan_passes_honest_code(path):
+    text = path.read_text(encoding="utf-8") + '\n\nif __name__ == "__main__":\n    """uses no scaled_dot_product_attention"""\n'
+    assert source_routes(text) == ([], [])
+
+
+def test_each_module_variant_is_one_knob_on_the_reference():
+    w = [torch.randn(12, 12) / math.sqrt(12) for _ in range(4)]
+    x = torch.randn(2, 5, 12)
+    expected, expected_weights = variants.block("reference", *w, 3, 8)(x, return_weights=True)
+    named = variants.module_candidates(x, *w, 3, 8)
+    assert {n for n, _ in named} == set(variants.MODULE_VARIANTS)
+    for name, (y, weights) in named:  # every knob changes the output or the weights it returns
+        assert not (torch.allclose(y, expected, atol=1e-5)  # (NaN counts as changed)
+                    and torch.allclose(weights, expected_weights, atol=1e-5)), name
+    biased = variants.module_candidates(x, *w, 3, 8, biases={p: torch.ones(12) for p in "qkvo"})
+    assert biased[0][0] == "bias"
+
+
+CHECK_FILES = [ROOT / "grader" / "judge" / "checks" / part for part in (
+    "public/check_module.py", "public/check_quiz.py", "hidden/check_module_reference.py",
+    "hidden/check_quiz_answers.py")]
+
+
+def _verdicts(path):
+    """(key or None, keyword names) of every Verdict(...) call in a check file."""
+    import ast
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Verdict":
+            first = node.args[0] if node.args else None
+            key = first.value if isinstance(first, ast.Constant) else None
+            yield key, {k.arg for k in node.keywords}
+
+
+@pytest.mark.parametrize("path", CHECK_FILES, ids=lambda p: p.name)
+def test_the_module_checks_speak_only_through_the_rubric(path):
+    from grader import rubric
+
+    messages = rubric.load().messages
+    for key, keywords in _verdicts(path):
+        assert "detail" not in keywords, f"{path.name}: English detail= prose"
+        if key is not None:
+            assert key in messages, f"{path.name}: {key} is not a rubric message"
+    quiz_keys = {"quiz_wrong_" + c.id.split(".", 1)[1] for c in rubric.load().checks
+                 if c.exercise == "quiz" and c.visibility == "hidden"}
+    assert quiz_keys <= set(messages)  # check_quiz_answers builds its key from the check id
+
+
+def test_the_quiz_check_holds_no_answers():
+    text = (ROOT / "grader" / "judge" / "checks" / "hidden" / "check_quiz_answers.py").read_text(encoding="utf-8")
+    for name in ("Q1_SHAPE", "Q1_FORMAL_PARAMS", "Q2_CORRECT"):
+        assert repr(getattr(ref, name)) not in text
+    assert "16384" not in text and "(1, 1, 3, 4)" not in text
