@@ -26,7 +26,8 @@ if str(ROOT) not in sys.path:
 
 from grader.authoring import stubs as authoring
 from grader.batch import entries
-from grader.render import gradebook, package
+from grader.batch import gradebook
+from grader.render import package
 from grader.judge import manifest, submission
 from grader import rubric
 from grader.tools import submit  # noqa: E402

@@ -39,10 +39,11 @@ from grader import paths
 ROOT = paths.KIT_ROOT
 MANIFEST, LOG = "batch.json", "batch.log"
 # What decides a report or draws a page: the judge (checks, reference, variants), the sandbox and
-# its runtime, the renderers and the rubric; of the batch, the judge process (its heatmap probes)
-# and the records (the pages' files).  Editing anything else never forces a regrade.
+# its runtime, the renderers and the rubric; of the batch, the judge process (the heatmaps' data),
+# the records (the pages' files) and the gradebook (which the records draw the Markdown with).
+# Editing anything else never forces a regrade.
 FINGERPRINTED = ("judge", "sandbox", "render", "rubric.py", "rubric.toml", "paths.py",
-                 "batch/judge.py", "batch/records.py")
+                 "batch/judge.py", "batch/records.py", "batch/gradebook.py")
 
 
 def grader_fingerprint():
@@ -68,7 +69,7 @@ def _inside(child, parent):
 
 
 def run(args):
-    from grader.render import gradebook
+    from grader.batch import gradebook
     from grader.sandbox import launch as sandbox
 
     source, outdir = os.path.abspath(args.dir), os.path.abspath(args.out)
@@ -158,7 +159,7 @@ def _missing(entry, why="not graded (grader error; run again)"):
 
 def merge(args):
     """Join the outputs of shards (or of any batch runs) into one gradebook and summary."""
-    from grader.render import gradebook
+    from grader.batch import gradebook
 
     outdir = os.path.abspath(args.out)
     sources = [os.path.abspath(p) for p in args.outdirs]

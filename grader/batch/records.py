@@ -44,7 +44,8 @@ def remove_leftovers(outdir):
 
 def write_student(outdir, record, lang):
     """The student's page, Markdown and report.json, each atomically; report.json last."""
-    from grader.render import feedback_html, gradebook
+    from grader.batch import gradebook
+    from grader.render import feedback_html
     from grader import rubric
 
     the_rubric = rubric.load()
