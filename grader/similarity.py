@@ -1,0 +1,258 @@
+"""Near-copies in a class: pairs (and groups) of submissions whose own code is mostly the same.
+
+The fingerprints are copydetect's (pinned in requirements.txt): its tokenizer turns every
+identifier into V/F/O and every string into S and drops comments and spacing, then k-grams of the
+token text are winnowed and two submissions are compared by the k-grams they share, mapped back to
+regions of the original code.  Two things are ours:
+
+- what never counts: the stub (exercises/attention.py) and the notebook's given cells are
+  boilerplate fingerprints, and the quiz answer lines (`Q1_SHAPE = ...`) are blanked before
+  fingerprinting, since every correct student writes the same answers;
+- a stable k-gram hash (blake2b) instead of copydetect's `hash()`, which Python salts per process:
+  with it a figure computed in a shard, in a resumed batch or in a merge is the same figure.
+
+A pair's figure is copydetect's: the share of one submission's fingerprinted code found in the
+other, for each side; the pair is flagged when the larger share reaches the threshold and the
+shared code is long enough to be more than an idiom (MIN_SHARED filtered characters).  Flagged
+pairs chain into groups.  Pairs are cached in OUTDIR/similarity/pairs.json by the two code
+hashes and the settings, so a resumed batch or a merge computes only the pairs it lacks.
+"""
+import hashlib
+import json
+import os
+import re
+
+from .statefile import write_atomic
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FOLDER = "similarity"
+SOURCES, PAIRS, TABLE = "sources", "pairs.json", "similarity.csv"
+NOISE = 25      # k: shorter shared token runs are noise (copydetect's default noise threshold)
+WINDOW = 1      # winnowing window: every k-gram (copydetect's default for these thresholds)
+THRESHOLD = 0.7  # default --similarity: a share of one side's code found in the other
+MIN_SHARED = 200  # filtered characters in common, at least: a few shared lines are idioms
+BOILERPLATE_FILES = ("exercises/attention.py", "release/attention.ipynb",
+                     "grader/lesson_given_code.txt")
+QUIZ_LINE = re.compile(r"^[ \t]*Q\d_[A-Z0-9_]*[ \t]*(:[^=\n]*)?=.*$", re.MULTILINE)
+
+
+def code_hash(source):
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def blank_quiz(source):
+    """The quiz answer lines replaced by spaces (offsets kept for the side-by-side)."""
+    return QUIZ_LINE.sub(lambda m: " " * len(m.group(0)), source)
+
+
+def _kgram_hashes(text, k):
+    """int64 hash of every k-gram, the same in every process (copydetect's own uses hash())."""
+    import numpy as np
+
+    return np.array([int.from_bytes(hashlib.blake2b(text[i:i + k].encode("utf-8", "surrogatepass"),
+                                                    digest_size=8).digest(), "little", signed=True)
+                     for i in range(len(text) - k + 1)], dtype=np.int64)
+
+
+def fingerprint(source, boilerplate=None):
+    """A copydetect CodeFingerprint of `source` with the quiz lines and boilerplate left out."""
+    import numpy as np  # (numpy and copydetect load only when a class is compared)
+
+    from copydetect import CodeFingerprint, utils
+
+    code = blank_quiz(source)
+    filtered, offsets = utils.filter_code(code, "attention.py", "python")
+    hashes, idx = utils.winnow(_kgram_hashes(filtered, NOISE), WINDOW, remove_duplicates=False)
+    if boilerplate is not None and len(boilerplate) and len(hashes):
+        keep = ~np.isin(hashes, boilerplate)
+        hashes, idx = hashes[keep], idx[keep]
+    positions = {}
+    for value, i in zip(hashes.tolist(), idx.tolist()):
+        positions.setdefault(value, []).append(i)
+    fp = CodeFingerprint.__new__(CodeFingerprint)  # the fields compare_files reads
+    fp.filename, fp.raw_code, fp.filtered_code, fp.offsets = "attention.py", code, filtered, offsets
+    fp.hashes, fp.hash_idx, fp.k = set(positions), positions, NOISE
+    fp.token_coverage = utils.get_token_coverage(positions, NOISE, len(filtered))
+    return fp
+
+
+def boilerplate_hashes(root=ROOT):
+    """Fingerprints of the code every student is given: the stub and the notebook's cells."""
+    import numpy as np
+
+    from .submission import notebook_source
+
+    texts = []
+    for name in BOILERPLATE_FILES:
+        path = os.path.join(root, name)
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+            texts.append(notebook_source(text) if name.endswith(".ipynb") else text)
+    values = [np.array(sorted(fingerprint(t).hashes), dtype=np.int64) for t in texts]
+    return np.unique(np.concatenate(values)) if values else np.array([], dtype=np.int64)
+
+
+def settings_key(boilerplate):
+    """What a cached pair depends on besides the two codes."""
+    import numpy as np
+
+    h = hashlib.sha256(f"{NOISE}/{WINDOW}/copydetect".encode())
+    h.update(np.asarray(boilerplate, dtype=np.int64).tobytes())
+    return h.hexdigest()[:16]
+
+
+def compare(fp_a, fp_b):
+    """{'share': [a, b], 'shared': filtered chars in common, 'regions': [[start, end]...] x 2}."""
+    from copydetect import compare_files
+
+    overlap, shares, slices = compare_files(fp_a, fp_b)
+    regions = [[[int(s), int(e)] for s, e in zip(*side)] if side.ndim == 2 else []
+               for side in slices]
+    return {"share": [round(float(x), 4) for x in shares], "shared": int(overlap),
+            "regions": regions}
+
+
+# -- a class: sources kept in OUTDIR, pairs cached ----------------------------------------------
+def source_path(outdir, student):
+    return os.path.join(outdir, FOLDER, SOURCES, student + ".json")
+
+
+def read_source(outdir, student):
+    try:
+        with open(source_path(outdir, student), encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and "source" in data else None
+
+
+def keep_source(outdir, entry):
+    """The student's code as the grader read it (notebook cells, zip, package: the submission
+    loader's one file), saved once per entry content; None when there is none to read."""
+    from . import submission
+
+    saved = read_source(outdir, entry.student)
+    if saved is not None and saved.get("digest") == entry.digest:
+        return saved
+    try:
+        with submission.load(entry.path) as sub:
+            source = sub.source
+    except submission.SubmissionError:
+        return None
+    data = {"student": entry.student, "digest": entry.digest, "hash": code_hash(source),
+            "source": source}
+    os.makedirs(os.path.dirname(source_path(outdir, entry.student)), exist_ok=True)
+    write_atomic(source_path(outdir, entry.student),
+                 json.dumps(data, ensure_ascii=False) + "\n")
+    return data
+
+
+def load_pairs(outdir, settings):
+    try:
+        with open(os.path.join(outdir, FOLDER, PAIRS), encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data.get("pairs", {}) if data.get("settings") == settings else {}
+
+
+def save_pairs(outdir, settings, pairs):
+    os.makedirs(os.path.join(outdir, FOLDER), exist_ok=True)
+    write_atomic(os.path.join(outdir, FOLDER, PAIRS),
+                 json.dumps({"settings": settings, "pairs": dict(sorted(pairs.items()))}) + "\n")
+
+
+def merge_caches(outdir, folders):
+    """The pairs the inputs of a merge already compared, joined into OUTDIR's cache (those of
+    other settings are dropped when the cache is next read)."""
+    joined, settings = {}, None
+    for folder in [outdir] + list(folders):
+        try:
+            with open(os.path.join(folder, FOLDER, PAIRS), encoding="utf-8") as handle:
+                data = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        settings = settings or data.get("settings")
+        if data.get("settings") == settings:
+            joined.update(data.get("pairs", {}))
+    if settings is not None:
+        save_pairs(outdir, settings, joined)
+
+
+def all_pairs(sources, cache, boilerplate):
+    """{'<hash a>:<hash b>': comparison} for every two codes of `sources` (a code with itself too:
+    two students with the same code); returns (pairs, how many were computed, not cached)."""
+    hashes = sorted({s["hash"]: s["source"] for s in sources}.items())
+    prints, pairs, computed = {}, {}, 0
+    for i, (ha, code_a) in enumerate(hashes):
+        for hb, code_b in hashes[i:]:
+            key = f"{ha}:{hb}"
+            if key not in cache:
+                for h, code in ((ha, code_a), (hb, code_b)):
+                    if h not in prints:
+                        prints[h] = fingerprint(code, boilerplate)
+                cache[key] = compare(prints[ha], prints[hb])
+                computed += 1
+            pairs[key] = cache[key]
+    return pairs, computed
+
+
+def pair_rows(sources, pairs, threshold):
+    """One row per two students, the most similar first."""
+    by_student = sorted(sources, key=lambda s: s["student"])
+    rows = []
+    for i, a in enumerate(by_student):
+        for b in by_student[i + 1:]:
+            first, second = sorted((a, b), key=lambda s: s["hash"])
+            comparison = dict(pairs[f"{first['hash']}:{second['hash']}"])
+            if first is b:  # the cache holds the pair in hash order; rows are in id order
+                comparison["share"] = comparison["share"][::-1]
+                comparison["regions"] = comparison["regions"][::-1]
+            share = max(comparison["share"])
+            rows.append({"a": a["student"], "b": b["student"], "similarity": share,
+                         "share_a": comparison["share"][0], "share_b": comparison["share"][1],
+                         "shared": comparison["shared"], "regions": comparison["regions"],
+                         "flagged": share >= threshold and comparison["shared"] >= MIN_SHARED})
+    rows.sort(key=lambda r: (-r["similarity"], r["a"], r["b"]))
+    return rows
+
+
+def groups_of(rows):
+    """Flagged pairs chained into groups (connected components), each sorted, largest first."""
+    parent = {}
+
+    def root(x):
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for row in rows:
+        if row["flagged"]:
+            parent[root(row["a"])] = root(row["b"])
+    members = {}
+    for student in parent:
+        members.setdefault(root(student), []).append(student)
+    return sorted((sorted(m) for m in members.values() if len(m) > 1), key=lambda g: (-len(g), g))
+
+
+def analyse(outdir, sources, threshold=THRESHOLD, log=None):
+    """Every pair of `sources` (dicts from keep_source), the cache updated; the class view:
+    {'threshold', 'pairs' (flagged, with regions), 'groups', 'rows' (all, for the CSV),
+    'computed', 'reused'}."""
+    boilerplate = boilerplate_hashes()
+    settings = settings_key(boilerplate)
+    cache = load_pairs(outdir, settings)
+    pairs, computed = all_pairs(sources, cache, boilerplate)
+    save_pairs(outdir, settings, pairs)
+    rows = pair_rows(sources, pairs, threshold)
+    if log is not None:
+        print(f"similarity: {len(sources)} submissions, {computed} pairs computed, "
+              f"{len(pairs) - computed} reused", file=log)
+    code = {s["student"]: s["source"] for s in sources}
+    flagged = [dict(r, code_a=blank_quiz(code[r["a"]]), code_b=blank_quiz(code[r["b"]]))
+               for r in rows if r["flagged"]]
+    return {"threshold": threshold, "min_shared": MIN_SHARED, "pairs": flagged,
+            "groups": groups_of(rows), "rows": rows, "computed": computed,
+            "reused": len(pairs) - computed}
