@@ -244,6 +244,8 @@ def merge(args):
     sources = [os.path.abspath(p) for p in args.outdirs]
     if outdir in sources:
         return _refuse("--out must be a new folder, not one of the inputs")
+    if args.similarity is not None and not 0 < args.similarity <= 1:
+        return _refuse(f"--similarity wants a share in (0, 1], e.g. 0.7 (got {args.similarity})")
     try:
         manifests = _read_manifests(sources)
         chosen = _choose_entries(manifests)

@@ -62,6 +62,12 @@ def near_copies_html(near):
            + both("给定代码（模板、课上代码、检查题答案行）不计入。",
                   "Given code (the stub, the lesson's code, the quiz answer lines) never counts.")
            + "</p>"]
+    if near.get("flagged", 0) > len(near["pairs"]):
+        out.append("<p>" + both(f"共 {near['flagged']} 对超过阈值，这里显示最相似的 "
+                                f"{len(near['pairs'])} 对；全部见 similarity.csv。",
+                                f"{near['flagged']} pairs reach the threshold; the "
+                                f"{len(near['pairs'])} most similar are shown, all are in "
+                                "similarity.csv.") + "</p>")
     if near["groups"]:
         out.append('<ul id="groups">' + "".join(
             f'<li>{both("组", "group")} {n}: ' + " ".join(_page_link(s) for s in group) + "</li>"

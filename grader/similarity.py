@@ -15,7 +15,9 @@ A pair's figure is copydetect's: the share of one submission's fingerprinted cod
 other, for each side; the pair is flagged when the larger share reaches the threshold and the
 shared code is long enough to be more than an idiom (MIN_SHARED filtered characters).  Flagged
 pairs chain into groups.  Pairs are cached in OUTDIR/similarity/pairs.json by the two code
-hashes and the settings, so a resumed batch or a merge computes only the pairs it lacks.
+hashes and the settings (the figures only: the shared regions of the pairs shown on the page are
+found again, a few dozen comparisons), so a resumed batch or a merge computes only the pairs it
+lacks.
 """
 import hashlib
 import json
@@ -31,6 +33,7 @@ NOISE = 25      # k: shorter shared token runs are noise (copydetect's default n
 WINDOW = 1      # winnowing window: every k-gram (copydetect's default for these thresholds)
 THRESHOLD = 0.7  # default --similarity: a share of one side's code found in the other
 MIN_SHARED = 200  # filtered characters in common, at least: a few shared lines are idioms
+SHOWN = 60  # flagged pairs shown side by side on the page (the most similar; the CSV has all)
 BOILERPLATE_FILES = ("exercises/attention.py", "release/attention.ipynb",
                      "grader/lesson_given_code.txt")
 QUIZ_LINE = re.compile(r"^[ \t]*Q\d_[A-Z0-9_]*[ \t]*(:[^=\n]*)?=.*$", re.MULTILINE)
@@ -94,16 +97,20 @@ def boilerplate_hashes(root=ROOT):
 
 
 def settings_key(boilerplate):
-    """What a cached pair depends on besides the two codes."""
+    """What a cached pair depends on besides the two codes: k, the window, the boilerplate and
+    the versions of copydetect and of the tokenizer under it (pygments)."""
+    import copydetect
     import numpy as np
+    import pygments
 
-    h = hashlib.sha256(f"{NOISE}/{WINDOW}/copydetect".encode())
+    h = hashlib.sha256(f"{NOISE}/{WINDOW}/{copydetect.__version__}/{pygments.__version__}".encode())
     h.update(np.asarray(boilerplate, dtype=np.int64).tobytes())
     return h.hexdigest()[:16]
 
 
 def compare(fp_a, fp_b):
-    """{'share': [a, b], 'shared': filtered chars in common, 'regions': [[start, end]...] x 2}."""
+    """{'share': [a, b], 'shared': filtered chars in common, 'regions': [[start, end]...] x 2}
+    (regions in the code as fingerprinted: the quiz lines blanked, offsets unchanged)."""
     from copydetect import compare_files
 
     overlap, shares, slices = compare_files(fp_a, fp_b)
@@ -180,11 +187,11 @@ def merge_caches(outdir, folders):
         save_pairs(outdir, settings, joined)
 
 
-def all_pairs(sources, cache, boilerplate):
-    """{'<hash a>:<hash b>': comparison} for every two codes of `sources` (a code with itself too:
-    two students with the same code); returns (pairs, how many were computed, not cached)."""
+def all_pairs(sources, cache, boilerplate, prints):
+    """{'<hash a>:<hash b>': {'share', 'shared'}} for every two codes of `sources` (a code with
+    itself too: two students with the same code); returns (pairs, how many were computed)."""
     hashes = sorted({s["hash"]: s["source"] for s in sources}.items())
-    prints, pairs, computed = {}, {}, 0
+    pairs, computed = {}, 0
     for i, (ha, code_a) in enumerate(hashes):
         for hb, code_b in hashes[i:]:
             key = f"{ha}:{hb}"
@@ -192,7 +199,8 @@ def all_pairs(sources, cache, boilerplate):
                 for h, code in ((ha, code_a), (hb, code_b)):
                     if h not in prints:
                         prints[h] = fingerprint(code, boilerplate)
-                cache[key] = compare(prints[ha], prints[hb])
+                found = compare(prints[ha], prints[hb])
+                cache[key] = {"share": found["share"], "shared": found["shared"]}
                 computed += 1
             pairs[key] = cache[key]
     return pairs, computed
@@ -205,17 +213,25 @@ def pair_rows(sources, pairs, threshold):
     for i, a in enumerate(by_student):
         for b in by_student[i + 1:]:
             first, second = sorted((a, b), key=lambda s: s["hash"])
-            comparison = dict(pairs[f"{first['hash']}:{second['hash']}"])
-            if first is b:  # the cache holds the pair in hash order; rows are in id order
-                comparison["share"] = comparison["share"][::-1]
-                comparison["regions"] = comparison["regions"][::-1]
-            share = max(comparison["share"])
-            rows.append({"a": a["student"], "b": b["student"], "similarity": share,
-                         "share_a": comparison["share"][0], "share_b": comparison["share"][1],
-                         "shared": comparison["shared"], "regions": comparison["regions"],
-                         "flagged": share >= threshold and comparison["shared"] >= MIN_SHARED})
+            found = pairs[f"{first['hash']}:{second['hash']}"]
+            share = found["share"] if first is a else found["share"][::-1]  # rows: id order
+            rows.append({"a": a["student"], "b": b["student"], "similarity": max(share),
+                         "share_a": share[0], "share_b": share[1], "shared": found["shared"],
+                         "flagged": max(share) >= threshold and found["shared"] >= MIN_SHARED})
     rows.sort(key=lambda r: (-r["similarity"], r["a"], r["b"]))
     return rows
+
+
+def side_by_side(row, by_student, prints, boilerplate):
+    """The row with both codes (quiz lines blanked) and the shared regions of each."""
+    fps = []
+    for student in (row["a"], row["b"]):
+        source = by_student[student]
+        if source["hash"] not in prints:
+            prints[source["hash"]] = fingerprint(source["source"], boilerplate)
+        fps.append(prints[source["hash"]])
+    return dict(row, code_a=fps[0].raw_code, code_b=fps[1].raw_code,
+                regions=compare(fps[0], fps[1])["regions"])
 
 
 def groups_of(rows):
@@ -239,20 +255,20 @@ def groups_of(rows):
 
 def analyse(outdir, sources, threshold=THRESHOLD, log=None):
     """Every pair of `sources` (dicts from keep_source), the cache updated; the class view:
-    {'threshold', 'pairs' (flagged, with regions), 'groups', 'rows' (all, for the CSV),
-    'computed', 'reused'}."""
+    {'threshold', 'flagged' (how many pairs), 'pairs' (the SHOWN most similar flagged ones, with
+    their code and regions), 'groups', 'rows' (every pair, for the CSV), 'computed', 'reused'}."""
     boilerplate = boilerplate_hashes()
     settings = settings_key(boilerplate)
-    cache = load_pairs(outdir, settings)
-    pairs, computed = all_pairs(sources, cache, boilerplate)
+    cache, prints = load_pairs(outdir, settings), {}
+    pairs, computed = all_pairs(sources, cache, boilerplate, prints)
     save_pairs(outdir, settings, pairs)
     rows = pair_rows(sources, pairs, threshold)
     if log is not None:
         print(f"similarity: {len(sources)} submissions, {computed} pairs computed, "
               f"{len(pairs) - computed} reused", file=log)
-    code = {s["student"]: s["source"] for s in sources}
-    flagged = [dict(r, code_a=blank_quiz(code[r["a"]]), code_b=blank_quiz(code[r["b"]]))
-               for r in rows if r["flagged"]]
-    return {"threshold": threshold, "min_shared": MIN_SHARED, "pairs": flagged,
-            "groups": groups_of(rows), "rows": rows, "computed": computed,
+    by_student = {s["student"]: s for s in sources}
+    flagged = [r for r in rows if r["flagged"]]
+    shown = [side_by_side(r, by_student, prints, boilerplate) for r in flagged[:SHOWN]]
+    return {"threshold": threshold, "min_shared": MIN_SHARED, "flagged": len(flagged),
+            "pairs": shown, "groups": groups_of(rows), "rows": rows, "computed": computed,
             "reused": len(pairs) - computed}
