@@ -124,7 +124,7 @@ def run(args):
     for entry in entries:  # the code as the grader read it: the near-copies compare these
         keep_source(outdir, entry)
     records = [read_record(outdir, e.student) or _missing(e) for e in entries]
-    gradebook.write_class_outputs(outdir, records, args.lang, args.similarity)
+    gradebook.write_class_outputs(outdir, records, args.lang, args.similarity, jobs)
     errors = [a for a in answers.values() if a["status"] == "error"]
     ungradable = sum(1 for r in records if r["status"] == "ungradable")
     print(f"{outdir}/gradebook.csv: {len(records)} rows ({ungradable} ungradable, "
@@ -273,7 +273,7 @@ def merge(args):
                 "entries": [dict(chosen[s][1]) for s in sorted(chosen)]}
     write_atomic(os.path.join(outdir, MANIFEST),
                  json.dumps(manifest, ensure_ascii=False, indent=1) + "\n")
-    gradebook.write_class_outputs(outdir, records, lang, threshold)
+    gradebook.write_class_outputs(outdir, records, lang, threshold, default_jobs())
     missing = [r for r in records if r["status"] == "missing"]
     for r in missing:
         print(f"! {r['student']}: {r['error']}", file=sys.stderr)

@@ -219,13 +219,13 @@ def student_markdown(the_rubric, record, lang):
             f"**{why}:** {record.get('error')}\n\n**0 / {_num(record.get('max_score'))}**\n")
 
 
-def write_class_outputs(outdir, records, lang, threshold=None):
+def write_class_outputs(outdir, records, lang, threshold=None, jobs=1):
     """gradebook.csv, mistakes.csv, similarity.csv and the summary (JSON, Markdown, HTML), from
     the records with the folder's overrides applied; the overridden students' pages redrawn."""
     the_rubric = rubric_module.load()
     items = overrides_module.load(outdir)
     records = [overrides_module.apply(r, items) for r in records]
-    near = None if threshold is None else _near_copies(outdir, records, threshold)
+    near = None if threshold is None else _near_copies(outdir, records, threshold, jobs)
     summary = summarize(the_rubric, records, near)
     write_atomic(os.path.join(outdir, "gradebook.csv"), gradebook_csv(the_rubric, records))
     write_atomic(os.path.join(outdir, "mistakes.csv"), classpage.mistakes_csv(
@@ -243,14 +243,14 @@ def write_class_outputs(outdir, records, lang, threshold=None):
     return summary
 
 
-def _near_copies(outdir, records, threshold):
+def _near_copies(outdir, records, threshold, jobs):
     """The near-copies among the records whose code was kept (similarity/sources)."""
     sources = []
     for r in records:
         saved = similarity.read_source(outdir, r["student"])
         if saved is not None and saved.get("digest") == r.get("digest"):
             sources.append(saved)
-    return similarity.analyse(outdir, sources, threshold, log=sys.stderr)
+    return similarity.analyse(outdir, sources, threshold, log=sys.stderr, jobs=jobs)
 
 
 def _redraw_student(outdir, the_rubric, record, lang):

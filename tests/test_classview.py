@@ -163,6 +163,16 @@ def test_pairs_are_computed_once_and_the_same_in_every_process(tmp_path):
         assert json.loads(proc.stdout) == json.loads(json.dumps(third["rows"]))
 
 
+def test_forked_comparers_give_the_same_figures(tmp_path, monkeypatch):
+    sources = [a_source(Path(n).stem, (CORRECT / n).read_text(encoding="utf-8")) for n in STYLES]
+    sources.append(a_source("copy", disguise(sources[0]["source"])))
+    alone = similarity.analyse(str(tmp_path / "one"), sources, jobs=1)
+    monkeypatch.setattr(similarity, "PARALLEL_FROM", 1)
+    forked = similarity.analyse(str(tmp_path / "two"), sources, jobs=2)
+    assert forked["computed"] == alone["computed"] == 45
+    assert forked["rows"] == alone["rows"] and forked["groups"] == alone["groups"]
+
+
 # -- root causes --------------------------------------------------------------------------------
 def card(check, *keys, follows=None):
     exercise = {"attend": "attend", "module": "CausalSelfAttention", "split_heads": "split_heads",
