@@ -80,7 +80,8 @@ def near_copies_html(near):
                    f'{_percent(pair["share_b"])})</summary><div class="pair-sides">')
         for side, code, marks in (("a", pair["code_a"], pair["regions"][0]),
                                   ("b", pair["code_b"], pair["regions"][1])):
-            out.append(f'<div><code>{esc(pair[side])}</code><pre>{_marked(code, marks)}</pre></div>')
+            out.append(f'<div><code>{esc(pair[side])}</code>'
+                       f'<pre>{_marked(code, marks)}</pre></div>')
         out.append("</div></details>")
     if not near["pairs"]:
         out.append("<p>" + both("（没有）", "(none)") + "</p>")
@@ -113,7 +114,8 @@ def override_notice_html(record):
         return ""
     items = "".join(f'<li><code>{esc(o["check"])}</code> {o["was"]:g} → {o["score"]:g}: '
                     f'{esc(o["why"])}</li>' for o in record["overrides"])
-    return ('<article class="card" id="overrides" data-check="overrides"><div class="card-head"><h3>'
+    return ('<article class="card" id="overrides" data-check="overrides">'
+            '<div class="card-head"><h3>'
             + both("助教改分", "Changed by a TA") + f"</h3></div><ul>{items}</ul></article>")
 
 

@@ -19,9 +19,17 @@ from .records import MARKDOWN, PAGE, STUDENTS
 from .statefile import write_atomic
 
 # Verdict keys that say *that* something went wrong, not *which* mistake it was.
-OUTCOME_KEYS = {"not_implemented", "raised", "import_failed", "timeout", "crashed", "protocol",
-                "budget", "internal", "wrong_type", "wrong_shape", "wrong_values", "no_error",
-                "wrong_error", "quiz_wrong", "quiz_missing", "quiz_type", "learn_failed"}
+OUTCOME_KEYS = {"not_implemented", "raised", "import_failed", "timeout", "memory_limit", "crashed",
+                "protocol", "budget", "internal", "wrong_type", "wrong_shape", "wrong_values",
+                "no_error", "wrong_error", "quiz_wrong", "quiz_missing", "quiz_type",
+                "learn_failed"}
+
+
+def is_named(key):
+    """A named mistake (scale_sqrt_D), not an outcome (wrong_values)."""
+    return key not in OUTCOME_KEYS
+
+
 STATUS_WORDS = {"graded": "graded", "ungradable": "ungradable", "missing": "not graded"}
 BINS = 10
 
@@ -39,9 +47,10 @@ def gradebook_csv(the_rubric, records):
     writer.writerow(["student", "entry"] + ids + ["total", "max_score", "status", "note"])
     max_score = sum(c.points for c in the_rubric.checks)
     for record in sorted(records, key=lambda r: r["student"]):
-        note = record.get("error") or "; ".join(package_notes(record.get("package"))
-                                                + [overrides_module.note(record)] * bool(
-                                                    record.get("overrides")))
+        notes = package_notes(record.get("package"))
+        if record.get("overrides"):
+            notes.append(overrides_module.note(record))
+        note = record.get("error") or "; ".join(notes)
         scores = {}
         if record.get("report"):
             scores = {c["id"]: c["score"] for c in record["report"]["checks"]}
@@ -101,7 +110,7 @@ def _root_causes(graded):
     see mistakes.py) and the cards it was seen on."""
     per_key = {}
     for r in graded:
-        for key, cards in root_causes(r["report"], lambda k: k not in OUTCOME_KEYS).items():
+        for key, cards in root_causes(r["report"], is_named).items():
             entry = per_key.setdefault(key, {"who": set(), "checks": set()})
             entry["who"].add(r["student"])
             entry["checks"].update(cards)
@@ -228,8 +237,8 @@ def write_class_outputs(outdir, records, lang, threshold=None, jobs=1):
     near = None if threshold is None else _near_copies(outdir, records, threshold, jobs)
     summary = summarize(the_rubric, records, near)
     write_atomic(os.path.join(outdir, "gradebook.csv"), gradebook_csv(the_rubric, records))
-    write_atomic(os.path.join(outdir, "mistakes.csv"), classpage.mistakes_csv(
-        summary, records, lambda k: k not in OUTCOME_KEYS))
+    write_atomic(os.path.join(outdir, "mistakes.csv"),
+                 classpage.mistakes_csv(summary, records, is_named))
     if near is not None:
         write_atomic(os.path.join(outdir, similarity.TABLE), classpage.similarity_csv(near["rows"]))
     write_atomic(os.path.join(outdir, "summary.json"),

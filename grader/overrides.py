@@ -55,7 +55,8 @@ def validate(the_rubric, students, student, check, score):
 
 def record_override(outdir, item):
     """Add (or replace: one override per student and check) and save."""
-    items = [o for o in load(outdir) if (o["student"], o["check"]) != (item["student"], item["check"])]
+    same = (item["student"], item["check"])
+    items = [o for o in load(outdir) if (o["student"], o["check"]) != same]
     save(outdir, items + [item])
 
 
@@ -108,7 +109,8 @@ def add_arguments(sub):
     p.add_argument("student", help="the student id (as in gradebook.csv)")
     p.add_argument("check", help="the check id (a column of gradebook.csv)")
     p.add_argument("score", type=float, help="the new score, 0..the check's points")
-    p.add_argument("--why", required=True, help="the reason, shown to the student and in the summary")
+    p.add_argument("--why", required=True,
+                   help="the reason, shown to the student and in the summary")
 
 
 def main(args):

@@ -220,7 +220,8 @@ def _compare_many(todo, prints, jobs):
 
     _PRINTS.clear()
     _PRINTS.update(prints)
-    if jobs <= 1 or len(todo) < PARALLEL_FROM or "fork" not in multiprocessing.get_all_start_methods():
+    forkable = "fork" in multiprocessing.get_all_start_methods()
+    if jobs <= 1 or len(todo) < PARALLEL_FROM or not forkable:
         return _figures(todo)
     size = -(-len(todo) // (4 * jobs))
     chunks = [todo[i:i + size] for i in range(0, len(todo), size)]

@@ -51,7 +51,8 @@ def a_source(student, text):
 def notebook_of(source):
     cells = [{"cell_type": "markdown", "metadata": {}, "source": ["# my notebook\n"]}]
     cells += [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
-               "source": chunk.splitlines(True)} for chunk in re.split(r"\n(?=def |class )", source)]
+               "source": chunk.splitlines(True)}
+              for chunk in re.split(r"\n(?=def |class )", source)]
     cells.append({"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
                   "source": ["%timeit split_heads(torch.zeros(1, 2, 4), 2)\n"]})
     return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
@@ -152,7 +153,8 @@ def test_pairs_are_computed_once_and_the_same_in_every_process(tmp_path):
     # copydetect's own k-gram hash is salted per process; ours is not: another process with
     # another salt computes the same figures.
     code = ("import json, sys; sys.path.insert(0, sys.argv[1]); from grader import similarity as s;"
-            "d = json.load(open(sys.argv[2])); print(json.dumps(s.analyse(sys.argv[3], d)['rows']))")
+            "d = json.load(open(sys.argv[2]));"
+            "print(json.dumps(s.analyse(sys.argv[3], d)['rows']))")
     (tmp_path / "in.json").write_text(json.dumps(grown))
     for seed in ("1", "2"):
         fresh = tmp_path / f"fresh{seed}"
@@ -422,7 +424,8 @@ def run_slurm(recipe_dir, class_dir, out):
     for task in range(first, last + 1):
         bash(f"bash {script}", engine_env(out, dict(env, SLURM_ARRAY_TASK_ID=str(task),
                                                     SLURM_ARRAY_JOB_ID="77")), cwd=ROOT)
-    bash(f"bash {recipe_dir / 'slurm' / 'slurm-merge-class.sbatch'}", engine_env(out, env), cwd=ROOT)
+    merge = recipe_dir / "slurm" / "slurm-merge-class.sbatch"
+    bash(f"bash {merge}", engine_env(out, env), cwd=ROOT)
     submit = (recipe_dir / "slurm" / "slurm-submit.sh").read_text()
     assert "--dependency=\"afterany:" in submit and "slurm-merge-class.sbatch" in submit
     return last - first + 1
