@@ -485,3 +485,41 @@ def test_recipes_name_the_shards_once():
     assert "#SBATCH --array=1-5" in recipes.render("slurm-grade-class.sbatch", 5, "c")
     k8s = recipes.render("k8s-grade-class.yaml", 5, "c")
     assert "completions: 5" in k8s and "JOB_COMPLETION_INDEX + 1" in k8s
+
+
+# -- the summary page in headless Chromium ------------------------------------------------------
+def test_summary_page_in_chromium(small, tmp_path):
+    """The DOM Chromium builds from summary.html: who under each mistake (links to their
+    pages), the near-copy groups, each flagged pair side by side with the shared code marked on
+    both sides; and a screenshot that is a drawn page (SUMMARY_SCREENSHOT=/tmp/x.png keeps it)."""
+    from test_feedback_html import CHROMIUM, Dom, chromium
+
+    if CHROMIUM is None:
+        pytest.skip("no headless Chromium here (Debian: apt-get install -y chromium)")
+    page = small["single"] / "summary.html"
+    dump = chromium(page.as_uri() + "#lang=en", "--dump-dom")
+    assert dump.returncode == 0 and "near-copies" in dump.stdout, dump.stderr[-2000:]
+    dom = Dom(dump.stdout)
+    assert dom.find("html")[0]["attrs"]["class"] == "lang-en"
+    who = {d["attrs"]["data-key"]: [a["attrs"]["href"] for a in dom.find("a", within=d)]
+           for d in dom.find("details", cls="mistake")}
+    assert who == {"mask_after_softmax": ["students/bob/feedback.html"],
+                   "scale_sqrt_D": ["students/dave/feedback.html"]}
+    groups = [[a["text"] for a in dom.find("a", within=li)]
+              for li in dom.find("li", within=dom.find("ul", id="groups")[0])]
+    assert groups == [["alice", "carol"], ["bob", "dave"]]
+    pairs = dom.find("details", cls="pair")
+    assert sorted((p["attrs"]["data-a"], p["attrs"]["data-b"]) for p in pairs) == [
+        ("alice", "carol"), ("bob", "dave")]
+    for pair in pairs:
+        sides = dom.find("pre", within=pair)
+        assert len(sides) == 2 and all(dom.find("mark", within=side) for side in sides)
+        assert "def " in "".join(m["text"] for m in dom.find("mark", within=sides[0]))
+    shot = tmp_path / "summary.png"
+    proc = chromium(page.as_uri(), f"--screenshot={shot}", "--window-size=1280,2400")
+    assert proc.returncode == 0 and shot.exists(), proc.stderr[-2000:]
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
+    keep = os.environ.get("SUMMARY_SCREENSHOT")
+    if keep:
+        shutil.copy(shot, keep)
