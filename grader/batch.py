@@ -8,7 +8,11 @@ hashes are verified; what does not match is noted in the report and the gradeboo
     students/<id>/feedback.html    self-contained page, zh with en switchable
     students/<id>/feedback.md      Markdown (--lang)
     gradebook.csv                  student, entry, one column per check, total, max_score, status
-    summary.json, summary.md, summary.html   histogram, per check and per named mistake
+    summary.json, summary.md, summary.html   histogram, per check, per named mistake and who,
+                                   near-copies side by side, overrides
+    mistakes.csv                   one row per named mistake and student (root causes)
+    similarity.csv, similarity/    every pair's figures; the code compared and the pairs cache
+    overrides.json                 the TAs' overrides (`override`), applied at every rebuild
     batch.json                     the manifest: which entries this run (or shard) covers
     batch.log                      what the judge processes wrote to stderr
 
@@ -20,8 +24,12 @@ worker, and writes each student's files atomically, report.json last, so a batch
 moment (kill -9) and run again regrades only what is missing or changed.  This module is the CLI:
 the gradebook and the summary are rebuilt from the report files at the end of every run, so an
 interrupted-then-resumed batch ends with the same gradebook as an uninterrupted one; `merge` joins
-the outputs of shards.  Nothing is ever written inside DIR: entries are only read (zips in memory,
-folders by their attention file).
+the outputs of shards.  After the grading the parent keeps each entry's code as the submission
+loader read it (similarity/sources) and the rebuild compares the pairs it has not compared yet
+(similarity.py), applies the overrides (overrides.py) and counts root causes (mistakes.py).
+The `override` and `recipes` subcommands are registered here; their code is in overrides.py and
+recipes.py.  Nothing is ever written inside DIR: entries are only read (zips in memory, folders
+by their attention file).
 """
 import hashlib
 import json
