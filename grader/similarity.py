@@ -145,9 +145,10 @@ def keep_source(outdir, entry):
         return saved
     try:
         with submission.load(entry.path) as sub:
-            source = sub.source
-    except submission.SubmissionError:
-        return None
+            # a notebook's JSON may hold lone surrogates: kept visible (\udXXX), never a crash
+            source = sub.source.encode("utf-8", "backslashreplace").decode("utf-8")
+    except (submission.SubmissionError, OSError, ValueError):
+        return None  # ungradable: the judge says why; there is no code to compare
     data = {"student": entry.student, "digest": entry.digest, "hash": code_hash(source),
             "source": source}
     os.makedirs(os.path.dirname(source_path(outdir, entry.student)), exist_ok=True)
