@@ -222,6 +222,17 @@ def test_independent_mistakes_are_two_root_causes_and_outcomes_none():
                                             card("quiz.q1_shape", "quiz_wrong")]}, named) == {}
 
 
+def test_the_reference_comparisons_diagnosis_comes_first():
+    # As graded today: weights taken before the scaling are named by attend.reference only,
+    # while two property cards call the same code "no causal mask".
+    report = {"checks": [card("attend.causal", "mask_missing"),
+                         card("attend.softmax", "mask_missing", "mask_missing"),
+                         card("attend.mask_arg", "wrong_values"),
+                         card("attend.reference", "weights_prescores"),
+                         card("attend.zero_scores", "mask_from_values")]}
+    assert mistakes.root_causes(report, named) == {"weights_prescores": ["attend.reference"]}
+
+
 def test_a_card_that_follows_from_a_mistake_counts_for_it():
     report = {"checks": [card("attend.causal", "mask_missing", follows="mask_after_softmax"),
                          card("attend.softmax", "mask_after_softmax")]}
