@@ -73,7 +73,9 @@ def fingerprint(source, boilerplate=None):
     positions = {}
     for value, i in zip(hashes.tolist(), idx.tolist()):
         positions.setdefault(value, []).append(i)
-    fp = CodeFingerprint.__new__(CodeFingerprint)  # the fields compare_files reads
+    # copydetect's CodeFingerprint hashes in __init__ with the salted hash(): build it with ours,
+    # filling the fields compare_files reads (copydetect is pinned; the tests compare through it)
+    fp = CodeFingerprint.__new__(CodeFingerprint)
     fp.filename, fp.raw_code, fp.filtered_code, fp.offsets = "attention.py", code, filtered, offsets
     fp.hashes, fp.hash_idx, fp.k = set(positions), positions, NOISE
     fp.token_coverage = utils.get_token_coverage(positions, NOISE, len(filtered))
@@ -81,7 +83,8 @@ def fingerprint(source, boilerplate=None):
 
 
 def boilerplate_hashes(root=ROOT):
-    """Fingerprints of the code every student is given: the stub and the notebook's cells."""
+    """Fingerprints of the code every student is given: the stub, the notebook's cells, the
+    lesson's code and the contract the stub dictates (BOILERPLATE_FILES)."""
     import numpy as np
 
     from .submission import notebook_source
