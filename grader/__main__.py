@@ -86,7 +86,7 @@ def parse(argv):
 
 def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
-    if args.command in ("batch", "merge"):
+    if args.command in ("batch", "merge", "override", "recipes"):
         from grader.batch import engine as batch
 
         return batch.main(args)

@@ -28,6 +28,7 @@ from grader.authoring import stubs as authoring
 from grader.batch import entries
 from grader.batch import gradebook
 from grader.render import package
+from grader.render.student_markdown import student_markdown
 from grader.judge import manifest, submission
 from grader import rubric
 from grader.tools import submit  # noqa: E402
@@ -505,7 +506,7 @@ def test_gradebook_note_and_markdown_carry_the_flags():
     rows = list(csv.DictReader(io.StringIO(gradebook.gradebook_csv(RUBRIC, [record]))))
     note = rows[0]["note"]
     assert "changed after packaging" in note and "left out: a" in note and "kit 12.0" in note
-    md = gradebook.student_markdown(RUBRIC, record, "en")
+    md = student_markdown(RUBRIC, record, "en")
     assert "⚠ files differ from the manifest" in md and "graded with today's kit" in md
 
 

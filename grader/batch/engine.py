@@ -8,7 +8,11 @@ hashes are verified; what does not match is noted in the report and the gradeboo
     students/<id>/feedback.html    self-contained page, zh with en switchable
     students/<id>/feedback.md      Markdown (--lang)
     gradebook.csv                  student, entry, one column per check, total, max_score, status
-    summary.json, summary.md, summary.html   histogram, per check and per named mistake
+    summary.json, summary.md, summary.html   histogram, per check, per named mistake and who,
+                                   near-copies side by side, overrides
+    mistakes.csv                   one row per named mistake and student (root causes)
+    similarity.csv, similarity/    every pair's figures; the code compared and the pairs cache
+    overrides.json                 the TAs' overrides (`override`), applied at every rebuild
     batch.json                     the manifest: which entries this run (or shard) covers
     batch.log                      what the judge processes wrote to stderr
 
@@ -20,8 +24,12 @@ worker, and writes each student's files atomically, report.json last, so a batch
 moment (kill -9) and run again regrades only what is missing or changed.  This module is the CLI:
 the gradebook and the summary are rebuilt from the report files at the end of every run, so an
 interrupted-then-resumed batch ends with the same gradebook as an uninterrupted one; `merge` joins
-the outputs of shards.  Nothing is ever written inside DIR: entries are only read (zips in memory,
-folders by their attention file).
+the outputs of shards.  After the grading the parent keeps each entry's code as the submission
+loader read it (similarity/sources) and the rebuild compares the pairs it has not compared yet
+(similarity.py), applies the overrides (overrides.py) and counts root causes (mistakes.py).
+The `override` and `recipes` subcommands are registered here; their code is in overrides.py and
+recipes.py.  Nothing is ever written inside DIR: entries are only read (zips in memory, folders
+by their attention file).
 """
 import hashlib
 import json
@@ -32,16 +40,18 @@ import time
 from grader.batch.dispatch import Progress, default_jobs, dispatch
 from grader.batch.entries import Entry, hash_file, list_entries, parse_shard, shard_of
 from grader.batch.records import (FORMAT, MARKDOWN, PAGE, REPORT, STUDENTS, is_current, read_record,
-                      remove_leftovers)
-from grader.statefile import write_atomic
+                                  remove_leftovers)
+from grader.batch import similarity
+from grader.batch.similarity import THRESHOLD, keep_source
 from grader import paths
+from grader.statefile import write_atomic
 
 ROOT = paths.KIT_ROOT
 MANIFEST, LOG = "batch.json", "batch.log"
 # What decides a report or draws a page: the judge (checks, reference, variants), the sandbox and
 # its runtime, the renderers and the rubric; of the batch, the judge process (the heatmaps' data),
 # the records (the pages' files) and the gradebook (which the records draw the Markdown with).
-# Editing anything else never forces a regrade.
+# Editing anything else (the class outputs, rebuilt on every run anyway) never forces a regrade.
 FINGERPRINTED = ("judge", "sandbox", "render", "rubric.py", "rubric.toml", "paths.py",
                  "batch/judge.py", "batch/records.py", "batch/gradebook.py")
 
@@ -68,25 +78,35 @@ def _inside(child, parent):
     return os.path.commonpath([child, parent]) == parent
 
 
+def _refuse(text):
+    print(f"错误 error: {text}", file=sys.stderr)
+    return 2
+
+
+def _check_arguments(args, source, outdir):
+    """(shard, isolation), or an error message for the command line."""
+    from grader.sandbox import launch as sandbox
+
+    if not os.path.isdir(source):
+        raise ValueError(f"{args.dir}: not a folder")
+    if _inside(outdir, source):
+        raise ValueError(f"--out {args.out} is inside {args.dir}; nothing may be written there")
+    if not 0 < args.similarity <= 1:
+        raise ValueError(f"--similarity wants a share in (0, 1], e.g. 0.7 (got {args.similarity})")
+    shard = parse_shard(args.shard) if args.shard else None
+    return shard, sandbox.choose_isolation("bubblewrap" if args.require_sandbox else args.isolation)
+
+
 def run(args):
+    """`batch DIR --out OUTDIR`: list, skip what is current, grade the rest, rebuild the class."""
     from grader.batch import gradebook
     from grader.sandbox import launch as sandbox
 
     source, outdir = os.path.abspath(args.dir), os.path.abspath(args.out)
-    if not os.path.isdir(source):
-        print(f"错误 error: {args.dir}: not a folder", file=sys.stderr)
-        return 2
-    if _inside(outdir, source):
-        print(f"错误 error: --out {args.out} is inside {args.dir}; nothing may be written there",
-              file=sys.stderr)
-        return 2
     try:
-        shard = parse_shard(args.shard) if args.shard else None
-        isolation = sandbox.choose_isolation("bubblewrap" if args.require_sandbox else args.isolation)
+        shard, isolation = _check_arguments(args, source, outdir)
     except (ValueError, RuntimeError) as exc:
-        print(f"错误 error: {exc}", file=sys.stderr)
-        return 2
-    jobs = max(1, args.jobs or default_jobs())
+        return _refuse(exc)
     entries = list_entries(source)
     if shard:
         entries = [e for e in entries if shard_of(e.student, shard[1]) == shard[0]]
@@ -95,7 +115,8 @@ def run(args):
     fingerprint = grader_fingerprint()
     manifest = {"format": FORMAT, "source": source, "grader": fingerprint,
                 "shard": args.shard and f"{shard[0]}/{shard[1]}", "lang": args.lang,
-                "isolation": isolation, "entries": [e.as_dict() for e in entries]}
+                "isolation": isolation, "similarity": args.similarity,
+                "entries": [e.as_dict() for e in entries]}
     write_atomic(os.path.join(outdir, MANIFEST),
                  json.dumps(manifest, ensure_ascii=False, indent=1) + "\n")
     todo = [e for e in entries if not is_current(read_record(outdir, e.student), e, fingerprint)]
@@ -103,52 +124,69 @@ def run(args):
     config = {"outdir": outdir, "lang": args.lang, "isolation": isolation,
               "limits": limits.describe(), "fingerprint": fingerprint,
               "prefetch": max(0, args.prefetch), "fork_server": not args.cold_workers}
-    where = f" (shard {manifest['shard']})" if shard else ""
-    from grader.sandbox import forkserver
-
-    workers = ("forked from one warm zygote per process" if config["fork_server"]
-               and forkserver.supported(isolation) else "one cold start per submission")
-    print(f"{len(entries)} entries{where}: {len(entries) - len(todo)} up to date, grading "
-          f"{len(todo)} with {min(jobs, len(todo)) or 0} processes; isolation {isolation}, "
-          f"workers {workers}", file=sys.stderr)
-    if isolation != "bubblewrap" and todo:
-        print("warning: isolation process: submissions run as plain subprocesses, which can read "
-              "what this user can read (README, Security); --require-sandbox refuses instead",
-              file=sys.stderr)
-    tasks = [{"id": i, "student": e.student, "entry": e.name, "path": e.path, "digest": e.digest}
-             for i, e in enumerate(todo)]
-    progress = Progress(len(tasks))
-    began = time.monotonic()
-    with open(os.path.join(outdir, LOG), "a", encoding="utf-8") as log:
-        try:
-            stats = []
-            answers = dispatch(tasks, jobs, config, progress, log, config["prefetch"],
-                               stats) if tasks else {}
-        except KeyboardInterrupt:
-            progress.close()
-            print("interrupted: what was written is kept; run the same command to resume",
-                  file=sys.stderr)
-            return 130
-    progress.close()
-    seconds = time.monotonic() - began
-    errors = [a for a in answers.values() if a["status"] == "error"]
+    jobs = max(1, args.jobs or default_jobs())
+    _announce(entries, todo, manifest, config, jobs)
+    answers = _grade(todo, config, jobs)
+    if answers is None:
+        return 130
+    for entry in entries:  # the code as the grader read it: the near-copies compare these
+        keep_source(outdir, entry)
     records = [read_record(outdir, e.student) or _missing(e) for e in entries]
-    gradebook.write_class_outputs(outdir, records, args.lang)
-    if tasks:
-        memory = ""
-        if stats:
-            graded = sum(s["graded"] for s in stats) or 1
-            memory = (f"; peak memory: judge {max(s['judge_mb'] for s in stats):.0f} MiB, "
-                      f"worker {max(s['worker_mb'] for s in stats):.0f} MiB; CPU per submission: "
-                      f"judge {sum(s['judge_cpu'] for s in stats) / graded:.2f} s, "
-                      f"worker {sum(s['worker_cpu'] for s in stats) / graded:.2f} s")
-        print(f"graded {len(tasks)} in {seconds:.1f} s ({len(tasks) / seconds * 60:.1f}/min, "
-              f"{len(stats) or '?'} processes){memory}", file=sys.stderr)
+    gradebook.write_class_outputs(outdir, records, args.lang, args.similarity, jobs)
+    errors = [a for a in answers.values() if a["status"] == "error"]
     ungradable = sum(1 for r in records if r["status"] == "ungradable")
     print(f"{outdir}/gradebook.csv: {len(records)} rows ({ungradable} ungradable, "
           f"{len(errors)} not graded); summary.md, summary.html; students/<id>/feedback.html",
           file=sys.stderr)
     return 1 if errors else 0
+
+
+def _announce(entries, todo, manifest, config, jobs):
+    from grader.sandbox import forkserver
+
+    where = f" (shard {manifest['shard']})" if manifest["shard"] else ""
+    workers = ("forked from one warm zygote per process" if config["fork_server"]
+               and forkserver.supported(config["isolation"]) else "one cold start per submission")
+    print(f"{len(entries)} entries{where}: {len(entries) - len(todo)} up to date, grading "
+          f"{len(todo)} with {min(jobs, len(todo)) or 0} processes; isolation "
+          f"{config['isolation']}, workers {workers}", file=sys.stderr)
+    if config["isolation"] != "bubblewrap" and todo:
+        print("warning: isolation process: submissions run as plain subprocesses, which can read "
+              "what this user can read (README, Security); --require-sandbox refuses instead",
+              file=sys.stderr)
+
+
+def _grade(todo, config, jobs):
+    """{task id: answer} for the entries to grade; None when interrupted (^C)."""
+    tasks = [{"id": i, "student": e.student, "entry": e.name, "path": e.path, "digest": e.digest}
+             for i, e in enumerate(todo)]
+    if not tasks:
+        return {}
+    progress, stats = Progress(len(tasks)), []
+    began = time.monotonic()
+    with open(os.path.join(config["outdir"], LOG), "a", encoding="utf-8") as log:
+        try:
+            answers = dispatch(tasks, jobs, config, progress, log, config["prefetch"], stats)
+        except KeyboardInterrupt:
+            progress.close()
+            print("interrupted: what was written is kept; run the same command to resume",
+                  file=sys.stderr)
+            return None
+    progress.close()
+    _report_speed(len(tasks), time.monotonic() - began, stats)
+    return answers
+
+
+def _report_speed(count, seconds, stats):
+    memory = ""
+    if stats:
+        graded = sum(s["graded"] for s in stats) or 1
+        memory = (f"; peak memory: judge {max(s['judge_mb'] for s in stats):.0f} MiB, "
+                  f"worker {max(s['worker_mb'] for s in stats):.0f} MiB; CPU per submission: "
+                  f"judge {sum(s['judge_cpu'] for s in stats) / graded:.2f} s, "
+                  f"worker {sum(s['worker_cpu'] for s in stats) / graded:.2f} s")
+    print(f"graded {count} in {seconds:.1f} s ({count / seconds * 60:.1f}/min, "
+          f"{len(stats) or '?'} processes){memory}", file=sys.stderr)
 
 
 def _missing(entry, why="not graded (grader error; run again)"):
@@ -157,67 +195,115 @@ def _missing(entry, why="not graded (grader error; run again)"):
             "max_score": None, "report": None}
 
 
-def merge(args):
-    """Join the outputs of shards (or of any batch runs) into one gradebook and summary."""
-    from grader.batch import gradebook
-
-    outdir = os.path.abspath(args.out)
-    sources = [os.path.abspath(p) for p in args.outdirs]
-    if outdir in sources:
-        print("错误 error: --out must be a new folder, not one of the inputs", file=sys.stderr)
-        return 2
+def _read_manifests(sources):
+    """[(folder, batch.json)] of the inputs; ValueError when one is no batch output or they were
+    graded by different grader versions."""
     manifests = []
     for folder in sources:
         try:
             with open(os.path.join(folder, MANIFEST), encoding="utf-8") as handle:
                 manifests.append((folder, json.load(handle)))
         except (OSError, ValueError):
-            print(f"错误 error: {folder}: no {MANIFEST} (not a batch output)", file=sys.stderr)
-            return 2
+            raise ValueError(f"{folder}: no {MANIFEST} (not a batch output)") from None
     fingerprints = {m["grader"] for _, m in manifests}
     if len(fingerprints) > 1:
-        print(f"错误 error: the inputs were graded by different grader versions "
-              f"({', '.join(sorted(fingerprints))}); regrade them with one version", file=sys.stderr)
-        return 2
+        raise ValueError(f"the inputs were graded by different grader versions "
+                         f"({', '.join(sorted(fingerprints))}); regrade them with one version")
+    return manifests
+
+
+def _choose_entries(manifests):
+    """{student: (folder, entry)}; ValueError when two inputs hold one student differently."""
     chosen = {}
     for folder, manifest in manifests:
         for item in manifest["entries"]:
             seen = chosen.get(item["student"])
             if seen and seen[1]["digest"] != item["digest"]:
-                print(f"错误 error: {item['student']} is in {seen[0]} and {folder} with different "
-                      f"content", file=sys.stderr)
-                return 2
+                raise ValueError(f"{item['student']} is in {seen[0]} and {folder} with different "
+                                 f"content")
             chosen.setdefault(item["student"], (folder, item))
+    return chosen
+
+
+def _copy_student(folder, outdir, student):
+    """The student's files (report.json last, as in a run) and the code the near-copies use."""
+    target = os.path.join(outdir, STUDENTS, student)
+    os.makedirs(target, exist_ok=True)
+    for name in (PAGE, MARKDOWN, REPORT):
+        _copy_text(os.path.join(folder, STUDENTS, student, name), os.path.join(target, name))
+    saved = similarity.read_source(folder, student)
+    if saved is not None:
+        os.makedirs(os.path.dirname(similarity.source_path(outdir, student)), exist_ok=True)
+        _copy_text(similarity.source_path(folder, student), similarity.source_path(outdir, student))
+
+
+def _copy_text(src, dst):
+    if os.path.exists(src):
+        with open(src, encoding="utf-8") as handle:
+            write_atomic(dst, handle.read())
+
+
+def merge(args):
+    """Join the outputs of shards (or of any batch runs) into one gradebook and summary; the
+    pairs the shards compared are reused, the overrides of every input carried over."""
+    from grader.batch import gradebook, overrides
+
+    outdir = os.path.abspath(args.out)
+    sources = [os.path.abspath(p) for p in args.outdirs]
+    if outdir in sources:
+        return _refuse("--out must be a new folder, not one of the inputs")
+    if args.similarity is not None and not 0 < args.similarity <= 1:
+        return _refuse(f"--similarity wants a share in (0, 1], e.g. 0.7 (got {args.similarity})")
+    try:
+        manifests = _read_manifests(sources)
+        chosen = _choose_entries(manifests)
+        carried = overrides.combine([overrides.load(outdir)] + [overrides.load(f) for f in sources])
+    except ValueError as exc:
+        return _refuse(exc)
     os.makedirs(os.path.join(outdir, STUDENTS), exist_ok=True)
     records = []
     for student in sorted(chosen):
         folder, item = chosen[student]
         record = read_record(folder, student)
-        entry = Entry(item["entry"], None, student, item["digest"])
         if record is None or record.get("digest") != item["digest"]:
+            entry = Entry(item["entry"], None, student, item["digest"])
             records.append(_missing(entry, "not graded in its shard (run that shard again)"))
             continue
-        target = os.path.join(outdir, STUDENTS, student)
-        os.makedirs(target, exist_ok=True)
-        for name in (PAGE, MARKDOWN, REPORT):  # report.json last, as in a run
-            src = os.path.join(folder, STUDENTS, student, name)
-            if os.path.exists(src):
-                with open(src, encoding="utf-8") as handle:
-                    write_atomic(os.path.join(target, name), handle.read())
+        _copy_student(folder, outdir, student)
         records.append(record)
+    similarity.merge_caches(outdir, sources)
+    if carried:
+        overrides.save(outdir, carried)
     lang = manifests[0][1].get("lang", "zh")
-    manifest = {"format": FORMAT, "merged_from": sources, "grader": fingerprints.pop(),
-                "shard": None, "lang": lang,
+    threshold = args.similarity or manifests[0][1].get("similarity") or THRESHOLD
+    manifest = {"format": FORMAT, "merged_from": sources, "grader": manifests[0][1]["grader"],
+                "shard": None, "lang": lang, "similarity": threshold,
                 "entries": [dict(chosen[s][1]) for s in sorted(chosen)]}
     write_atomic(os.path.join(outdir, MANIFEST),
                  json.dumps(manifest, ensure_ascii=False, indent=1) + "\n")
-    gradebook.write_class_outputs(outdir, records, lang)
+    gradebook.write_class_outputs(outdir, records, lang, threshold, default_jobs())
     missing = [r for r in records if r["status"] == "missing"]
     for r in missing:
         print(f"! {r['student']}: {r['error']}", file=sys.stderr)
     print(f"{outdir}/gradebook.csv: {len(records)} rows from {len(sources)} outputs"
           f"{f', {len(missing)} not graded' if missing else ''}", file=sys.stderr)
     return 1 if missing else 0
+
+
+def rebuild(outdir):
+    """The class outputs again from the folder's records (after an override): nothing regraded."""
+    from grader.batch import gradebook
+
+    with open(os.path.join(outdir, MANIFEST), encoding="utf-8") as handle:
+        manifest = json.load(handle)
+    records = []
+    for item in manifest["entries"]:
+        record = read_record(outdir, item["student"])
+        if record is None or record.get("digest") != item["digest"]:
+            record = _missing(Entry(item["entry"], None, item["student"], item["digest"]))
+        records.append(record)
+    return gradebook.write_class_outputs(outdir, records, manifest.get("lang", "zh"),
+                                         manifest.get("similarity") or THRESHOLD)
 
 
 def add_arguments(sub):
@@ -241,10 +327,57 @@ def add_arguments(sub):
     p.add_argument("--require-sandbox", action="store_true", help="refuse to grade without bubblewrap")
     p.add_argument("--call-timeout", type=float, default=sandbox.Limits.call_seconds)
     p.add_argument("--memory-mb", type=int, default=sandbox.Limits.memory_bytes // 2 ** 20)
+    p.add_argument("--similarity", type=float, default=THRESHOLD, help=SIMILARITY_HELP)
     p = sub.add_parser("merge", help="join batch outputs (shards) into one gradebook")
     p.add_argument("outdirs", nargs="+", help="batch output folders")
     p.add_argument("--out", required=True, help="the merged output folder")
+    p.add_argument("--similarity", type=float, help=SIMILARITY_HELP + " (default: the shards')")
+    from grader.batch import overrides, recipes
+
+    overrides.add_arguments(sub)
+    recipes.add_arguments(sub)
+
+
+SIMILARITY_HELP = (f"flag two submissions as near-copies when this share of one's own code "
+                   f"(given code left out) is found in the other (default {THRESHOLD})")
 
 
 def main(args):
+    if args.command == "override":
+        return override_command(args)
+    if args.command == "recipes":
+        from grader.batch import recipes
+
+        return recipes.main(args)
     return merge(args) if args.command == "merge" else run(args)
+
+
+def override_command(args):
+    """Record the override, then rebuild the gradebook, the summary and the student's page."""
+    from grader import rubric
+    from grader.batch.overrides import FILE, OverrideError, record_override, validate
+
+    outdir = os.path.abspath(args.out)
+    try:
+        with open(os.path.join(outdir, MANIFEST), encoding="utf-8") as handle:
+            students = {e["student"] for e in json.load(handle)["entries"]}
+    except (OSError, ValueError, KeyError):
+        print(f"错误 error: {args.out}: no {MANIFEST} (not a batch output)", file=sys.stderr)
+        return 2
+    try:
+        validate(rubric.load(), students, args.student, args.check, args.score)
+        record = read_record(outdir, args.student)
+        if record is None or not record.get("report"):
+            raise OverrideError(f"{args.student} has no graded report here (ungradable or not "
+                                f"graded yet): grade the submission first")
+        if not args.why.strip():
+            raise OverrideError("--why must say why (it is shown to the student)")
+        record_override(outdir, {"student": args.student, "check": args.check,
+                                 "score": args.score, "why": args.why.strip()})
+    except OverrideError as exc:
+        print(f"错误 error: {exc}", file=sys.stderr)
+        return 2
+    rebuild(outdir)
+    print(f"{args.student} {args.check} -> {args.score:g} ({FILE}); gradebook.csv, summary and "
+          f"students/{args.student}/feedback.html rebuilt", file=sys.stderr)
+    return 0

@@ -8,11 +8,22 @@ import io
 import json
 import os
 import statistics
+import sys
 
-from grader.render import report
 from grader import rubric as rubric_module
-from grader.render.package import describe as describe_package, package_notes
+from grader.batch import classpage, overrides as overrides_module, similarity
+from grader.render.classtext import csv_cell, md_inline
+from grader.batch.mistakes import root_causes
+from grader.batch.records import MARKDOWN, PAGE, STUDENTS
+from grader.render import feedback_html, report
+from grader.render.student_markdown import student_markdown
+from grader.render.package import package_notes
 from grader.statefile import write_atomic
+
+def is_named(key):
+    """A named mistake (scale_sqrt_D), not an outcome (wrong_values): the rubric says which."""
+    return key not in rubric_module.load().outcome_keys
+
 
 STATUS_WORDS = {"graded": "graded", "ungradable": "ungradable", "missing": "not graded"}
 BINS = 10
@@ -31,15 +42,18 @@ def gradebook_csv(the_rubric, records):
     writer.writerow(["student", "entry"] + ids + ["total", "max_score", "status", "note"])
     max_score = sum(c.points for c in the_rubric.checks)
     for record in sorted(records, key=lambda r: r["student"]):
-        note = record.get("error") or "; ".join(package_notes(record.get("package")))
+        notes = package_notes(record.get("package"))
+        if record.get("overrides"):
+            notes.append(overrides_module.note(record))
+        note = record.get("error") or "; ".join(notes)
         scores = {}
         if record.get("report"):
             scores = {c["id"]: c["score"] for c in record["report"]["checks"]}
-        writer.writerow([record["student"], record["entry"]]
+        writer.writerow([csv_cell(record["student"]), csv_cell(record["entry"])]
                         + [_num(scores.get(i)) for i in ids]
                         + [_num(record.get("score") or 0), _num(record.get("max_score") or max_score),
                            STATUS_WORDS.get(record["status"], record["status"]),
-                           note])
+                           csv_cell(note)])
     return out.getvalue()
 
 
@@ -53,17 +67,19 @@ def first_sentence(text, lang):
     return text
 
 
-def summarize(the_rubric, records):
-    graded = [r for r in records if r["status"] == "graded" and r.get("report")]
-    max_score = sum(c.points for c in the_rubric.checks)
-    totals = [r["score"] for r in graded]
+def _histogram(totals, max_score):
     histogram = []
     for b in range(BINS):
         low, high = b * 100 // BINS, (b + 1) * 100 // BINS
         count = sum(1 for t in totals
                     if low <= 100 * t / max_score < high or (b == BINS - 1 and t >= max_score))
         histogram.append({"from": low, "to": high, "count": count})
-    checks, per_key = [], {}
+    return histogram
+
+
+def _per_check(the_rubric, graded):
+    """Per check: passed / failed / error / timeout counts; and per outcome key, who got it."""
+    checks, outcomes = [], {}
     for check in the_rubric.checks:
         counts = {"passed": 0, "failed": 0, "error": 0, "timeout": 0}
         for r in graded:
@@ -72,36 +88,70 @@ def summarize(the_rubric, records):
                 continue
             counts[result["status"]] = counts.get(result["status"], 0) + 1
             for verdict in result["verdicts"]:
-                entry = per_key.setdefault(verdict["key"], {"students": set(), "checks": set()})
-                entry["students"].add(r["student"])
-                entry["checks"].add(check.id)
+                if not is_named(verdict["key"]):
+                    entry = outcomes.setdefault(verdict["key"], {"who": set(), "checks": set()})
+                    entry["who"].add(r["student"])
+                    entry["checks"].add(check.id)
         not_passed = len(graded) - counts["passed"]
         checks.append({"id": check.id, "exercise": check.exercise, "points": check.points,
                        "visibility": check.visibility, "title": dict(check.title), **counts,
                        "not_passed": not_passed,
                        "percent_not_passed": _percent(not_passed, len(graded))})
-    mistakes, outcomes = [], []
+    return checks, outcomes
+
+
+def _root_causes(graded):
+    """Per named mistake, the students whose root cause it is (each counted once per root cause;
+    see mistakes.py) and the cards it was seen on."""
+    per_key = {}
+    for r in graded:
+        for key, cards in root_causes(r["report"], is_named).items():
+            entry = per_key.setdefault(key, {"who": set(), "checks": set()})
+            entry["who"].add(r["student"])
+            entry["checks"].update(cards)
+    return per_key
+
+
+def _items(the_rubric, per_key, graded):
+    items = []
     for key, entry in per_key.items():
-        item = {"key": key, "students": len(entry["students"]),
-                "percent": _percent(len(entry["students"]), len(graded)),
-                "checks": sorted(entry["checks"]),
-                "text": {lang: first_sentence(the_rubric.message(key, lang), lang)
-                         for lang in ("zh", "en")}}
-        (outcomes if key in the_rubric.outcome_keys else mistakes).append(item)
-    order = lambda item: (-item["students"], item["key"])  # noqa: E731
-    return {
+        items.append({"key": key, "students": len(entry["who"]),
+                      "percent": _percent(len(entry["who"]), len(graded)),
+                      "checks": sorted(entry["checks"]), "who": sorted(entry["who"]),
+                      "text": {lang: first_sentence(the_rubric.message(key, lang), lang)
+                               for lang in ("zh", "en")}})
+    return sorted(items, key=lambda item: (-item["students"], item["key"]))
+
+
+def _rows(records, status):
+    return [{"student": r["student"], "entry": r["entry"], "error": r.get("error")}
+            for r in records if r["status"] == status]
+
+
+def summarize(the_rubric, records, near_copies=None):
+    """The class in numbers: histogram, per check, per named mistake (who), outcomes, overrides
+    and, when given, the near-copies (similarity.analyse without its full table)."""
+    graded = [r for r in records if r["status"] == "graded" and r.get("report")]
+    max_score = sum(c.points for c in the_rubric.checks)
+    totals = [r["score"] for r in graded]
+    checks, outcomes = _per_check(the_rubric, graded)
+    summary = {
         "students": len(records), "graded": len(graded),
-        "ungradable": [{"student": r["student"], "entry": r["entry"], "error": r.get("error")}
-                       for r in records if r["status"] == "ungradable"],
-        "not_graded": [{"student": r["student"], "entry": r["entry"], "error": r.get("error")}
-                       for r in records if r["status"] == "missing"],
+        "ungradable": _rows(records, "ungradable"), "not_graded": _rows(records, "missing"),
         "max_score": max_score,
         "mean": round(statistics.fmean(totals), 2) if totals else None,
         "median": round(statistics.median(totals), 2) if totals else None,
         "full_marks": sum(1 for t in totals if t >= max_score),
-        "histogram": histogram, "checks": checks,
-        "mistakes": sorted(mistakes, key=order), "outcomes": sorted(outcomes, key=order),
+        "histogram": _histogram(totals, max_score), "checks": checks,
+        "mistakes": _items(the_rubric, _root_causes(graded), graded),
+        "outcomes": _items(the_rubric, outcomes, graded),
+        "overrides": [dict(o, student=r["student"]) for r in records
+                      for o in r.get("overrides", [])],
     }
+    if near_copies is not None:
+        summary["near_copies"] = {k: v for k, v in near_copies.items()
+                                  if k not in ("rows", "computed", "reused")}
+    return summary
 
 
 def _percent(n, total):
@@ -152,31 +202,47 @@ def summary_markdown(summary, lang):
                          summary["not_graded"])):
         if rows:
             lines += ["", f"## {title}", ""]
-            lines += [f"- `{r['student']}` ({r['entry']}): {r['error']}" for r in rows]
-    return "\n".join(lines) + "\n"
+            lines += [f"- {md_inline(r['student'])} ({md_inline(r['entry'])}): "
+                      f"{md_inline(r['error'])}" for r in rows]
+    return "\n".join(lines) + "\n" + classpage.summary_sections_markdown(summary, lang)
 
 
-def student_markdown(the_rubric, record, lang):
-    """The student's Markdown page: the report's Markdown, or why the entry was not graded."""
-    if record.get("report"):
-        text = report.to_markdown(the_rubric, record["report"], lang)
-        head, _, rest = text.partition("\n")
-        package = "".join(f"\n- {line}" for line in describe_package(record.get("package"), lang))
-        return f"{head}\n\n`{record['student']}` · {record['entry']}\n{package}{rest}"
-    title = "多头注意力 · 评分报告" if lang == "zh" else "Multi-head attention: grading report"
-    why = "无法评分" if lang == "zh" else "Could not be graded"
-    return (f"# {title}\n\n`{record['student']}` · {record['entry']}\n\n"
-            f"**{why}:** {record.get('error')}\n\n**0 / {_num(record.get('max_score'))}**\n")
-
-
-def write_class_outputs(outdir, records, lang):
-    from grader.render import feedback_html
-
+def write_class_outputs(outdir, records, lang, threshold=None, jobs=1):
+    """gradebook.csv, mistakes.csv, similarity.csv and the summary (JSON, Markdown, HTML), from
+    the records with the folder's overrides applied; the overridden students' pages redrawn."""
     the_rubric = rubric_module.load()
-    summary = summarize(the_rubric, records)
+    items = overrides_module.load(outdir)
+    records = [overrides_module.apply(r, items) for r in records]
+    near = None if threshold is None else _near_copies(outdir, records, threshold, jobs)
+    summary = summarize(the_rubric, records, near)
     write_atomic(os.path.join(outdir, "gradebook.csv"), gradebook_csv(the_rubric, records))
+    write_atomic(os.path.join(outdir, "mistakes.csv"),
+                 classpage.mistakes_csv(summary, records, is_named))
+    if near is not None:
+        write_atomic(os.path.join(outdir, similarity.TABLE), classpage.similarity_csv(near["rows"]))
     write_atomic(os.path.join(outdir, "summary.json"),
                  json.dumps(summary, ensure_ascii=False, indent=1) + "\n")
     write_atomic(os.path.join(outdir, "summary.md"), summary_markdown(summary, lang))
-    write_atomic(os.path.join(outdir, "summary.html"), feedback_html.summary_page(summary, lang))
+    write_atomic(os.path.join(outdir, "summary.html"), feedback_html.summary_page(
+        summary, lang, extra=classpage.summary_sections_html(summary)))
+    for record in records:
+        if record.get("overrides"):
+            _redraw_student(outdir, the_rubric, record, lang)
     return summary
+
+
+def _near_copies(outdir, records, threshold, jobs):
+    """The near-copies among the records whose code was kept (similarity/sources)."""
+    sources = []
+    for r in records:
+        saved = similarity.read_source(outdir, r["student"])
+        if saved is not None and saved.get("digest") == r.get("digest"):
+            sources.append(saved)
+    return similarity.analyse(outdir, sources, threshold, log=sys.stderr, jobs=jobs)
+
+
+def _redraw_student(outdir, the_rubric, record, lang):
+    folder = os.path.join(outdir, STUDENTS, record["student"])
+    write_atomic(os.path.join(folder, PAGE), feedback_html.student_page(
+        the_rubric, record, lang, extra=classpage.override_notice_html(record)))
+    write_atomic(os.path.join(folder, MARKDOWN), student_markdown(the_rubric, record, lang))

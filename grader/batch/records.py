@@ -44,14 +44,14 @@ def remove_leftovers(outdir):
 
 def write_student(outdir, record, lang):
     """The student's page, Markdown and report.json, each atomically; report.json last."""
-    from grader.batch import gradebook
     from grader.render import feedback_html
+    from grader.render.student_markdown import student_markdown
     from grader import rubric
 
     the_rubric = rubric.load()
     folder = os.path.join(outdir, STUDENTS, record["student"])
     os.makedirs(folder, exist_ok=True)
     write_atomic(os.path.join(folder, PAGE), feedback_html.student_page(the_rubric, record, lang))
-    write_atomic(os.path.join(folder, MARKDOWN), gradebook.student_markdown(the_rubric, record, lang))
+    write_atomic(os.path.join(folder, MARKDOWN), student_markdown(the_rubric, record, lang))
     write_atomic(os.path.join(folder, REPORT),
                  json.dumps(record, ensure_ascii=False, indent=1, allow_nan=False) + "\n")

@@ -181,7 +181,7 @@ def _probe_for(result):
 
 
 # -- the student's page --------------------------------------------------------------------------
-def student_page(the_rubric, record, lang="zh"):
+def student_page(the_rubric, record, lang="zh", extra=""):
     student, entry = record["student"], record["entry"]
     data = record.get("report")
     max_score = record.get("max_score") or sum(c.points for c in the_rubric.checks)
@@ -191,7 +191,7 @@ def student_page(the_rubric, record, lang="zh"):
             + "</h1>", f'<div class="who"><code>{esc(student)}</code> · {esc(entry)}</div>',
             f'<div id="total" class="total{" full" if full else ""}" data-score="{_num(score)}" '
             f'data-max="{_num(max_score)}">{_num(score)} / {_num(max_score)}</div>', _toggle(),
-            "</header>", "<main>"]
+            "</header>", "<main>", extra]
     if data is None:
         body.append('<article class="card error" data-check="submission" data-status="error">'
                     '<div class="card-head"><span class="badge">'
@@ -259,7 +259,7 @@ def _footer(data):
 
 
 # -- the class summary ---------------------------------------------------------------------------
-def summary_page(summary, lang="zh"):
+def summary_page(summary, lang="zh", extra=""):
     m = summary["max_score"]
     body = ["<header>", "<h1>" + both("全班概况", "Class summary") + "</h1>",
             '<div class="who">' + both(f"学生 {summary['students']} 人，已评分 {summary['graded']}",
@@ -289,6 +289,7 @@ def summary_page(summary, lang="zh"):
         body.append("</table>")
     else:
         body.append("<p>" + both("（没有）", "(none)") + "</p>")
+    body.append(extra)  # who made each mistake, near-copies, overrides (grader/classpage.py)
     body.append("<h2>" + both("各项检查", "Checks") + "</h2>")
     body.append('<table class="list" id="checks"><tr><th>' + both("检查", "check") + "</th><th>"
                 + both("分值", "points") + "</th><th>" + both("通过", "passed") + "</th><th>"

@@ -1,0 +1,302 @@
+"""Near-copies in a class: pairs (and groups) of submissions whose own code is mostly the same.
+
+The fingerprints are copydetect's (pinned in requirements.txt): its tokenizer turns every
+identifier into V/F/O and every string into S and drops comments and spacing, then k-grams of the
+token text are winnowed and two submissions are compared by the k-grams they share, mapped back to
+regions of the original code.  Two things are ours:
+
+- what never counts: the stub (exercises/attention.py) and the notebook's given cells are
+  boilerplate fingerprints, and the quiz answer lines (`Q1_SHAPE = ...`) are blanked before
+  fingerprinting, since every correct student writes the same answers;
+- a stable k-gram hash (blake2b) instead of copydetect's `hash()`, which Python salts per process:
+  with it a figure computed in a shard, in a resumed batch or in a merge is the same figure.
+
+A pair's figure is copydetect's: the share of one submission's fingerprinted code found in the
+other, for each side; the pair is flagged when the larger share reaches the threshold and the
+shared code is long enough to be more than an idiom (MIN_SHARED filtered characters).  Flagged
+pairs chain into groups.  Pairs are cached in OUTDIR/similarity/pairs.json by the two code
+hashes and the settings (the figures only: the shared regions of the pairs shown on the page are
+found again, a few dozen comparisons), so a resumed batch or a merge computes only the pairs it
+lacks.
+"""
+import hashlib
+import json
+import os
+import re
+
+from grader import paths
+from grader.statefile import write_atomic
+
+ROOT = paths.KIT_ROOT
+FOLDER = "similarity"
+SOURCES, PAIRS, TABLE = "sources", "pairs.json", "similarity.csv"
+NOISE = 25      # k: shorter shared token runs are noise (copydetect's default noise threshold)
+WINDOW = 1      # winnowing window: every k-gram (copydetect's default for these thresholds)
+THRESHOLD = 0.7  # default --similarity: a share of one side's code found in the other
+MIN_SHARED = 200  # filtered characters in common, at least: a few shared lines are idioms
+PARALLEL_FROM = 2000  # pairs to compute before it is worth forking comparers
+SHOWN = 60  # flagged pairs shown side by side on the page (the most similar; the CSV has all)
+BOILERPLATE_FILES = ("exercises/attention.py", "release/attention.ipynb",
+                     "grader/batch/lesson_given_code.txt")
+QUIZ_LINE = re.compile(r"^[ \t]*Q\d_[A-Z0-9_]*[ \t]*(:[^=\n]*)?=.*$", re.MULTILINE)
+
+
+def code_hash(source):
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def blank_quiz(source):
+    """The quiz answer lines replaced by spaces (offsets kept for the side-by-side)."""
+    return QUIZ_LINE.sub(lambda m: " " * len(m.group(0)), source)
+
+
+def _kgram_hashes(text, k):
+    """int64 hash of every k-gram, the same in every process (copydetect's own uses hash())."""
+    import numpy as np
+
+    return np.array([int.from_bytes(hashlib.blake2b(text[i:i + k].encode("utf-8", "surrogatepass"),
+                                                    digest_size=8).digest(), "little", signed=True)
+                     for i in range(len(text) - k + 1)], dtype=np.int64)
+
+
+def fingerprint(source, boilerplate=None):
+    """A copydetect CodeFingerprint of `source` with the quiz lines and boilerplate left out."""
+    import numpy as np  # (numpy and copydetect load only when a class is compared)
+
+    from copydetect import CodeFingerprint, utils
+
+    code = blank_quiz(source)
+    filtered, offsets = utils.filter_code(code, "attention.py", "python")
+    hashes, idx = utils.winnow(_kgram_hashes(filtered, NOISE), WINDOW, remove_duplicates=False)
+    if boilerplate is not None and len(boilerplate) and len(hashes):
+        keep = ~np.isin(hashes, boilerplate)
+        hashes, idx = hashes[keep], idx[keep]
+    positions = {}
+    for value, i in zip(hashes.tolist(), idx.tolist()):
+        positions.setdefault(value, []).append(i)
+    # copydetect's CodeFingerprint hashes in __init__ with the salted hash(): build it with ours,
+    # filling the fields compare_files reads (copydetect is pinned; the tests compare through it)
+    fp = CodeFingerprint.__new__(CodeFingerprint)
+    fp.filename, fp.raw_code, fp.filtered_code, fp.offsets = "attention.py", code, filtered, offsets
+    fp.hashes, fp.hash_idx, fp.k = set(positions), positions, NOISE
+    fp.token_coverage = utils.get_token_coverage(positions, NOISE, len(filtered))
+    return fp
+
+
+def boilerplate_hashes(root=ROOT):
+    """Fingerprints of the code every student is given: the stub, the notebook's cells, the
+    lesson's code and the contract the stub dictates (BOILERPLATE_FILES)."""
+    import numpy as np
+
+    from grader.judge.submission import notebook_source
+
+    texts = []
+    for name in BOILERPLATE_FILES:
+        path = os.path.join(root, name)
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+            texts.append(notebook_source(text) if name.endswith(".ipynb") else text)
+    values = [np.array(sorted(fingerprint(t).hashes), dtype=np.int64) for t in texts]
+    return np.unique(np.concatenate(values)) if values else np.array([], dtype=np.int64)
+
+
+def settings_key(boilerplate):
+    """What a cached pair depends on besides the two codes: k, the window, the boilerplate and
+    the versions of copydetect and of the tokenizer under it (pygments)."""
+    import copydetect
+    import numpy as np
+    import pygments
+
+    h = hashlib.sha256(f"{NOISE}/{WINDOW}/{copydetect.__version__}/{pygments.__version__}".encode())
+    h.update(np.asarray(boilerplate, dtype=np.int64).tobytes())
+    return h.hexdigest()[:16]
+
+
+def compare(fp_a, fp_b):
+    """{'share': [a, b], 'shared': filtered chars in common, 'regions': [[start, end]...] x 2}
+    (regions in the code as fingerprinted: the quiz lines blanked, offsets unchanged)."""
+    from copydetect import compare_files
+
+    overlap, shares, slices = compare_files(fp_a, fp_b)
+    regions = [[[int(s), int(e)] for s, e in zip(*side)] if side.ndim == 2 else []
+               for side in slices]
+    return {"share": [round(float(x), 4) for x in shares], "shared": int(overlap),
+            "regions": regions}
+
+
+# -- a class: sources kept in OUTDIR, pairs cached ----------------------------------------------
+def source_path(outdir, student):
+    return os.path.join(outdir, FOLDER, SOURCES, student + ".json")
+
+
+def read_source(outdir, student):
+    try:
+        with open(source_path(outdir, student), encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and "source" in data else None
+
+
+def keep_source(outdir, entry):
+    """The student's code as the grader read it (notebook cells, zip, package: the submission
+    loader's one file), saved once per entry content; None when there is none to read."""
+    from grader.judge import submission
+
+    saved = read_source(outdir, entry.student)
+    if saved is not None and saved.get("digest") == entry.digest:
+        return saved
+    try:
+        with submission.load(entry.path) as sub:
+            # a notebook's JSON may hold lone surrogates: kept visible (\udXXX), never a crash
+            source = sub.source.encode("utf-8", "backslashreplace").decode("utf-8")
+    except (submission.SubmissionError, OSError, ValueError):
+        return None  # ungradable: the judge says why; there is no code to compare
+    data = {"student": entry.student, "digest": entry.digest, "hash": code_hash(source),
+            "source": source}
+    os.makedirs(os.path.dirname(source_path(outdir, entry.student)), exist_ok=True)
+    write_atomic(source_path(outdir, entry.student),
+                 json.dumps(data, ensure_ascii=False) + "\n")
+    return data
+
+
+def load_pairs(outdir, settings):
+    try:
+        with open(os.path.join(outdir, FOLDER, PAIRS), encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data.get("pairs", {}) if data.get("settings") == settings else {}
+
+
+def save_pairs(outdir, settings, pairs):
+    os.makedirs(os.path.join(outdir, FOLDER), exist_ok=True)
+    write_atomic(os.path.join(outdir, FOLDER, PAIRS),
+                 json.dumps({"settings": settings, "pairs": dict(sorted(pairs.items()))}) + "\n")
+
+
+def merge_caches(outdir, folders):
+    """The pairs the inputs of a merge already compared, joined into OUTDIR's cache (those of
+    other settings are dropped when the cache is next read)."""
+    joined, settings = {}, None
+    for folder in [outdir] + list(folders):
+        try:
+            with open(os.path.join(folder, FOLDER, PAIRS), encoding="utf-8") as handle:
+                data = json.load(handle)
+        except (OSError, ValueError):
+            continue
+        settings = settings or data.get("settings")
+        if data.get("settings") == settings:
+            joined.update(data.get("pairs", {}))
+    if settings is not None:
+        save_pairs(outdir, settings, joined)
+
+
+def all_pairs(sources, cache, boilerplate, prints, jobs=1):
+    """{'<hash a>:<hash b>': {'share', 'shared'}} for every two codes of `sources` (a code with
+    itself too: two students with the same code); returns (pairs, how many were computed)."""
+    codes = dict(sorted({s["hash"]: s["source"] for s in sources}.items()))
+    hashes = list(codes)
+    keys = [(ha, hb) for i, ha in enumerate(hashes) for hb in hashes[i:]]
+    todo = [(ha, hb) for ha, hb in keys if f"{ha}:{hb}" not in cache]
+    for h in sorted({h for pair in todo for h in pair} - set(prints)):
+        prints[h] = fingerprint(codes[h], boilerplate)
+    for (ha, hb), found in zip(todo, _compare_many(todo, prints, jobs)):
+        cache[f"{ha}:{hb}"] = found
+    return {f"{ha}:{hb}": cache[f"{ha}:{hb}"] for ha, hb in keys}, len(todo)
+
+
+_PRINTS = {}  # what forked comparers read (inherited, not pickled)
+
+
+def _figures(pairs):
+    out = []
+    for ha, hb in pairs:
+        found = compare(_PRINTS[ha], _PRINTS[hb])
+        out.append({"share": found["share"], "shared": found["shared"]})
+    return out
+
+
+def _compare_many(todo, prints, jobs):
+    """The figures of `todo`, in order: in `jobs` forked processes when there are many (a class
+    of 300 has 45,000 pairs at ~2 ms each), else here."""
+    import multiprocessing
+
+    _PRINTS.clear()
+    _PRINTS.update(prints)
+    forkable = "fork" in multiprocessing.get_all_start_methods()
+    if jobs <= 1 or len(todo) < PARALLEL_FROM or not forkable:
+        return _figures(todo)
+    size = -(-len(todo) // (4 * jobs))
+    chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        return [found for part in pool.map(_figures, chunks) for found in part]
+
+
+def pair_rows(sources, pairs, threshold):
+    """One row per two students, the most similar first."""
+    by_student = sorted(sources, key=lambda s: s["student"])
+    rows = []
+    for i, a in enumerate(by_student):
+        for b in by_student[i + 1:]:
+            first, second = sorted((a, b), key=lambda s: s["hash"])
+            found = pairs[f"{first['hash']}:{second['hash']}"]
+            share = found["share"] if first is a else found["share"][::-1]  # rows: id order
+            rows.append({"a": a["student"], "b": b["student"], "similarity": max(share),
+                         "share_a": share[0], "share_b": share[1], "shared": found["shared"],
+                         "flagged": max(share) >= threshold and found["shared"] >= MIN_SHARED})
+    rows.sort(key=lambda r: (-r["similarity"], r["a"], r["b"]))
+    return rows
+
+
+def side_by_side(row, by_student, prints, boilerplate):
+    """The row with both codes (quiz lines blanked) and the shared regions of each."""
+    fps = []
+    for student in (row["a"], row["b"]):
+        source = by_student[student]
+        if source["hash"] not in prints:
+            prints[source["hash"]] = fingerprint(source["source"], boilerplate)
+        fps.append(prints[source["hash"]])
+    return dict(row, code_a=fps[0].raw_code, code_b=fps[1].raw_code,
+                regions=compare(fps[0], fps[1])["regions"])
+
+
+def groups_of(rows):
+    """Flagged pairs chained into groups (connected components), each sorted, largest first."""
+    parent = {}
+
+    def root(x):
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for row in rows:
+        if row["flagged"]:
+            parent[root(row["a"])] = root(row["b"])
+    members = {}
+    for student in parent:
+        members.setdefault(root(student), []).append(student)
+    return sorted((sorted(m) for m in members.values() if len(m) > 1), key=lambda g: (-len(g), g))
+
+
+def analyse(outdir, sources, threshold=THRESHOLD, log=None, jobs=1):
+    """Every pair of `sources` (dicts from keep_source), the cache updated; the class view:
+    {'threshold', 'flagged' (how many pairs), 'pairs' (the SHOWN most similar flagged ones, with
+    their code and regions), 'groups', 'rows' (every pair, for the CSV), 'computed', 'reused'}."""
+    boilerplate = boilerplate_hashes()
+    settings = settings_key(boilerplate)
+    cache, prints = load_pairs(outdir, settings), {}
+    pairs, computed = all_pairs(sources, cache, boilerplate, prints, jobs)
+    save_pairs(outdir, settings, pairs)
+    rows = pair_rows(sources, pairs, threshold)
+    if log is not None:
+        print(f"similarity: {len(sources)} submissions, {computed} pairs computed, "
+              f"{len(pairs) - computed} reused", file=log)
+    by_student = {s["student"]: s for s in sources}
+    flagged = [r for r in rows if r["flagged"]]
+    shown = [side_by_side(r, by_student, prints, boilerplate) for r in flagged[:SHOWN]]
+    return {"threshold": threshold, "min_shared": MIN_SHARED, "flagged": len(flagged),
+            "pairs": shown, "groups": groups_of(rows), "rows": rows, "computed": computed,
+            "reused": len(pairs) - computed}

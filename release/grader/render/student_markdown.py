@@ -1,0 +1,25 @@
+"""A student's Markdown page in a batch: the report's Markdown with who and what was graded, the
+package's notes and the TAs' overrides; or why the entry was not graded."""
+from grader.render import report
+from grader.render.classtext import md_inline
+from grader.render.package import describe as describe_package
+
+
+def _num(x):
+    return "" if x is None else f"{x:g}"
+
+
+def student_markdown(the_rubric, record, lang):
+    """The student's Markdown page: the report's Markdown, or why the entry was not graded."""
+    if record.get("report"):
+        text = report.to_markdown(the_rubric, record["report"], lang)
+        head, _, rest = text.partition("\n")
+        package = "".join(f"\n- {line}" for line in describe_package(record.get("package"), lang))
+        changed = "".join(f"\n- {'助教改分' if lang == 'zh' else 'changed by a TA'}: `{o['check']}` "
+                          f"{o['was']:g} → {o['score']:g}: {md_inline(o['why'])}"
+                          for o in record.get("overrides", []))
+        return f"{head}\n\n`{record['student']}` · {record['entry']}\n{package}{changed}{rest}"
+    title = "多头注意力 · 评分报告" if lang == "zh" else "Multi-head attention: grading report"
+    why = "无法评分" if lang == "zh" else "Could not be graded"
+    return (f"# {title}\n\n`{record['student']}` · {record['entry']}\n\n"
+            f"**{why}:** {record.get('error')}\n\n**0 / {_num(record.get('max_score'))}**\n")

@@ -1,0 +1,549 @@
+"""What the instructor sees of a class beyond the gradebook: near-copies (grader/batch/similarity.py),
+who made each named mistake (grader/batch/mistakes.py), TA overrides (grader/batch/overrides.py) and the
+shard recipes (grader/batch/recipes.py) run the way GitHub Actions, Slurm and Kubernetes would run them.
+
+The first half grades nothing.  The second grades a small class (four entries) once per module,
+then again per recipe, two shards each.
+"""
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from grader.batch import classpage, mistakes
+from grader.batch import entries, overrides, recipes, similarity
+from grader.judge import manifest, submission
+from grader import rubric
+from grader.batch.gradebook import is_named  # noqa: E402
+
+SUBMISSIONS = ROOT / "tests" / "submissions"
+CORRECT = SUBMISSIONS / "correct"
+PY = sys.executable
+RUBRIC = rubric.load()
+# The correct styles written independently of each other.  The module-layout styles
+# (module_list_aliases, module_dict_properties, helper_wrappers, parametrized_qkv) reuse one set of
+# functions on purpose, to vary only the block's layout: they are near-copies of each other.
+LAYOUT_VARIANTS = {"module_list_aliases.py", "module_dict_properties.py", "helper_wrappers.py",
+                   "parametrized_qkv.py"}
+STYLES = sorted(p.name for p in CORRECT.glob("*.py") if p.name not in LAYOUT_VARIANTS)
+
+
+def disguise(source):
+    """What a student who copies does to hide it: identifiers renamed, comments rewritten,
+    spacing changed, the functions in another order."""
+    for old, new in (("scores", "att_logits"), ("weights", "probs"), ("ctx", "mixed"),
+                     ("context", "mixed_values"), ("heads", "n_h")):
+        source = re.sub(rf"\b{old}\b", new, source)
+    source = re.sub(r"#[^\n]*", "# my own notes", source).replace(" = ", "  =  ")
+    head, *defs = re.split(r"\n(?=def |class )", source)
+    return "\n".join([head] + defs[::-1]) + "\n"
+
+
+def a_source(student, text):
+    return {"student": student, "digest": student, "hash": similarity.code_hash(text),
+            "source": text}
+
+
+def notebook_of(source):
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": ["# my notebook\n"]}]
+    cells += [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+               "source": chunk.splitlines(True)}
+              for chunk in re.split(r"\n(?=def |class )", source)]
+    cells.append({"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+                  "source": ["%timeit split_heads(torch.zeros(1, 2, 4), 2)\n"]})
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+def package_of(path, student, source):
+    """A `make submit` package: attention.py and its manifest."""
+    work = source.encode("utf-8")
+    data = manifest.build(student, "2026-01-01T00:00:00Z", "attention.py", work, RUBRIC,
+                          {"score": 0})
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("attention.py", work)
+        archive.writestr(manifest.NAME, manifest.dumps(data))
+
+
+# -- near-copies, nothing graded ---------------------------------------------------------------
+def test_independently_written_correct_styles_are_not_flagged(tmp_path):
+    sources = []
+    for path in [CORRECT / name for name in STYLES] + [CORRECT / "notebook.ipynb",
+                                                        CORRECT / "folder_submission"]:
+        with submission.load(str(path)) as sub:
+            sources.append(a_source(path.stem, sub.source))
+    near = similarity.analyse(str(tmp_path), sources)
+    assert len(near["rows"]) == len(sources) * (len(sources) - 1) // 2
+    assert near["pairs"] == [] and near["groups"] == []
+    top = near["rows"][0]
+    assert top["similarity"] < similarity.THRESHOLD - 0.15, top  # a margin, not a near miss
+    assert top["similarity"] > 0.2  # they do share idioms: the figure is not trivially 0
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_a_disguised_copy_is_flagged(tmp_path, style):
+    original = (CORRECT / style).read_text(encoding="utf-8")
+    other = (CORRECT / ("einsum.py" if style != "einsum.py" else "where_mask.py")).read_text()
+    near = similarity.analyse(str(tmp_path), [a_source("orig", original),
+                                              a_source("copy", disguise(original)),
+                                              a_source("other", other)])
+    assert [(p["a"], p["b"]) for p in near["pairs"]] == [("copy", "orig")]
+    pair = near["pairs"][0]
+    assert pair["similarity"] >= 0.8 and pair["shared"] >= similarity.MIN_SHARED
+    assert near["groups"] == [["copy", "orig"]]
+    # The shared regions are code of the copy and of the original, not the quiz lines.
+    copy_regions = "".join(pair["code_a"][s:e] for s, e in pair["regions"][0])
+    assert "return" in copy_regions and "Q1_SHAPE" not in copy_regions
+
+
+def test_the_given_code_never_counts(tmp_path):
+    """The stub, the lesson's code and the quiz answers are the same for everyone."""
+    stub = (ROOT / "exercises" / "attention.py").read_text(encoding="utf-8")
+    answers = ("Q1_SHAPE = (1, 1, 3, 4)\nQ1_HEAD0_POS1 = [4, 5, 6, 7]\nQ1_FORMAL_HEAD_WIDTH = 32\n"
+               "Q1_FORMAL_PARAMS = 16384\nQ2_CORRECT = [4, 5]\nQ2_WRONG = [2, 3]\n"
+               "Q2_SHAPE_IS_ENOUGH = False\n")
+    lesson = (ROOT / "grader" / "batch" / "lesson_given_code.txt").read_text(encoding="utf-8")
+    handed = re.sub(r"Q1_SHAPE = None.*", answers, stub, flags=re.S)
+    near = similarity.analyse(str(tmp_path), [
+        a_source("untouched1", stub), a_source("untouched2", stub + "\n"),
+        a_source("quiz_only1", handed), a_source("quiz_only2", handed.replace("    ", "  ")),
+        a_source("lesson1", stub + lesson), a_source("lesson2", lesson + handed)])
+    assert near["pairs"] == [], [(p["a"], p["b"], p["similarity"]) for p in near["pairs"]]
+    assert all(r["shared"] < similarity.MIN_SHARED for r in near["rows"])
+
+
+def test_every_kind_of_entry_is_compared_by_its_code(tmp_path):
+    """.py, notebook (code cells), folder, zip and `make submit` package: the submission loader
+    reads the one file, and the copies are found whatever they came in."""
+    original = (CORRECT / "separate_projections.py").read_text(encoding="utf-8")
+    copy = disguise(original)
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "orig.py").write_text(original, encoding="utf-8")
+    (folder / "nb.ipynb").write_text(notebook_of(copy), encoding="utf-8")
+    (folder / "dir" / "work").mkdir(parents=True)
+    (folder / "dir" / "work" / "attention.py").write_text(copy, encoding="utf-8")
+    with zipfile.ZipFile(folder / "zipped.zip", "w") as archive:
+        archive.writestr("hw12/attention.py", copy)
+    package_of(folder / "upload-7.zip", "s2026007", copy)
+    # A lone surrogate in a notebook's JSON, a broken zip: the batch's last step must not crash.
+    (folder / "odd.ipynb").write_text(notebook_of(copy).replace("my own notes", "\\ud800", 1))
+    (folder / "broken.zip").write_bytes(b"PK\x03\x04 not a zip")
+    shutil.copy(CORRECT / "einsum.py", folder / "honest.py")
+    out = tmp_path / "out"
+    kept = [similarity.keep_source(str(out), e) for e in entries.list_entries(str(folder))]
+    assert kept.pop(0) is None  # broken.zip: nothing to compare
+    kept = [k for k in kept if k is not None and k["student"] != "odd"]
+    assert {k["student"] for k in kept} == {"orig", "nb", "dir", "zipped", "s2026007", "honest"}
+    assert all("\n%timeit" not in k["source"] for k in kept)  # magics commented out
+    near = similarity.analyse(str(out), kept)
+    assert near["groups"] == [["dir", "nb", "orig", "s2026007", "zipped"]]
+    assert not any("honest" in (p["a"], p["b"]) for p in near["pairs"])
+
+
+def test_pairs_are_computed_once_and_the_same_in_every_process(tmp_path):
+    texts = {name: (CORRECT / name).read_text(encoding="utf-8") for name in STYLES[:4]}
+    sources = [a_source(Path(n).stem, t) for n, t in texts.items()]
+    first = similarity.analyse(str(tmp_path), sources)
+    assert (first["computed"], first["reused"]) == (10, 0)  # 6 pairs + each code with itself
+    again = similarity.analyse(str(tmp_path), sources)
+    assert (again["computed"], again["reused"]) == (0, 10)
+    assert again["rows"] == first["rows"]
+    grown = sources + [a_source("late", disguise(texts[STYLES[0]]))]
+    third = similarity.analyse(str(tmp_path), grown)
+    assert third["computed"] == 5 and third["reused"] == 10
+    # copydetect's own k-gram hash is salted per process; ours is not: another process with
+    # another salt computes the same figures.
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); from grader.batch import similarity as s;"
+            "d = json.load(open(sys.argv[2]));"
+            "print(json.dumps(s.analyse(sys.argv[3], d)['rows']))")
+    (tmp_path / "in.json").write_text(json.dumps(grown))
+    for seed in ("1", "2"):
+        fresh = tmp_path / f"fresh{seed}"
+        proc = subprocess.run([PY, "-c", code, str(ROOT), str(tmp_path / "in.json"), str(fresh)],
+                              capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ, PYTHONHASHSEED=seed))
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == json.loads(json.dumps(third["rows"]))
+
+
+def test_forked_comparers_give_the_same_figures(tmp_path, monkeypatch):
+    sources = [a_source(Path(n).stem, (CORRECT / n).read_text(encoding="utf-8")) for n in STYLES]
+    sources.append(a_source("copy", disguise(sources[0]["source"])))
+    alone = similarity.analyse(str(tmp_path / "one"), sources, jobs=1)
+    monkeypatch.setattr(similarity, "PARALLEL_FROM", 1)
+    forked = similarity.analyse(str(tmp_path / "two"), sources, jobs=2)
+    assert forked["computed"] == alone["computed"] == 45
+    assert forked["rows"] == alone["rows"] and forked["groups"] == alone["groups"]
+
+
+# -- root causes --------------------------------------------------------------------------------
+def card(check, *keys, follows=None):
+    exercise = {"attend": "attend", "module": "CausalSelfAttention", "split_heads": "split_heads",
+                "quiz": "quiz"}[check.split(".")[0]]
+    return {"id": check, "exercise": exercise, "verdicts": [
+        dict({"key": k}, **({"follows_from": follows} if follows else {})) for k in keys]}
+
+
+def named(key):
+    return is_named(key)
+
+
+def test_one_root_cause_explains_the_names_on_the_same_exercises():
+    # As graded today: mask applied after the softmax also draws mask_missing and
+    # mask_from_values on attend's cards, and wrong_values (an outcome) on the gradients.
+    report = {"checks": [card("attend.causal", "mask_missing", "mask_missing"),
+                         card("attend.softmax", "mask_after_softmax"),
+                         card("attend.mask_arg", "mask_after_softmax"),
+                         card("attend.reference", *["mask_after_softmax"] * 4),
+                         card("attend.zero_scores", "mask_from_values"),
+                         card("module.causal", "mask_after_softmax"),
+                         card("module.reference", "mask_after_softmax"),
+                         card("module.gradients", "wrong_values")]}
+    assert mistakes.root_causes(report, named) == {"mask_after_softmax": [
+        "attend.mask_arg", "attend.reference", "attend.softmax", "module.causal",
+        "module.reference"]}
+
+
+def test_independent_mistakes_are_two_root_causes_and_outcomes_none():
+    report = {"checks": [card("split_heads.transpose", "split_no_transpose", "split_no_transpose"),
+                         card("module.causal", "mask_missing"),
+                         card("module.reference", "split_no_transpose", "scale_none"),
+                         card("attend.scale", "scale_none"),
+                         card("attend.reference", "scale_none", "wrong_shape"),
+                         card("quiz.q1_shape", "quiz_wrong_q1_shape")]}
+    roots = mistakes.root_causes(report, named)
+    assert list(roots) == ["scale_none", "split_no_transpose"]
+    assert "mask_missing" not in roots  # module.causal: seen where the other two already reach
+    assert mistakes.root_causes({"checks": [card("attend.scale", "wrong_values"),
+                                            card("quiz.q1_shape", "quiz_wrong_q1_shape")]},
+                               named) == {}
+
+
+def test_the_reference_comparisons_diagnosis_comes_first():
+    # As graded today: weights taken before the scaling are named by attend.reference only,
+    # while two property cards call the same code "no causal mask".
+    report = {"checks": [card("attend.causal", "mask_missing"),
+                         card("attend.softmax", "mask_missing", "mask_missing"),
+                         card("attend.mask_arg", "wrong_values"),
+                         card("attend.reference", "weights_prescores"),
+                         card("attend.zero_scores", "mask_from_values")]}
+    assert mistakes.root_causes(report, named) == {"weights_prescores": ["attend.reference"]}
+
+
+def test_a_card_that_follows_from_a_mistake_counts_for_it():
+    report = {"checks": [card("attend.causal", "mask_missing", follows="mask_after_softmax"),
+                         card("attend.softmax", "mask_after_softmax")]}
+    assert mistakes.root_causes(report, named) == {
+        "mask_after_softmax": ["attend.causal", "attend.softmax"]}
+
+
+# -- overrides, nothing graded -----------------------------------------------------------------
+def test_an_override_is_checked_and_applied_to_a_copy():
+    students = {"alice", "bob"}
+    for student, check, score, message in (
+            ("carol", "attend.scale", 1, "unknown student 'carol'"),
+            ("bob", "attend.sclae", 1, "unknown check 'attend.sclae'"),
+            ("bob", "attend.scale", 2.5, "outside 0..2"),
+            ("bob", "attend.scale", -1, "outside 0..2")):
+        with pytest.raises(overrides.OverrideError, match=re.escape(message)):
+            overrides.validate(RUBRIC, students, student, check, score)
+    overrides.validate(RUBRIC, students, "bob", "attend.scale", 2)
+    record = {"student": "bob", "score": 3, "report": {"score": 3, "checks": [
+        {"id": "attend.scale", "score": 0}, {"id": "attend.causal", "score": 3}]}}
+    items = [{"student": "bob", "check": "attend.scale", "score": 2, "why": "typo in the rubric"},
+             {"student": "alice", "check": "attend.scale", "score": 0, "why": "other"}]
+    changed = overrides.apply(record, items)
+    assert changed["score"] == 5 and changed["report"]["checks"][0]["score"] == 2
+    assert changed["overrides"] == [{"check": "attend.scale", "was": 0, "score": 2,
+                                     "why": "typo in the rubric"}]
+    assert record["score"] == 3 and record["report"]["checks"][0]["score"] == 0
+    assert overrides.note(changed) == "override attend.scale 0 -> 2: typo in the rubric"
+    with pytest.raises(overrides.OverrideError, match="differently"):
+        overrides.combine([[items[0]], [dict(items[0], score=1)]])
+
+
+# -- student strings stay data ------------------------------------------------------------------
+def test_student_strings_are_inert_in_every_class_output():
+    evil = "=HYPERLINK(\"x\")<script>alert(1)</script>`|\n# not a heading\u202e"
+    summary = {"mistakes": [{"key": "scale_none", "students": 1, "who": [evil], "checks": [],
+                             "text": {"zh": "z", "en": "e"}}],
+               "overrides": [{"student": evil, "check": "attend.scale", "was": 0, "score": 1,
+                              "why": evil}],
+               "near_copies": {"threshold": 0.7, "groups": [[evil, "b"]], "pairs": [{
+                   "a": evil, "b": "b", "similarity": 0.9, "share_a": 0.9, "share_b": 0.8,
+                   "shared": 300, "regions": [[[0, 25]], [[0, 3]]],
+                   "code_a": "x = '</pre><script>'\n```\n", "code_b": "```"}]}}
+    page = classpage.summary_sections_html(summary)
+    assert "<script>" not in page and "</pre><script>" not in page
+    assert "&lt;script&gt;" in page and "\u202e" not in page
+    md = classpage.summary_sections_markdown(summary, "en")
+    assert "````python\nx = '</pre><script>'\n```\n````" in md  # a fence longer than its runs
+    outside = md.replace("x = '</pre><script>'\n```", "")
+    assert "\n# not a heading" not in outside and "<script>" not in outside
+    record = {"student": evil, "entry": evil, "score": 1, "max_score": 39,
+              "report": {"checks": [card("attend.scale", "scale_none")]}}
+    rows = list(csv.reader(classpage.mistakes_csv(summary, [record], named).splitlines()))
+    assert rows[1][1].startswith("'=") and rows[1][2].startswith("'=")
+    table = classpage.similarity_csv([{"a": evil, "b": "+cmd", "similarity": 1, "share_a": 1,
+                                       "share_b": 1, "shared": 300, "flagged": True}])
+    assert all(cell[:1] not in "=+-@" for row in csv.reader(table.splitlines()) for cell in row)
+
+
+# -- a small class, graded ----------------------------------------------------------------------
+def make_small_class(folder):
+    """alice and her disguised copy in a zip (carol), two wrong ones: a handful of entries."""
+    folder.mkdir(parents=True)
+    alice = (CORRECT / "einsum.py").read_text(encoding="utf-8")
+    (folder / "alice.py").write_text(alice, encoding="utf-8")
+    with zipfile.ZipFile(folder / "carol.zip", "w") as archive:
+        archive.writestr("carol/attention.py", disguise(alice))
+    shutil.copy(SUBMISSIONS / "wrong" / "mask_after_softmax.py", folder / "bob.py")
+    shutil.copy(SUBMISSIONS / "wrong" / "module_scale_sqrt_D.py", folder / "dave.py")
+
+
+def run(*args, env=None, cwd=ROOT, timeout=900):
+    return subprocess.run([PY, "-m", "grader", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+CLASS_FILES = ("gradebook.csv", "mistakes.csv", "similarity.csv", "summary.md")
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    base = tmp_path_factory.mktemp("small")
+    make_small_class(base / "class")
+    proc = run("batch", base / "class", "--out", base / "single", "--jobs", "2")
+    assert proc.returncode == 0, proc.stderr
+    return {"class": base / "class", "single": base / "single", "stderr": proc.stderr}
+
+
+def read_csv(path):
+    with open(path, encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_the_class_outputs_name_who_and_the_near_copies(small):
+    out = small["single"]
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    who = {m["key"]: m["who"] for m in summary["mistakes"]}
+    assert who == {"mask_after_softmax": ["bob"], "scale_sqrt_D": ["dave"]}  # once, at the root
+    rows = read_csv(out / "mistakes.csv")
+    assert [(r["mistake"], r["student"]) for r in rows] == [("mask_after_softmax", "bob"),
+                                                           ("scale_sqrt_D", "dave")]
+    assert "attend.softmax" in rows[0]["checks"].split()
+    near = summary["near_copies"]
+    # bob and dave are two of the kit's wrong solutions: one base, one change each, so they are
+    # near-copies indeed; alice and her disguised copy in a zip too; nobody else.
+    assert near["groups"] == [["alice", "carol"], ["bob", "dave"]]
+    assert near["threshold"] == similarity.THRESHOLD
+    table = read_csv(out / "similarity.csv")
+    flagged = {(r["student_a"], r["student_b"]) for r in table if r["flagged"] == "yes"}
+    assert len(table) == 6 and flagged == {("alice", "carol"), ("bob", "dave")}
+    assert all(float(r["similarity"]) < similarity.THRESHOLD for r in table[2:])
+    page = (out / "summary.html").read_text(encoding="utf-8")
+    assert 'data-a="alice" data-b="carol"' in page and "<mark>" in page
+    assert page.count('<details class="mistake"') == 2
+    md = (out / "summary.md").read_text(encoding="utf-8")
+    assert "- `mask_after_softmax` (1): bob" in md and "alice ↔ carol" in md
+    assert "similarity: 4 submissions, 10 pairs computed, 0 reused" in small["stderr"]
+
+
+def test_an_override_survives_resume_regrade_and_merge(small, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(small["single"], out)
+    refused = run("override", out, "bob", "attend.nope", 1, "--why", "x")
+    assert refused.returncode == 2 and "unknown check 'attend.nope'" in refused.stderr
+    refused = run("override", out, "bobby", "attend.softmax", 1, "--why", "x")
+    assert refused.returncode == 2 and "unknown student 'bobby'" in refused.stderr
+    why = "softmax order discussed in office hours"
+    proc = run("override", out, "bob", "attend.softmax", 1, "--why", why)
+    assert proc.returncode == 0, proc.stderr
+    base = {r["student"]: r for r in read_csv(small["single"] / "gradebook.csv")}
+
+    def check_applied(folder):
+        bob = {r["student"]: r for r in read_csv(folder / "gradebook.csv")}["bob"]
+        assert float(bob["attend.softmax"]) == 1 and base["bob"]["attend.softmax"] == "0"
+        assert float(bob["total"]) == pytest.approx(float(base["bob"]["total"]) + 1)
+        assert why in bob["note"]
+        page = (folder / "students" / "bob" / "feedback.html").read_text(encoding="utf-8")
+        assert 'id="overrides"' in page and why in page
+        assert why in (folder / "students" / "bob" / "feedback.md").read_text(encoding="utf-8")
+        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+        assert [(o["student"], o["check"], o["score"]) for o in summary["overrides"]] == [
+            ("bob", "attend.softmax", 1)]
+        assert why in (folder / "summary.html").read_text(encoding="utf-8")
+
+    check_applied(out)
+    resumed = run("batch", small["class"], "--out", out, "--jobs", "1")  # resume: nothing to do
+    assert resumed.returncode == 0 and "4 up to date, grading 0" in resumed.stderr
+    assert "0 pairs computed, 10 reused" in resumed.stderr
+    check_applied(out)
+    (out / "students" / "bob" / "report.json").unlink()  # regrade bob
+    regraded = run("batch", small["class"], "--out", out, "--jobs", "1")
+    assert regraded.returncode == 0 and "3 up to date, grading 1" in regraded.stderr
+    check_applied(out)
+    merged = tmp_path / "merged"
+    proc = run("merge", out, "--out", merged)
+    assert proc.returncode == 0, proc.stderr
+    check_applied(merged)
+
+
+# -- the recipes, run the way their engines would ----------------------------------------------
+def engine_env(tmp_path, extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "JOB_COMPLETION"))}
+    env.update({"PYTHON": PY}, **extra)
+    return env
+
+
+def bash(script, env, cwd):
+    proc = subprocess.run(["bash", "-e", "-c", script], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def run_github(recipe_dir, class_dir, out):
+    """The matrix's jobs, each with `${{ matrix.shard }}` and `${{ inputs.class_dir }}`
+    substituted and the step's env set, in the checkout (the kit); OUT_DIR points at the test's
+    folder, where upload-artifact (out/shard-K) and download-artifact (pattern shard-*, path out:
+    one folder per artifact) put the shards for the merge job."""
+    import yaml
+
+    workflow = yaml.safe_load((recipe_dir / "github" / "grade-class.yml").read_text())
+    grade, merge = workflow["jobs"]["grade"], workflow["jobs"]["merge"]
+    shards = grade["strategy"]["matrix"]["shard"]
+
+    def expand(text, shard=None):
+        text = str(text).replace("${{ matrix.shard }}", str(shard))
+        return text.replace("${{ inputs.class_dir }}", str(class_dir))
+
+    for shard in shards:
+        step = next(s for s in grade["steps"] if "run" in s and "grader batch" in s["run"])
+        env = dict({k: expand(v, shard) for k, v in step["env"].items()}, OUT_DIR=str(out))
+        bash(expand(step["run"], shard), engine_env(out, env), cwd=ROOT)
+    assert [s["with"]["path"] for s in grade["steps"] if "upload-artifact" in s.get("uses", "")] \
+        == ["out/shard-${{ matrix.shard }}"]
+    step = next(s for s in merge["steps"] if "run" in s and "grader merge" in s["run"])
+    bash(step["run"], engine_env(out, dict(step["env"], OUT_DIR=str(out))), cwd=ROOT)
+    return len(shards)
+
+
+def run_slurm(recipe_dir, class_dir, out):
+    script = recipe_dir / "slurm" / "slurm-grade-class.sbatch"
+    first, last = map(int, re.search(r"#SBATCH --array=(\d+)-(\d+)", script.read_text()).groups())
+    env = {"SLURM_SUBMIT_DIR": str(ROOT), "CLASS_DIR": str(class_dir), "OUT_DIR": str(out),
+           "SLURM_CPUS_PER_TASK": "1"}
+    for task in range(first, last + 1):
+        bash(f"bash {script}", engine_env(out, dict(env, SLURM_ARRAY_TASK_ID=str(task),
+                                                    SLURM_ARRAY_JOB_ID="77")), cwd=ROOT)
+    merge = recipe_dir / "slurm" / "slurm-merge-class.sbatch"
+    bash(f"bash {merge}", engine_env(out, env), cwd=ROOT)
+    submit = (recipe_dir / "slurm" / "slurm-submit.sh").read_text()
+    assert "--dependency=\"afterany:" in submit and "slurm-merge-class.sbatch" in submit
+    return last - first + 1
+
+
+def run_kubernetes(recipe_dir, class_dir, out):
+    """The Indexed Job's pods: JOB_COMPLETION_INDEX 0..completions-1, the container's env (its
+    volume paths pointed at the test's folders), its command; then the merge Job's."""
+    import yaml
+
+    job = yaml.safe_load((recipe_dir / "kubernetes" / "k8s-grade-class.yaml").read_text())
+    assert job["spec"]["completionMode"] == "Indexed"
+    paths = {"CLASS_DIR": str(class_dir), "OUT_DIR": str(out)}
+
+    def pod(container, index=None):
+        env = {e["name"]: paths.get(e["name"], e["value"]) for e in container.get("env", [])}
+        if index is not None:
+            env["JOB_COMPLETION_INDEX"] = str(index)
+        assert container["command"] == ["bash", "-c"]
+        bash(container["args"][0], engine_env(out, env), cwd=ROOT)  # workingDir: the kit
+
+    for index in range(job["spec"]["completions"]):
+        pod(job["spec"]["template"]["spec"]["containers"][0], index)
+    merge = yaml.safe_load((recipe_dir / "kubernetes" / "k8s-merge-class.yaml").read_text())
+    pod(merge["spec"]["template"]["spec"]["containers"][0])
+    return job["spec"]["completions"]
+
+
+@pytest.mark.parametrize("kind,engine", [("github", run_github), ("slurm", run_slurm),
+                                         ("kubernetes", run_kubernetes)])
+def test_each_recipe_merges_to_the_single_run(small, tmp_path, kind, engine):
+    recipe_dir = tmp_path / "recipes"
+    proc = run("recipes", "--shards", 2, "--out", recipe_dir, "--kind", kind)
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "out"
+    out.mkdir()
+    assert engine(recipe_dir, small["class"], out) == 2
+    shards = sorted(p.name for p in out.iterdir() if p.name.startswith("shard-"))
+    assert shards == ["shard-1", "shard-2"]
+    parts = [{e["student"] for e in json.loads((out / s / "batch.json").read_text())["entries"]}
+             for s in shards]
+    assert parts[0] and parts[1] and not parts[0] & parts[1]  # really two machines' worth
+    merged = out / "merged"
+    for name in CLASS_FILES:
+        assert (merged / name).read_bytes() == (small["single"] / name).read_bytes(), name
+    assert json.loads((merged / "summary.json").read_text()) == \
+        json.loads((small["single"] / "summary.json").read_text())
+
+
+def test_recipes_name_the_shards_once():
+    for kind, files in recipes.RECIPES.items():
+        for template, _ in files:
+            text = recipes.render(template, 5, "class2026")
+            assert "@" not in re.sub(r"actions/\S+@v\d|\$\{\{[^}]*\}\}", "", text), template
+    github = recipes.render("github-grade-class.yml", 5, "class2026")
+    assert "shard: [1, 2, 3, 4, 5]" in github and 'SHARDS: "5"' in github
+    assert "#SBATCH --array=1-5" in recipes.render("slurm-grade-class.sbatch", 5, "c")
+    k8s = recipes.render("k8s-grade-class.yaml", 5, "c")
+    assert "completions: 5" in k8s and "JOB_COMPLETION_INDEX + 1" in k8s
+
+
+# -- the summary page in headless Chromium ------------------------------------------------------
+def test_summary_page_in_chromium(small, tmp_path):
+    """The DOM Chromium builds from summary.html: who under each mistake (links to their
+    pages), the near-copy groups, each flagged pair side by side with the shared code marked on
+    both sides; and a screenshot that is a drawn page (SUMMARY_SCREENSHOT=/tmp/x.png keeps it)."""
+    from test_feedback_html import CHROMIUM, Dom, chromium
+
+    if CHROMIUM is None:
+        pytest.skip("no headless Chromium here (Debian: apt-get install -y chromium)")
+    page = small["single"] / "summary.html"
+    dump = chromium(page.as_uri() + "#lang=en", "--dump-dom")
+    assert dump.returncode == 0 and "near-copies" in dump.stdout, dump.stderr[-2000:]
+    dom = Dom(dump.stdout)
+    assert dom.find("html")[0]["attrs"]["class"] == "lang-en"
+    who = {d["attrs"]["data-key"]: [a["attrs"]["href"] for a in dom.find("a", within=d)]
+           for d in dom.find("details", cls="mistake")}
+    assert who == {"mask_after_softmax": ["students/bob/feedback.html"],
+                   "scale_sqrt_D": ["students/dave/feedback.html"]}
+    groups = [[a["text"] for a in dom.find("a", within=li)]
+              for li in dom.find("li", within=dom.find("ul", id="groups")[0])]
+    assert groups == [["alice", "carol"], ["bob", "dave"]]
+    pairs = dom.find("details", cls="pair")
+    assert sorted((p["attrs"]["data-a"], p["attrs"]["data-b"]) for p in pairs) == [
+        ("alice", "carol"), ("bob", "dave")]
+    for pair in pairs:
+        sides = dom.find("pre", within=pair)
+        assert len(sides) == 2 and all(dom.find("mark", within=side) for side in sides)
+        assert "def " in "".join(m["text"] for m in dom.find("mark", within=sides[0]))
+    shot = tmp_path / "summary.png"
+    proc = chromium(page.as_uri(), f"--screenshot={shot}", "--window-size=1280,2400")
+    assert proc.returncode == 0 and shot.exists(), proc.stderr[-2000:]
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
+    keep = os.environ.get("SUMMARY_SCREENSHOT")
+    if keep:
+        shutil.copy(shot, keep)
