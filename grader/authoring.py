@@ -27,7 +27,7 @@ ASSIGNMENT = re.compile(r"^(\w+)\s*=")
 RELEASE_GRADER_FILES = [
     "__init__.py", "__main__.py", "grading.py", "runner.py", "report.py", "rubric.py",
     "rubric.toml", "sandbox.py", "student.py", "submission.py", "wire.py", "worker.py",
-    "copytask.py", "zygote.py", "watch.py", "hints.py", "submit.py", "manifest.py", "statefile.py",
+    "copytask.py", "zygote.py", "watch.py", "warm.py", "hints.py", "submit.py", "manifest.py", "statefile.py",
     "checks/__init__.py", "checks/support.py", "checks/pytest.ini",
     "checks/public/__init__.py", "checks/public/test_split_heads.py",
     "checks/public/test_merge_heads.py", "checks/public/test_attend.py",

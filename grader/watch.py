@@ -1,33 +1,31 @@
 """`python -m grader watch [SUBMISSION]`: rerun the public checks on every save, redraw the screen.
 
-Speed: the judge process lives for the whole session (torch and pytest are imported once), and
-every run gets a worker started ahead of time that has imported torch already and imports the
-student's file only when told to go (worker.py --wait-go).  A rerun then costs the student's
-import and the checks, not a torch import.
+Speed: the judge process lives for the whole session (torch and pytest are imported once, the
+checks collected once), and every run gets a worker started ahead of time that has imported torch
+already (warm.py).  A rerun then costs the student's import and the checks, not a torch import:
+the 2nd save and the 50th alike.
 
 Robustness: every state of the file (syntax error, exception at import, endless loop, missing
 file) ends as feedback on the screen; a save during a run cancels that run (its workers are
 killed) and starts the next; Ctrl-C exits with 0.
 
-Parts: FileWatch (has the file new content?), Spare/SparePool/WarmStudent (workers started
-ahead), render (the screen), Session (the loop).
+Parts: FileWatch (has the file new content?), render (the screen), Session (the loop); the
+workers started ahead and the kept check session are warm.WarmJudge's.
 """
-import collections
 import gc
 import hashlib
+import json
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 
 from . import sandbox
 from . import submission as submission_module
 from .hints import exercise_progress, first_unfinished, record_run, source_hash, state_path
-from .student import Student, WorkerFailure
-from .submission import STUDENT_FILE, SubmissionError
+from .submission import SubmissionError
+from .warm import Spare, SparePool, WarmJudge, WarmStudent, startup_seconds  # noqa: F401
 
 CLEAR = "\033[H\033[2J"
 
@@ -115,109 +113,6 @@ class FileWatch:
                 self._check()
 
 
-# -- workers started ahead of time ---------------------------------------------------------------
-class Spare(sandbox.WorkerProcess):
-    """A worker started before its student's file exists: torch imported, waiting for go."""
-
-    def __init__(self, limits, isolation):
-        self.work_dir = tempfile.mkdtemp(prefix="attn-spare-")
-        os.chmod(self.work_dir, 0o777)  # the sandboxed worker runs as another uid
-        try:
-            super().__init__(self.work_dir, STUDENT_FILE, limits, isolation, wait_go=True)
-        except BaseException:
-            shutil.rmtree(self.work_dir, ignore_errors=True)
-            raise
-
-    def go(self, source):
-        path = os.path.join(self.work_dir, STUDENT_FILE)
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(source)
-        os.chmod(path, 0o644)
-        try:
-            super().go()
-        except OSError:
-            pass  # it died waiting: the Student sees a crash at start-up and says so
-
-    def interrupt(self):
-        """Kill it from another thread; the thread using it sees EOF and cleans up (kill())."""
-        if self.proc.returncode is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-    def kill(self):
-        super().kill()
-        shutil.rmtree(self.work_dir, ignore_errors=True)
-
-
-class SparePool:
-    """A few Spares kept ready: one for the next save, one for a restart after a timeout."""
-
-    def __init__(self, limits, isolation, size=2):
-        self.limits, self.isolation, self.size = limits, isolation, size
-        self.spares, self.lock = collections.deque(), threading.Lock()
-        # Replace a spare as soon as it is taken, so it is warm by the next save; off for the
-        # first run, which already has the judge and two spares importing torch on the cores.
-        self.eager = False
-
-    def fill(self):
-        with self.lock:
-            while len(self.spares) < self.size:
-                self.spares.append(Spare(self.limits, self.isolation))
-
-    def take(self, source):
-        """A spare that is still alive (else a cold one), told to import `source`."""
-        while True:
-            with self.lock:
-                spare = self.spares.popleft() if self.spares else None
-            if spare is None:
-                spare = Spare(self.limits, self.isolation)
-            if spare.proc.poll() is None:
-                spare.go(source)
-                if self.eager:
-                    self.fill()
-                return spare
-            spare.kill()
-
-    def close(self):
-        with self.lock:
-            spares, self.spares = list(self.spares), collections.deque()
-        for spare in spares:
-            spare.kill()
-
-
-class WarmStudent(Student):
-    """A Student whose workers come from the pool; cancel() (from any thread) ends its run early."""
-
-    def __init__(self, sub, pool, limits, startup_seconds):
-        super().__init__(sub.work_dir, limits=limits, isolation=pool.isolation,
-                         startup_seconds=startup_seconds)
-        self.pool, self.source_text = pool, sub.source
-        # RLock: the SIGINT handler runs on the main thread, possibly inside start().
-        self.cancelled, self.adopted, self.lock = False, [], threading.RLock()
-
-    def start(self):
-        with self.lock:
-            return super().start()
-
-    def _spawn(self):
-        """The worker is taken from the pool (torch already imported) instead of started cold."""
-        if self.cancelled:
-            raise WorkerFailure("budget", "a newer save replaced this run")
-        worker = self.pool.take(self.source_text)
-        self.adopted.append(worker)
-        if self.cancelled:  # cancelled by a signal handler while we were taking it
-            worker.interrupt()
-        return worker
-
-    def cancel(self):
-        with self.lock:
-            self.cancelled = True
-            for worker in self.adopted:
-                worker.interrupt()
-
-
 # -- the screen ----------------------------------------------------------------------------------
 TEXT = {
     "zh": {
@@ -298,17 +193,17 @@ def render(rubric, outcome, lang, name, number, seconds):
 
 # -- the loop ------------------------------------------------------------------------------------
 class Session:
-    def __init__(self, path, state_file, lang, limits, pool, poll):
-        self.path, self.state_file, self.lang, self.limits, self.pool = \
-            path, state_file, lang, limits, pool
+    def __init__(self, path, state_file, lang, limits, judge, poll, stats=None):
+        self.path, self.state_file, self.lang, self.limits, self.judge = \
+            path, state_file, lang, limits, judge
+        self.pool, self.stats = judge.pool, stats
         self.name = os.path.basename(path)
         self.tty = sys.stdout.isatty()
         self.wake, self.quit = threading.Event(), threading.Event()
         self.lock, self.current = threading.RLock(), None
         self.changed_at = time.monotonic()
         self.watch = FileWatch(path, self.on_change, poll=poll)
-        # The hello of a spare may include the rest of its torch import, not just the student's.
-        self.startup_seconds = max(15.0, 3 * limits.call_seconds)
+        self.startup_seconds = startup_seconds(limits)
 
     # Called from the watch thread (a save) and the signal handler (Ctrl-C).
     def on_change(self):
@@ -332,8 +227,6 @@ class Session:
 
     def run_once(self):
         """One run's outcome: {"data"}, {"error"} or {"internal"}; None when a save cancelled it."""
-        from . import grading
-
         try:
             sub = submission_module.load(self.path)
         except SubmissionError as exc:
@@ -348,7 +241,7 @@ class Session:
             if self.wake.is_set() or self.quit.is_set():
                 student.cancel()  # the file changed again while we were reading it
         try:
-            data = grading.finish(sub, student, ("public",))
+            data = self.judge.grade(sub, student, ("public",))
         except Exception as exc:  # a bug of ours must not end the student's loop
             return {"internal": f"{type(exc).__name__}: {str(exc)[:300]}"}
         finally:
@@ -393,15 +286,25 @@ class Session:
                 # sight, or pytest's gc.collect() at every session end walks them (~0.2 s a run).
                 gc.collect()
                 gc.freeze()
-            self.pool.fill()  # replace the spares used, while the student is typing
-            self.pool.eager = True
+            self.record_stats(number)
             while not self.wake.wait(0.5):
                 pass
 
     def close(self):
         self.watch.stop()
         self.cancel_current()
-        self.pool.close()
+        self.judge.close()
+
+    def record_stats(self, number):
+        """--stats FILE: one JSON line per screen, the workers it used (warm = a spare of the
+        pool, started before the save); the tests and `make bench` read it, no student does."""
+        if self.stats is None:
+            return
+        taken, self.pool.taken = self.pool.taken, []
+        with open(self.stats, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"run": number, "judge_pid": os.getpid(),
+                                     "seconds": round(time.monotonic() - self.changed_at, 3),
+                                     "workers": taken}) + "\n")
 
 
 def resolve_path(submission):
@@ -422,12 +325,13 @@ def main(args):
         print(f"错误 error: {exc}", file=sys.stderr)
         return 2
     limits = sandbox.Limits(call_seconds=args.call_timeout, memory_bytes=args.memory_mb * 2 ** 20)
-    pool = SparePool(limits, isolation)
-    session = Session(path, state_path(args.submission), args.lang, limits, pool, args.poll)
+    judge = WarmJudge(limits, isolation)
+    session = Session(path, state_path(args.submission), args.lang, limits, judge, args.poll,
+                      getattr(args, "stats", None))
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, session.on_signal)
     try:
-        pool.fill()  # before the judge imports torch, so the two imports overlap
+        judge.pool.fill()  # before the judge imports torch, so the two imports overlap
         session.loop()
     finally:
         session.close()
