@@ -34,7 +34,7 @@ RELEASE_GRADER_FILES = [
     "checks/public/test_module.py", "checks/public/test_quiz.py",
     # The notebook's kernel side: its %check and %autograde cells.  Its generator
     # (notebook_build.py) and the nbgrader tools (nb*.py) stay with the instructor.
-    "notebook.py",
+    "notebook.py", "kernel_judge.py",
     "classroom.py",  # one check's verdict for the Classroom workflow
 ]
 RELEASE_TEMPLATES = os.path.join(ROOT, "grader", "release_templates")

@@ -41,7 +41,7 @@ MANIFEST, LOG = "batch.json", "batch.log"
 # Grader files that cannot change a report or a page: editing them does not force a regrade.
 # (judge.py, which draws the heatmaps' data, and records.py, which writes the pages, can: they
 # are in.  The scheduling, the folder listing and the CLI are not.)
-NOT_IN_FINGERPRINT = {"watch.py", "warm.py", "hints.py", "authoring.py", "__main__.py", "gradescope.py",
+NOT_IN_FINGERPRINT = {"watch.py", "warm.py", "kernel_judge.py", "hints.py", "authoring.py", "__main__.py", "gradescope.py",
                       "batch.py", "submit.py", "entries.py", "dispatch.py"}
 
 

@@ -10,8 +10,8 @@ bundle (release/grader/); it needs nothing of the generator.
 The student's functions live in the kernel, but the kit never judges them there: `check` and
 `autograde_cell` rebuild attention.py from the cells the kernel executed (`assemble`: the last
 definition of each function, class and top-level name, plus the imports; bare statements, output
-and the kit's own lines are dropped) and grade that file in a fresh process (`python -m
-grader.notebook judge`), whose worker is sandboxed as in `make check`.  So the feedback is the
+and the kit's own lines are dropped) and grade that file in the kernel's judge process (one per
+kernel, kept warm: kernel_judge.py), whose workers are sandboxed as in `make check`.  So the feedback is the
 kit's feedback, word for word, and a kernel whose torch was monkeypatched changes nothing.  The
 kernel itself can still be tricked (its helpers can be replaced); that is why `make autograde`
 regrades every submitted notebook outside the kernel (grader/nbregrade.py).
@@ -128,10 +128,25 @@ def kernel_sources():
 
 
 _cache = {}
+_kernel_judge = None
+
+
+def kernel_judge():
+    """This kernel's judge process (kernel_judge.py): one per kernel, started on first use."""
+    global _kernel_judge
+    if _kernel_judge is None:
+        import atexit
+
+        from .kernel_judge import KernelJudge
+
+        _kernel_judge = KernelJudge(env=judge_env())
+        atexit.register(_kernel_judge.stop)
+    return _kernel_judge
 
 
 def judge(source, hidden, call_seconds=None, budget_seconds=None, timeout=None):
-    """Grade `source` (attention.py text) in a fresh process; the report data, or an error dict."""
+    """Grade `source` (attention.py text) in this kernel's judge process (warm after its first
+    grading); the report data, or an error dict."""
     key = (hashlib.sha256(source.encode()).hexdigest(), hidden, call_seconds, budget_seconds)
     if key in _cache:
         return _cache[key]
@@ -142,7 +157,7 @@ def judge(source, hidden, call_seconds=None, budget_seconds=None, timeout=None):
         path = os.path.join(folder, "attention.py")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(source)
-        data = run_judge(path, hidden, call_seconds, budget_seconds, timeout, cwd=folder)
+        data = kernel_judge().grade(path, hidden, call_seconds, budget_seconds, timeout)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     _cache[key] = data
@@ -309,7 +324,9 @@ def render_check(rubric, result, lang):
 
 
 def load_ipython_extension(ipython):
-    """`%load_ext grader.notebook`: the magics `%check EXERCISE` and `%autograde CHECK_ID`."""
+    """`%load_ext grader.notebook`: the magics `%check EXERCISE` and `%autograde CHECK_ID`.
+    The kernel's judge starts warming up now, while the student reads the first exercise."""
+    kernel_judge().start()
     ipython.register_magic_function(lambda line: check(line.strip()), "line", "check")
     ipython.register_magic_function(lambda line: autograde_cell(line.strip()), "line", "autograde")
 
