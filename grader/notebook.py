@@ -30,6 +30,9 @@ LANG = os.environ.get("ATTN_KIT_LANG", "zh")
 # Set by the course's nbgrader_config.py: the kernel is being autograded by nbgrader.
 AUTOGRADE_ENV = "ATTN_KIT_AUTOGRADE"
 MAGIC_LINE = re.compile(r"^\s*[%!]")
+# Under nbgrader: one call into the student's code, and all calls of one grading.  Well inside
+# the cell timeout (nbgrade.CELL_TIMEOUT), with room for a busy machine.
+AUTOGRADE_CALL_SECONDS, AUTOGRADE_BUDGET_SECONDS = 5.0, 20.0
 # The kit's own lines in a notebook: its magics (which the CLI grader skips like any magic) and
 # direct calls of its helpers.
 KIT_LINE = re.compile(r"^\s*(%(check|autograde|load_ext\s+grader|reload_ext\s+grader)\b|"
@@ -276,8 +279,8 @@ def autograde_cell(check_id, lang=None):
     with _Quiet():
         try:
             data = judge(assemble(kernel_sources()), hidden=hidden_here,
-                         call_seconds=5.0 if autograding else None,
-                         budget_seconds=6.0 if autograding else None)
+                         call_seconds=AUTOGRADE_CALL_SECONDS if autograding else None,
+                         budget_seconds=AUTOGRADE_BUDGET_SECONDS if autograding else None)
         except KeyboardInterrupt:
             _cache_failure()
             sys.stderr.write(f"✗ {check_id}: 0/{report._num(check_.points)} "
@@ -307,7 +310,8 @@ def _cache_failure():
         return
     digest = hashlib.sha256(source.encode()).hexdigest()
     for hidden in (True, False):
-        _cache[(digest, hidden, 5.0, 6.0)] = {"error": "grading this code was interrupted (timeout)"}
+        _cache[(digest, hidden, AUTOGRADE_CALL_SECONDS, AUTOGRADE_BUDGET_SECONDS)] = {
+            "error": "grading this code was interrupted (timeout)"}
 
 
 def render_check(rubric, result, lang):
