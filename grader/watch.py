@@ -116,25 +116,25 @@ class FileWatch:
 # -- the screen ----------------------------------------------------------------------------------
 TEXT = {
     "zh": {
-        "header": "── {name} · 第 {n} 次检查 run {n} · {seconds:.2f} s ──",
-        "progress": "已完成 {done}/{total} 个练习 exercises done：{marks}",
-        "checks": "公开检查 public checks：{passed}/{total} 通过",
+        "header": "── {name} · 第 {n} 次检查 · {seconds} 秒 ──",
+        "progress": "已完成 {done}/{total} 个练习：{marks}",
+        "checks": "公开检查：{passed}/{total} 项通过",
         "all_done": "全部公开检查通过！另有 {hidden} 项隐藏检查由老师评分时运行；make check 显示完整报告。",
         "import": "下一步：让 {name} 能够导入（见上面的行号），保存后自动重新检查。",
         "timeout": "下一步：找找 {ex} 里的死循环，保存后自动重新检查。卡住了？运行 make hint EX={ex}",
         "next": "下一步：修改 {ex} 并保存，检查会自动重新运行。卡住了？运行 make hint EX={ex}",
-        "error": "错误 error：{message}",
-        "internal": "评分器内部错误（不是你的错）internal error：{message}",
-        "output": "你的代码打印了 your code printed：",
+        "error": "错误：{message}",
+        "internal": "评分器内部错误（不是你的错）：{message}",
+        "output": "你的代码打印了：",
         "watching": "正在监视 {name}，保存即重新检查（{backend}；Ctrl-C 退出）…",
-        "checking": "正在检查 checking…",
-        "bye": "已退出 watch。再见！bye",
+        "checking": "正在检查…",
+        "bye": "已退出 watch。再见！",
     },
     "en": {
-        "header": "── {name} · run {n} · {seconds:.2f} s ──",
+        "header": "── {name} · run {n} · {seconds} s ──",
         "progress": "{done}/{total} exercises done: {marks}",
         "checks": "public checks: {passed}/{total} passed",
-        "all_done": "Every public check passes! {hidden} hidden checks run when your instructor "
+        "all_done": "Every public check passes! {hidden} hidden {checks} {run} when your instructor "
                     "grades; make check shows the full report.",
         "import": "Next: make {name} import again (see the line above); it is rechecked on save.",
         "timeout": "Next: look for an endless loop in {ex} and save. Stuck? make hint EX={ex}",
@@ -163,7 +163,7 @@ def render(rubric, outcome, lang, name, number, seconds):
     from . import report
 
     text = TEXT[lang]
-    lines = [text["header"].format(name=name, n=number, seconds=seconds)]
+    lines = [text["header"].format(name=name, n=number, seconds=f"{seconds:.2f}")]
     if "error" in outcome:
         return lines + [text["error"].format(message=outcome["error"])]
     if "internal" in outcome:
@@ -177,7 +177,10 @@ def render(rubric, outcome, lang, name, number, seconds):
               text["checks"].format(passed=passed, total=len(data["checks"])), ""]
     failing = next((r for r in data["checks"] if r["status"] != "passed"), None)
     if failing is None:
-        lines.append(text["all_done"].format(hidden=data["metadata"]["hidden_not_run"]))
+        hidden = data["metadata"]["hidden_not_run"]
+        lines.append(text["all_done"].format(hidden=hidden,
+                                             checks=report.plural(hidden, "check", "checks"),
+                                             run=report.plural(hidden, "runs", "run")))
     else:
         check = rubric.by_id[failing["id"]]
         mark = report.STATUS_MARK[failing["status"]]
