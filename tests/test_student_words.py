@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from grader import report, rubric, watch
+from grader import hints, report, rubric, watch
 
 THE_RUBRIC = rubric.load()
 LESSON_TITLES = ("第 12 讲", "「多头自注意力」", "lesson 12", "chapter 「多头自注意力」")
@@ -38,7 +38,8 @@ def english_words(text):
     return {w for w in re.findall(r"[A-Za-z]+", text) if w not in CODE_WORDS}
 
 
-@pytest.mark.parametrize("table", [report.TEXT, watch.TEXT], ids=["report", "watch"])
+@pytest.mark.parametrize("table", [report.TEXT, watch.TEXT, hints.TEXT],
+                         ids=["report", "watch", "hint"])
 def test_chinese_tool_words_have_no_english_fragment(table):
     for key, text in table["zh"].items():
         assert not english_words(text), (key, text)
