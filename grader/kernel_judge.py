@@ -25,6 +25,12 @@ import tempfile
 import time
 
 KIT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Workers kept ready (each ~150 MB once torch is imported).  "Run all" sends the five %check
+# cells back to back, faster than one spare can import torch: three ready ones carry most of
+# them; a student running cell by cell finds one ready every time.
+SPARES = 3
+# "spare" makes the judge use spares even where it could fork (tests of that path).
+WORKER_START_ENV = "ATTN_KIT_WORKER_START"
 
 
 # -- the kernel's side ---------------------------------------------------------------------------
@@ -127,8 +133,6 @@ def grade_one(judge, request):
     import dataclasses
 
     from . import submission
-    from .warm import WarmStudent, startup_seconds
-
     limits = dataclasses.replace(judge.pool.limits)
     if request.get("call_seconds"):
         limits.call_seconds = float(request["call_seconds"])
@@ -139,8 +143,7 @@ def grade_one(judge, request):
         sub = submission.load(request["path"])
     except submission.SubmissionError as exc:
         return {"error": str(exc)}
-    student = WarmStudent(sub, judge.pool, limits, startup_seconds(limits))
-    return judge.grade(sub, student, visibilities)
+    return judge.grade(sub, judge.student(sub, limits), visibilities)
 
 
 def serve():
@@ -151,7 +154,8 @@ def serve():
     from . import sandbox
     from .warm import WarmJudge
 
-    judge = WarmJudge(sandbox.Limits(), sandbox.choose_isolation("auto"), size=2)
+    judge = WarmJudge(sandbox.Limits(), sandbox.choose_isolation("auto"), size=SPARES,
+                      start=os.environ.get(WORKER_START_ENV, "auto"))
     judge.pool.fill()  # its torch import overlaps with ours
     try:
         for line in sys.stdin:

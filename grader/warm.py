@@ -9,14 +9,20 @@ the process.  Spares made on a check session's pytest thread (the pool refilled 
 taking one) died with that thread at the end of the run, and every later save started cold.  The
 pool's maker thread lives as long as the pool, so its spares do too.
 
+Where the batch's fork server works (Linux; bubblewrap as root, or plain processes), a grading's
+worker is instead forked from a zygote that imported torch once (forkserver.py): a few
+milliseconds however fast the saves or %check cells come, where a spare needs a whole torch
+import to be replaced.  Elsewhere (bubblewrap as an ordinary user, macOS) the spares serve.
+
 Parts: Spare (one worker waiting for go), SparePool (a few of them and the maker thread),
-WarmStudent (a Student whose workers come from the pool), WarmJudge (a pool and one check session
-per set of visibilities, kept for many gradings).
+WarmStudent (a Student whose workers are forked or come from the pool), WarmJudge (the fork
+server or the pool, and one check session per set of visibilities, kept for many gradings).
 """
 import collections
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -138,12 +144,13 @@ class SparePool:
 
 
 class WarmStudent(Student):
-    """A Student whose workers come from the pool; cancel() (from any thread) ends its run early."""
+    """A Student whose workers are forked from the judge's zygote or come from its pool of spares;
+    cancel() (from any thread) ends its run early."""
 
-    def __init__(self, sub, pool, limits, startup_seconds):
+    def __init__(self, sub, pool, limits, startup_seconds, forks=None):
         super().__init__(sub.work_dir, limits=limits, isolation=pool.isolation,
                          startup_seconds=startup_seconds)
-        self.pool, self.source_text = pool, sub.source
+        self.pool, self.forks, self.source_text = pool, forks, sub.source
         # RLock: the SIGINT handler runs on the main thread, possibly inside start().
         self.cancelled, self.adopted, self.lock = False, [], threading.RLock()
 
@@ -155,17 +162,38 @@ class WarmStudent(Student):
         """The worker is taken from the pool (torch already imported) instead of started cold."""
         if self.cancelled:
             raise WorkerFailure("budget", "a newer save replaced this run")
-        worker = self.pool.take(self.source_text)
+        if self.forks is not None:
+            worker = self.forks.spawn(self.work_dir, self.student_name, self.limits)
+            self.pool.taken.append({"pid": worker.id, "warm": True, "start": "fork"})
+        else:
+            worker = self.pool.take(self.source_text)
         self.adopted.append(worker)
         if self.cancelled:  # cancelled by a signal handler while we were taking it
-            worker.interrupt()
+            interrupt(worker)
         return worker
 
     def cancel(self):
         with self.lock:
             self.cancelled = True
             for worker in self.adopted:
-                worker.interrupt()
+                interrupt(worker)
+
+
+def interrupt(worker):
+    """Kill a worker from another thread; the thread using it sees EOF and cleans up."""
+    if isinstance(worker, Spare):
+        worker.interrupt()
+    else:  # a forked worker: its zygote kills it
+        worker.server.send({"op": "end", "id": worker.id, "grace": 0})
+
+
+def fork_server(isolation, start):
+    """The batch's fork server when `start` allows it and it works here, else None (spares)."""
+    from . import forkserver
+
+    if start == "spare" or sys.platform != "linux" or forkserver.supported(isolation) is None:
+        return None
+    return forkserver.ForkServer(isolation)
 
 
 def startup_seconds(limits):
@@ -176,12 +204,18 @@ def startup_seconds(limits):
 
 
 class WarmJudge:
-    """A pool of spares and one pytest check session per set of visibilities, kept for many
-    gradings: configuring pytest and collecting the checks is paid once, like torch's import."""
+    """A fork server (or a pool of spares) and one pytest check session per set of visibilities,
+    kept for many gradings: configuring pytest and collecting the checks is paid once, like
+    torch's import.  `start`: "auto" (fork where it works), "spare" (never fork)."""
 
-    def __init__(self, limits, isolation, size=2):
-        self.pool = SparePool(limits, isolation, size)
+    def __init__(self, limits, isolation, size=2, start="auto"):
+        self.forks = fork_server(isolation, start)
+        self.pool = SparePool(limits, isolation, 0 if self.forks else size)
         self.sessions = {}
+
+    def student(self, sub, limits):
+        """A WarmStudent for `sub` on this judge's workers."""
+        return WarmStudent(sub, self.pool, limits, startup_seconds(limits), self.forks)
 
     def session(self, visibilities):
         from . import runner
@@ -206,3 +240,5 @@ class WarmJudge:
             session.close()
         self.sessions = {}
         self.pool.close()
+        if self.forks is not None:
+            self.forks.close()

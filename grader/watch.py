@@ -25,7 +25,7 @@ from . import sandbox
 from . import submission as submission_module
 from .hints import exercise_progress, first_unfinished, record_run, source_hash, state_path
 from .submission import SubmissionError
-from .warm import Spare, SparePool, WarmJudge, WarmStudent, startup_seconds  # noqa: F401
+from .warm import WarmJudge
 
 CLEAR = "\033[H\033[2J"
 
@@ -206,7 +206,6 @@ class Session:
         self.lock, self.current = threading.RLock(), None
         self.changed_at = time.monotonic()
         self.watch = FileWatch(path, self.on_change, poll=poll)
-        self.startup_seconds = startup_seconds(limits)
 
     # Called from the watch thread (a save) and the signal handler (Ctrl-C).
     def on_change(self):
@@ -235,7 +234,7 @@ class Session:
         except SubmissionError as exc:
             return {"error": str(exc)}
         try:
-            student = WarmStudent(sub, self.pool, self.limits, self.startup_seconds)
+            student = self.judge.student(sub, self.limits)
         except Exception as exc:
             sub.cleanup()
             return {"internal": f"{type(exc).__name__}: {exc}"}
@@ -328,7 +327,7 @@ def main(args):
         print(f"错误 error: {exc}", file=sys.stderr)
         return 2
     limits = sandbox.Limits(call_seconds=args.call_timeout, memory_bytes=args.memory_mb * 2 ** 20)
-    judge = WarmJudge(limits, isolation)
+    judge = WarmJudge(limits, isolation, start=getattr(args, "worker_start", "auto"))
     session = Session(path, state_path(args.submission), args.lang, limits, judge, args.poll,
                       getattr(args, "stats", None))
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -225,14 +225,16 @@ print(json.dumps({"starts": _judge.starts, "served": _judge.served,
                   "alive": _judge.process is not None and _judge.process.poll() is None}))"""
 
 
-def test_the_kernels_judge_is_restarted_when_it_dies(tmp_path):
+@pytest.mark.parametrize("start", ["auto", "spare"])
+def test_the_kernels_judge_is_restarted_when_it_dies(tmp_path, start):
     """Outside a kernel: the judge grades, dies (killed), and the next grading starts a new one
-    and still answers; a judge that cannot answer becomes an error dict, never an exception."""
-    from grader.kernel_judge import KernelJudge
+    and still answers; a judge that cannot answer becomes an error dict, never an exception.
+    Its workers are forked where the fork server works ("auto" here), else spares ("spare")."""
+    from grader.kernel_judge import WORKER_START_ENV, KernelJudge
 
     path = tmp_path / "attention.py"
     path.write_text(read(authoring.SOLUTION), encoding="utf-8")
-    judge = KernelJudge(env=notebook.judge_env())
+    judge = KernelJudge(env=dict(notebook.judge_env(), **{WORKER_START_ENV: start}))
     try:
         first = judge.grade(str(path), hidden=False)
         assert first["score"] == first["max_score"] > 0

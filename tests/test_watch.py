@@ -266,15 +266,17 @@ def stats_lines(path):
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def test_every_save_gets_a_warm_worker(work, tmp_path):
-    """Ten saves in a row: each run's worker is a spare of the pool, alive when taken and started
-    before the save (torch imported ahead), all served by the one judge process.  Before warm.py's
-    maker thread, spares made during a run died with the check session's thread (bubblewrap's
-    --die-with-parent) and every save after the second started a cold worker."""
+@pytest.mark.parametrize("start", ["auto", "spare"])
+def test_every_save_gets_a_warm_worker(work, tmp_path, start):
+    """Ten saves in a row: each run's worker is forked from the judge's zygote (where the fork
+    server works, "auto" here) or is a spare of the pool, alive when taken and started before the
+    save ("spare"): torch imported ahead either way, all served by the one judge process.  Before
+    warm.py's maker thread, spares made during a run died with the check session's thread
+    (bubblewrap's --die-with-parent) and every save after the second started a cold worker."""
     target, scratch = work
     stats = tmp_path / "stats.jsonl"
     save(target, SOLUTION)
-    watcher = Watcher(target, scratch, "--stats", str(stats))
+    watcher = Watcher(target, scratch, "--stats", str(stats), "--worker-start", start)
     try:
         watcher.next_block(0, lambda b: "5/5 exercises done" in b)
         for n in range(10):
@@ -291,4 +293,10 @@ def test_every_save_gets_a_warm_worker(work, tmp_path):
     assert len(workers) == 10, runs  # one worker per run: nothing crashed or restarted
     assert all(w["warm"] for w in workers), runs
     assert len({w["pid"] for w in workers}) == 10  # a fresh worker per save, never a reused one
+    from grader import forkserver, sandbox
+
+    forks_here = sys.platform == "linux" and \
+        forkserver.supported(sandbox.choose_isolation("auto")) is not None
+    assert all((w.get("start") == "fork") == (start == "auto" and forks_here)
+               for w in workers), workers
     assert leftover_processes(scratch) == []
