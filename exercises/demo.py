@@ -281,13 +281,20 @@ def legend_text(label):
 
 
 def figures(out, run4, run8):
+    """Both figures as PNGs in `out`; returns their paths and the number of leaking cells drawn."""
     plt, cjk = pyplot()
 
     def label(zh, en):
         return t(zh, en) if cjk else en
 
     out.mkdir(parents=True, exist_ok=True)
-    # Part 2: the loss curve on top, one heatmap per head below.
+    part2, leaks2 = figure_part2(plt, label, out, run4)
+    part3, leaks3 = figure_part3(plt, label, out, run4, run8)
+    return [part2, part3], leaks2 + leaks3
+
+
+def figure_part2(plt, label, out, run4):
+    """The loss curve on top, one heatmap per head below."""
     fig = plt.figure(figsize=(12, 6.4), layout="constrained")
     top, bottom = fig.subfigures(2, 1, height_ratios=[1, 1.25])
     ax = top.subplots()
@@ -318,9 +325,13 @@ def figures(out, run4, run8):
     part2 = out / "part2_loss_heads.png"
     fig.savefig(part2, dpi=110)
     plt.close(fig)
+    return part2, leaks
 
-    # Part 3: 4 heads (d_head 8) beside 8 heads (d_head 4).
+
+def figure_part3(plt, label, out, run4, run8):
+    """4 heads (d_head 8) beside 8 heads (d_head 4)."""
     fig = plt.figure(figsize=(15, 5.6), layout="constrained")
+    leaks = 0
     left, right = fig.subfigures(1, 2, width_ratios=[2, 4.4], wspace=0.02)
     left.set_facecolor("0.95")
     fig.suptitle(label("4 个头与 8 个头", "4 heads vs 8 heads") + f" (D={copytask.D_MODEL}, input: id "
@@ -337,7 +348,7 @@ def figures(out, run4, run8):
     part3 = out / "part3_heads_4_vs_8.png"
     fig.savefig(part3, dpi=110)
     plt.close(fig)
-    return [part2, part3], leaks
+    return part3, leaks
 
 
 # -- main ------------------------------------------------------------------------------------
