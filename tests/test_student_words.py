@@ -1,11 +1,12 @@
 """The words the student tools print themselves (the checks' words are the rubric's and are
 tested with the checks): lesson pointers name the lessons' own sections, Chinese text is
 Chinese, counts agree with their nouns, numbers are printed one way."""
+import os
 import re
 
 import pytest
 
-from grader import hints, report, rubric, watch
+from grader import authoring, hints, report, rubric, watch
 
 THE_RUBRIC = rubric.load()
 LESSON_TITLES = ("第 12 讲", "「多头自注意力」", "lesson 12", "chapter 「多头自注意力」")
@@ -74,3 +75,35 @@ def test_an_import_error_is_said_once_with_its_line_as_written():
         assert "    |       return x\n" in text  # the indentation is the evidence: kept
         assert text.index("IndentationError") < text.index("== split_heads ==")
         assert text.count(report.TEXT[lang]["not_run"]) == len(checks)
+
+
+# -- the Makefiles: their own messages go to stderr ------------------------------------------------
+MAKEFILES = [os.path.join(authoring.ROOT, "Makefile"),
+             os.path.join(authoring.RELEASE_TEMPLATES, "Makefile")]
+
+
+@pytest.mark.parametrize("makefile", MAKEFILES, ids=["kit", "student bundle"])
+def test_makefile_messages_go_to_stderr(makefile):
+    """`make grade FORMAT=json > report.json` must be JSON: every echo of the Makefile's own (set
+    up, bubblewrap missing, usage) goes to stderr, and so does what venv and pip print."""
+    with open(makefile, encoding="utf-8") as handle:
+        text = handle.read().replace("\\\n", " ")
+    for line in text.splitlines():
+        for echo in re.findall(r"echo [^;|}]*", line):
+            assert echo.rstrip().endswith(">&2"), line
+        if re.search(r"-m (venv|pip)|/pip install", line):
+            assert line.rstrip().endswith(">&2") and line.lstrip().startswith("@"), line
+
+
+def test_make_grade_json_is_json_on_stdout():
+    import json
+    import subprocess
+
+    root = authoring.ROOT
+    # -o: the venv is set up already (make test depends on setup); the sandbox target runs.
+    done = subprocess.run(["make", "-s", "--no-print-directory", "-o", ".venv/.installed", "grade",
+                           "FORMAT=json", "SUBMISSION=solutions/attention.py"], cwd=root,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["score"] == data["max_score"] > 0
