@@ -222,6 +222,27 @@ def _exercise_report(data, exercise):
                 max_score=sum(c["max_score"] for c in checks))
 
 
+# What the kernel's helpers print themselves (the feedback is the report's and the rubric's).
+TEXT = {
+    "zh": {
+        "no_exercise": "没有这个练习：{name!r}（可选：{known}）",
+        "autograding": "（自动评分中：公开检查的结果见文末的评分单元格）",
+        "could_not_run": "检查没能运行：{message}",
+        "hidden": "{id}：这是隐藏检查，老师评分时才运行",
+        "interrupted": "（评分被中断：超时）",
+        "not_run": "（这项检查没有运行）",
+    },
+    "en": {
+        "no_exercise": "no such exercise: {name!r} ({known})",
+        "autograding": "(autograding: the public checks' results are in the graded cells at the end)",
+        "could_not_run": "the checks could not run: {message}",
+        "hidden": "{id}: a hidden check, run when your teacher grades",
+        "interrupted": "(grading was interrupted: timeout)",
+        "not_run": "(the check did not run)",
+    },
+}
+
+
 def check(exercise, lang=None):
     """Run the public checks of one exercise on the kernel's current code; print the feedback."""
     from . import report, rubric as rubric_module
@@ -229,14 +250,14 @@ def check(exercise, lang=None):
     lang = lang or LANG
     rubric = rubric_module.load()
     if exercise not in rubric.exercises():
-        print(f"没有这个练习 · no such exercise: {exercise!r} ({', '.join(rubric.exercises())})")
+        print(TEXT[lang]["no_exercise"].format(name=exercise, known=", ".join(rubric.exercises())))
         return
     if os.environ.get(AUTOGRADE_ENV):
-        print("（自动评分中：公开检查的结果见文末的评分单元 · autograding: see the graded cells at the end）")
+        print(TEXT[lang]["autograding"])
         return
     data = judge(assemble(kernel_sources()), hidden=False)
     if "error" in data:
-        print(f"检查没能运行 · the checks could not run: {data['error']}")
+        print(TEXT[lang]["could_not_run"].format(message=data["error"]))
         return
     hidden = len([c for c in rubric.select(("hidden",)) if c.exercise == exercise])
     print(report.to_text(rubric, _exercise_report(data, exercise), lang, hidden), end="")
@@ -273,7 +294,7 @@ def autograde_cell(check_id, lang=None):
         return None
     hidden_here = os.path.isdir(os.path.join(KIT_ROOT, "grader", "checks", "hidden"))
     if check_.visibility == "hidden" and not hidden_here:
-        print(f"{check_id}: 隐藏检查只在老师评分时运行 · a hidden check, run when your teacher grades")
+        print(TEXT[lang]["hidden"].format(id=check_id))
         return None
     autograding = bool(os.environ.get(AUTOGRADE_ENV))
     with _Quiet():
@@ -283,15 +304,15 @@ def autograde_cell(check_id, lang=None):
                          budget_seconds=AUTOGRADE_BUDGET_SECONDS if autograding else None)
         except KeyboardInterrupt:
             _cache_failure()
-            sys.stderr.write(f"✗ {check_id}: 0/{report._num(check_.points)} "
-                             "（评分被中断 · grading was interrupted: timeout）\n")
+            sys.stderr.write(f"✗ {check_id}: 0/{report.points(check_.points)} "
+                             f"{TEXT[lang]['interrupted']}\n")
             return None
     if "error" in data:
         sys.stderr.write(f"✗ {check_id}: 0/{report._num(check_.points)} ({data['error']})\n")
         return None
     result = next((c for c in data["checks"] if c["id"] == check_id), None)
     if result is None:
-        sys.stderr.write(f"✗ {check_id}: 0/{report._num(check_.points)} (the check did not run)\n")
+        sys.stderr.write(f"✗ {check_id}: 0/{report.points(check_.points)} {TEXT[lang]['not_run']}\n")
         return None
     print(render_check(rubric, result, lang))
     if result["status"] == "passed":
