@@ -40,6 +40,9 @@ COMMANDS = {
     "make check (public checks)": ["make", "-s", "check", "SUBMISSION=solutions/attention.py"],
 }
 TARGETS = {"grade reference (all checks)": 1.5, "make check (public checks)": 1.3}
+# The student's loop: "auto" forks workers where the fork server works, "spare" never does (what
+# an ordinary user with bubblewrap gets): BENCH_WORKER_START=spare measures that path here.
+START = os.environ.get("BENCH_WORKER_START", "auto")
 
 
 def timed(argv):
@@ -80,7 +83,7 @@ def bench_watch(floor, saves, pause):
         os.makedirs(scratch)
         stats = os.path.join(folder, "stats.jsonl")
         test_watch.save(target, test_watch.SOLUTION)
-        watcher = test_watch.Watcher(target, scratch, "--stats", stats)
+        watcher = test_watch.Watcher(target, scratch, "--stats", stats, "--worker-start", START)
         try:
             watcher.next_block(0, lambda b: "5/5 exercises done" in b, seconds=300)
             seen = []
@@ -136,6 +139,7 @@ def bench_notebook(floor):
         bundle, nb = student_notebook(folder)
         node = nbformat.reads(json.dumps(nb), as_version=4)
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ATTN_KIT_AUTOGRADE")}
+        env["ATTN_KIT_WORKER_START"] = START
         began = time.perf_counter()
         saved, os.environ = os.environ, env  # the kernel inherits the environment
         try:
@@ -157,7 +161,8 @@ def bench_notebook(floor):
 
 def bench_student():
     floor = import_torch_floor()
-    print(f"\nthe student's loop; bare `import torch` here: {floor:.2f} s (median of 3)")
+    print(f"\nthe student's loop (workers: {START}); bare `import torch` here: {floor:.2f} s "
+          "(median of 3)")
     bench_watch(floor, int(os.environ.get("BENCH_SAVES", "20")),
                 float(os.environ.get("BENCH_PAUSE", "1.0")))
     bench_notebook(floor)
