@@ -1,4 +1,6 @@
 # 多头注意力练习 · multi-head attention exercise kit.  Every target sets up what it needs.
+# Messages of the targets themselves go to stderr, so that stdout is the command's own output
+# (make grade FORMAT=json > report.json is valid JSON).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -10,23 +12,26 @@ LANG_ARG ?= zh
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
-	touch $@
+# The instructor's venv: the student's requirements, Jupyter, nbgrader and the test tools.
+REQUIREMENTS := requirements.txt requirements-notebook.txt requirements-instructor.txt requirements-dev.txt
+$(VENV)/.installed: $(REQUIREMENTS)
+	@echo "setting up $(VENV) (pinned requirements) ..." >&2
+	@$(PYTHON) -m venv $(VENV) >&2
+	@$(VENV)/bin/pip install --quiet --disable-pip-version-check $(addprefix -r ,$(REQUIREMENTS)) >&2
+	@touch $@
 
 # bubblewrap gives the grader a real sandbox; without it the grader falls back to a plain
 # subprocess with resource limits and says so.  Installed only where we are root with apt.
 sandbox:
 	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1 \
-	  && echo "installed bubblewrap"; } || echo "bubblewrap not available: grading uses a plain subprocess"
+	  && echo "installed bubblewrap" >&2; } || echo "bubblewrap not available: grading uses a plain subprocess" >&2
 
 # Headless Chromium renders the feedback pages in the tests; best effort, like bubblewrap.
 browser:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium fonts-wqy-microhei) >/dev/null 2>&1 \
-	  && echo "installed chromium"; } || echo "chromium not available: the feedback-page browser test is skipped"
+	  && echo "installed chromium" >&2; } || echo "chromium not available: the feedback-page browser test is skipped" >&2
 
 # Students: the public checks on your attention.py (make check SUBMISSION=path, LANG_ARG=en).
 check: setup
@@ -54,7 +59,7 @@ grade: setup sandbox
 # Instructors: a whole class (make batch DIR=submissions OUT=graded [JOBS=4] [SHARD=1/8]):
 # per student report.json + feedback.html/.md, gradebook.csv, summary.md/.html.  Rerun to resume.
 batch: setup sandbox
-	@test -n "$(DIR)" -a -n "$(OUT)" || { echo "usage: make batch DIR=folder OUT=folder [JOBS=n] [SHARD=k/n]"; exit 2; }
+	@test -n "$(DIR)" -a -n "$(OUT)" || { echo "usage: make batch DIR=folder OUT=folder [JOBS=n] [SHARD=k/n]" >&2; exit 2; }
 	@$(PY) -m grader batch $(DIR) --out $(OUT) --lang $(LANG_ARG) $(if $(JOBS),--jobs $(JOBS)) $(if $(SHARD),--shard $(SHARD))
 
 # Instructors: the Gradescope autograder zip (setup.sh, run_autograder, grader with hidden checks).
@@ -76,7 +81,8 @@ notebook: setup
 
 # Instructors (nbgrader, course/): real `nbgrader autograde` over course/submitted/, then the kit's
 # sandboxed regrade of every notebook; where they disagree the kit's grade goes into the gradebook
-# and course/regrade.md says why.  TIMEOUT=seconds a cell may run (default: course config, 20).
+# and course/regrade.md says why.  TIMEOUT=seconds a cell may run (default 120: generous, so a
+# correct notebook never times out on a busy machine; an endless loop costs one timeout).
 .PHONY: autograde feedback
 autograde: setup sandbox
 	$(PY) -m grader.instructor.nbgrade autograde $(if $(TIMEOUT),--timeout $(TIMEOUT))

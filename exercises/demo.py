@@ -5,9 +5,14 @@
     python -m exercises.demo --reference           # solutions/attention.py (for instructors)
     python -m exercises.demo --out DIR --lang zh|en
 
-Part 1 (seed 000, 两个头会读到哪里): two heads with fixed random projections read position 1.
-Part 2 (seed 003): a tiny LM around CausalSelfAttention learns the repeat task; loss curve and
-one attention heatmap per head.  Part 3: the same with 8 heads, heatmaps beside the 4-head run.
+Part 1 (lesson 12, 「两个头会读到哪里」): two heads with fixed random projections read position 1.
+Part 2 (the multi-head self-attention chapter, 「训练演示」): a tiny LM around CausalSelfAttention
+learns the repeat task; loss curve and one attention heatmap per head.  Part 3: the same with 8
+heads, heatmaps beside the 4-head run.
+
+The heatmaps draw the student's weights as they are, the future (key after query) included:
+weight where the causal mask forbids it is a leak, outlined in red with "!" as on the feedback
+page, and the share of each row's weight that reads the future is printed.
 
 Exit code: 0 all checks pass, 1 a function is still a stub (or the file is missing), 2 a check
 failed.  The figures and a summary.json go to --out (default: out/).
@@ -15,7 +20,6 @@ failed.  The figures and a summary.json go to --out (default: out/).
 import argparse
 import importlib.util
 import json
-import math
 import sys
 import traceback
 from pathlib import Path
@@ -28,6 +32,7 @@ from grader.sandbox.runtime import copytask
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 0                       # training seed for Parts 2 and 3
 SHORT_ID, SHORT_T = 7, 8       # the heatmaps' input: id 7 repeated over 8 positions
+LEAK = 1e-6                    # weight above this where the mask forbids reading is a leak
 # Seed 000's published weights at position 1 (head 0, head 1), and the shapes it walks through.
 LESSON_WEIGHTS = [[0.002978, 0.997022, 0.0], [0.999998, 0.000002, 0.0]]
 LESSON_SHAPES = {"split": [1, 2, 3, 2], "scores": [1, 2, 3, 3], "context": [1, 2, 3, 2],
@@ -179,17 +184,41 @@ def train(m, n_heads):
             "weights": weights[0].tolist()}
 
 
+def future_share(weights):
+    """[T,T] weights -> the mean over query rows of the weight that reads a later position."""
+    rows = [sum(row[i + 1:]) for i, row in enumerate(weights)]
+    return sum(rows) / len(rows)
+
+
+def leak_cells(weights):
+    """(query, key) cells after the diagonal that hold weight: reading the future."""
+    return [(i, j) for i, row in enumerate(weights) for j, w in enumerate(row) if j > i and w > LEAK]
+
+
 def text_heatmap(weights, title):
-    """A [T,T] map in characters: rows are query positions, columns key positions."""
+    """A [T,T] map in characters: rows are query positions, columns key positions; a future
+    cell is blank when it holds no weight, and '!' with the weight's mark when it leaks."""
     ramp = ".:-=+*#%@"  # weight 0 ... 1
     print(f"  {title}")
     print("    " + t("行 = 查询位置，列 = 键位置", "rows = query position, columns = key position"))
     print("       " + "".join(f"{j:<3d}" for j in range(len(weights))).rstrip())
     for i, row in enumerate(weights):
-        cells = [ramp[round(w * 8)] * 2 for w in row[:i + 1]]  # the future (j > i) stays blank
-        print(f"    {i:>2d} " + " ".join(cells))
-    print("    " + t("刻度", "scale") + ": '..' ≈ 0 … '@@' ≈ 1, "
-          + t("空白 = 未来（被掩码）", "blank = future (masked)"))
+        cells = [ramp[round(w * 8)] * 2 if j <= i else ("!" + ramp[round(w * 8)] if w > LEAK else "  ")
+                 for j, w in enumerate(row)]
+        print(f"    {i:>2d} " + " ".join(cells).rstrip())
+    print("    " + t("刻度", "scale") + ": '..' ≈ 0 … '@@' ≈ 1; "
+          + t("空白 = 未来且没有权重；'!' = 读到了未来（泄漏）",
+              "blank = future with no weight; '!' = reads the future (a leak)"))
+
+
+def report_future(run):
+    """Print (and return) how much weight reads the future, per head: 0 for a causal model."""
+    shares = [future_share(rows) for rows in run["weights"]]
+    worst = max(shares)
+    print("  " + t("读到未来的权重（每行平均）", "weight that reads the future (mean per row)") + ": "
+          + ", ".join(f"{t('头', 'head')} {h} {share:.1%}" for h, share in enumerate(shares))
+          + ("  ✓" if worst <= LEAK else "  ✗ " + t("因果掩码没有挡住未来", "the causal mask lets the future through")))
+    return shares
 
 
 def head_summary(run):
@@ -217,11 +246,24 @@ def pyplot():
 
 
 def heatmap(ax, weights, title, label):
+    """The weights as they are; future cells hatched, and outlined in red with '!' where they
+    hold weight (a leak).  Returns the image and the number of leaking cells drawn."""
     import numpy as np
+    from matplotlib.patches import Rectangle
+
     w = np.array(weights)  # [T,T]
-    future = np.triu(np.ones_like(w, dtype=bool), k=1)
-    image = ax.imshow(np.ma.masked_where(future, w), cmap="viridis", vmin=0, vmax=1)
-    image.cmap.set_bad("0.85")  # masked future: light grey
+    image = ax.imshow(w, cmap="viridis", vmin=0, vmax=1)
+    leaks = set(leak_cells(weights))
+    for i in range(len(w)):
+        for j in range(i + 1, len(w)):
+            if (i, j) in leaks:
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red",
+                                       linewidth=2))
+                ax.text(j + 0.3, i - 0.2, "!", color="red", fontsize=8, ha="right", va="top",
+                        fontweight="bold")
+            else:
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///",
+                                       edgecolor="0.6", linewidth=0))
     ticks = range(len(w))
     ax.set_xticks(ticks)
     ax.set_yticks(ticks)
@@ -229,17 +271,29 @@ def heatmap(ax, weights, title, label):
     ax.set_title(title, fontsize=10)
     ax.set_xlabel(label("键位置", "key position"), fontsize=8)
     ax.set_ylabel(label("查询位置", "query position"), fontsize=8)
-    return image
+    return image, len(leaks)
+
+
+def legend_text(label):
+    return label("斜线 = 未来（不可读）；红框 ! = 读到了未来（泄漏）",
+                 "hatched = future (not to be read); red ! = reads the future (a leak)")
 
 
 def figures(out, run4, run8):
+    """Both figures as PNGs in `out`; returns their paths and the number of leaking cells drawn."""
     plt, cjk = pyplot()
 
     def label(zh, en):
         return t(zh, en) if cjk else en
 
     out.mkdir(parents=True, exist_ok=True)
-    # Part 2: the loss curve on top, one heatmap per head below.
+    part2, leaks2 = figure_part2(plt, label, out, run4)
+    part3, leaks3 = figure_part3(plt, label, out, run4, run8)
+    return [part2, part3], leaks2 + leaks3
+
+
+def figure_part2(plt, label, out, run4):
+    """The loss curve on top, one heatmap per head below."""
     fig = plt.figure(figsize=(12, 6.4), layout="constrained")
     top, bottom = fig.subfigures(2, 1, height_ratios=[1, 1.25])
     ax = top.subplots()
@@ -254,38 +308,46 @@ def figures(out, run4, run8):
     ax.set_xlabel(label("训练步", "training step"))
     ax.set_ylabel(label("交叉熵损失", "cross-entropy loss"))
     ax.set_title(label("重复任务上的损失", "Loss on the repeat task")
-                 + f" (H=4, D={copytask.D_MODEL}, T={copytask.CONTEXT}, vocab {copytask.VOCAB})")
+                 + f" (H=4, D={copytask.D_MODEL}, " + label("训练长度", "training length")
+                 + f" {copytask.CONTEXT}, vocab {copytask.VOCAB})")
     ax.legend()
     ax.grid(alpha=0.3)
     axes = bottom.subplots(1, 4)
+    leaks = 0
     for h, (ax, weights) in enumerate(zip(axes, run4["weights"])):
-        image = heatmap(ax, weights, label(f"头 {h}", f"head {h}"), label)
+        image, n = heatmap(ax, weights, label(f"头 {h}", f"head {h}"), label)
+        leaks += n
     bottom.suptitle(label("训练后的注意力权重", "Attention weights after training")
-                    + f" (input: id {SHORT_ID} × {SHORT_T}; "
-                    + label("灰色 = 被掩码的未来", "grey = masked future") + ")")
+                    + f" (input: id {SHORT_ID} × {SHORT_T}, T={len(run4['weights'][0])}; "
+                    + legend_text(label) + ")")
     bottom.colorbar(image, ax=axes, shrink=0.8, label=label("注意力权重", "attention weight"))
     part2 = out / "part2_loss_heads.png"
     fig.savefig(part2, dpi=110)
     plt.close(fig)
+    return part2, leaks
 
-    # Part 3: 4 heads (d_head 8) beside 8 heads (d_head 4).
+
+def figure_part3(plt, label, out, run4, run8):
+    """4 heads (d_head 8) beside 8 heads (d_head 4)."""
     fig = plt.figure(figsize=(15, 5.6), layout="constrained")
+    leaks = 0
     left, right = fig.subfigures(1, 2, width_ratios=[2, 4.4], wspace=0.02)
     left.set_facecolor("0.95")
     fig.suptitle(label("4 个头与 8 个头", "4 heads vs 8 heads") + f" (D={copytask.D_MODEL}, input: id "
-                 f"{SHORT_ID} × {SHORT_T}; " + label("灰色 = 被掩码的未来", "grey = masked future") + ")")
+                 f"{SHORT_ID} × {SHORT_T}, T={len(run4['weights'][0])}; " + legend_text(label) + ")")
     for sub, run, cols in ((left, run4, 2), (right, run8, 4)):
         n = run["n_heads"]
         axes = sub.subplots(2, cols)
         for h, (ax, weights) in enumerate(zip(axes.flat, run["weights"])):
-            image = heatmap(ax, weights, label(f"头 {h}", f"head {h}"), label)
+            image, drawn = heatmap(ax, weights, label(f"头 {h}", f"head {h}"), label)
+            leaks += drawn
         sub.suptitle(f"H={n}, d_head={copytask.D_MODEL // n}, "
                      + label("最终损失", "final loss") + f" {run['losses'][-1]:.3f}")
     right.colorbar(image, ax=right.axes, shrink=0.8, label=label("注意力权重", "attention weight"))
     part3 = out / "part3_heads_4_vs_8.png"
     fig.savefig(part3, dpi=110)
     plt.close(fig)
-    return [part2, part3]
+    return part3, leaks
 
 
 # -- main ------------------------------------------------------------------------------------
@@ -303,19 +365,22 @@ def run(path, out):
     text_heatmap(run4["weights"][0], t("头 0 的注意力（训练后）", "head 0's attention after training")
                  + f", input id {SHORT_ID} × {SHORT_T}")
     head_summary(run4)
+    run4["future_share"] = report_future(run4)
 
     print("\n== " + t("第 3 部分：8 个头（每头宽度 4）", "Part 3: 8 heads (d_head 4)") + " ==")
     run8 = train(module, 8)
     head_summary(run8)
+    run8["future_share"] = report_future(run8)
     summary["part2"], summary["part3"] = run4, run8
     summary["checks"] = dict(summary["part1"]["checks"],
-                             loss4=run4["losses"][-1] < 1.0, loss8=run8["losses"][-1] < 1.0)
+                             loss4=run4["losses"][-1] < 1.0, loss8=run8["losses"][-1] < 1.0,
+                             causal=max(run4["future_share"] + run8["future_share"]) <= LEAK)
     for name, ok in (("H=4", summary["checks"]["loss4"]), ("H=8", summary["checks"]["loss8"])):
         if not ok:
             print("  ✗ " + t(f"{name} 最终损失没有降到 1.0 以下", f"{name}: final loss is not below 1.0"))
 
     try:
-        pngs = figures(out, run4, run8)
+        pngs, summary["leak_cells_drawn"] = figures(out, run4, run8)
         print("\n" + t("图已保存", "figures saved") + ":\n" + "\n".join(f"  {p}" for p in pngs))
         summary["pngs"] = [str(p) for p in pngs]
     except ImportError:
@@ -338,6 +403,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     LANG = args.lang or "both"
     path = (ROOT / "solutions" / "attention.py" if args.reference else args.submission).resolve()
+    if args.reference and not path.is_file():
+        print(t("参考答案不在学生版里，REFERENCE=1 只能在老师的完整版中运行；"
+                "make demo 会在你自己的 attention.py 上运行演示。",
+                "The reference solution is not part of the student bundle: REFERENCE=1 runs only "
+                "in the instructor's kit; make demo runs the demos on your own attention.py."))
+        return 1
     if not path.is_file():
         print(t(f"找不到文件 {path}", f"file not found: {path}"))
         return 1

@@ -53,6 +53,9 @@ def parse(argv):
     p.add_argument("--call-timeout", type=float, default=3.0,
                    help="seconds for one call into the student's code")
     p.add_argument("--memory-mb", type=int, default=sandbox.Limits.memory_bytes // 2 ** 20)
+    p.add_argument("--stats", help=argparse.SUPPRESS)  # JSON lines per screen: tests and bench
+    p.add_argument("--worker-start", choices=("auto", "spare"), default="auto",
+                   help=argparse.SUPPRESS)  # "spare": never fork (tests and bench of the spares)
     p = sub.add_parser("hint", help="the next hint for an exercise, one level at a time (students)")
     p.add_argument("exercise", nargs="?", help="split_heads, merge_heads, attend, "
                    "CausalSelfAttention or quiz; default: the first unfinished one")

@@ -50,6 +50,11 @@ class Rubric:
         template = self.messages.get(key, {}).get(lang) or self.messages.get(key, {}).get("en") or key
         return template.format_map(_Fields(fields))
 
+    def section(self, key, lang):
+        """Where in the lessons to look, by the lessons' own section titles."""
+        where = self.sections.get(key, "")
+        return where.get(lang) or where.get("zh", "") if isinstance(where, dict) else where
+
     def exercises(self):
         seen = []
         for c in self.checks:

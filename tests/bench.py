@@ -4,6 +4,13 @@ Part 1 (one submission): each round runs the three commands one after the other 
 drift hits all alike); medians and ratios to a bare `import torch` are printed.  Targets: grade
 <= 1.5, check <= 1.3.
 
+The student's loop (BENCH_PART=student, also in `all`), as ratios to the same run's `import torch`:
+`make watch` on the reference, BENCH_SAVES (20) saves in a row, BENCH_PAUSE (1.0) s apart (a
+student's shortest pause), save -> screen for each, every worker's warm/cold state (target: every
+save, the 2nd and the 20th alike, <= 0.25); the student notebook of a freshly built bundle with
+the reference filled in, executed top to bottom in a real kernel (targets: each `%check` after
+the first <= 0.25, the whole notebook <= 5).
+
 Part 2 (a class): BENCH_N (200) submissions, copies of the corpus's .py fixtures (the reference,
 the correct styles, the one-mistake ones), graded by `python -m grader batch --jobs 2`, next to
 the same submissions graded one `python -m grader grade` process each (two at a time) and as
@@ -33,6 +40,9 @@ COMMANDS = {
     "make check (public checks)": ["make", "-s", "check", "SUBMISSION=solutions/attention.py"],
 }
 TARGETS = {"grade reference (all checks)": 1.5, "make check (public checks)": 1.3}
+# The student's loop: "auto" forks workers where the fork server works, "spare" never does (what
+# an ordinary user with bubblewrap gets): BENCH_WORKER_START=spare measures that path here.
+START = os.environ.get("BENCH_WORKER_START", "auto")
 
 
 def timed(argv):
@@ -56,6 +66,106 @@ def bench_single():
         verdict = "" if target is None else f"<= {target}  {'ok' if median / floor <= target else 'MISSED'}"
         print(f"{name:32} {median:9.2f} {min(values):7.2f} {median / floor:6.2f}  {verdict}")
     print(f"({ROUNDS} interleaved rounds, {os.cpu_count()} cores)")
+
+
+# -- the student's loop: watch and the notebook ---------------------------------------------------
+def import_torch_floor(rounds=3):
+    timed([PY, "-c", "import torch"])  # the page cache
+    return statistics.median(timed([PY, "-c", "import torch"]) for _ in range(rounds))
+
+
+def bench_watch(floor, saves, pause):
+    sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+    import test_watch  # its Watcher drives the real watch process, as the tests do
+
+    with tempfile.TemporaryDirectory(prefix="attn-bench-watch-") as folder:
+        target, scratch = os.path.join(folder, "attention.py"), os.path.join(folder, "tmp")
+        os.makedirs(scratch)
+        stats = os.path.join(folder, "stats.jsonl")
+        test_watch.save(target, test_watch.SOLUTION)
+        watcher = test_watch.Watcher(target, scratch, "--stats", stats, "--worker-start", START)
+        try:
+            watcher.next_block(0, lambda b: "5/5 exercises done" in b, seconds=300)
+            seen = []
+            for n in range(saves):
+                time.sleep(pause)
+                _, seconds = watcher.save_and_wait(target, test_watch.SOLUTION + f"# {n}\n",
+                                                   lambda b: "5/5 exercises done" in b, 300)
+                seen.append(seconds)
+            watcher.interrupt()
+        finally:
+            watcher.kill()
+        with open(stats, encoding="utf-8") as handle:
+            runs = [json.loads(line) for line in handle][1:]
+    workers = [w for r in runs for w in r["workers"]]
+    cold = sum(1 for w in workers if not w["warm"])
+    worst = max(seen)
+    print(f"make watch, {saves} saves {pause:g} s apart (save -> screen): median "
+          f"{statistics.median(seen):.2f} s = {statistics.median(seen) / floor:.2f}x, 2nd save "
+          f"{seen[1] / floor:.2f}x, last {seen[-1] / floor:.2f}x, worst {worst / floor:.2f}x  "
+          f"(target each <= 0.25: {'ok' if worst / floor <= 0.25 else 'MISSED'}); "
+          f"{len(workers) - cold}/{len(workers)} workers warm")
+
+
+def student_notebook(folder):
+    """A freshly built student bundle's notebook with the reference in its solution cells."""
+    from grader.authoring import stubs as authoring, notebook_build
+
+    bundle = authoring.build_release(os.path.join(folder, "bundle"))
+    with open(os.path.join(bundle, "attention.ipynb"), encoding="utf-8") as handle:
+        release = json.load(handle)
+    with open(authoring.SOLUTION, encoding="utf-8") as handle:
+        pieces = dict(notebook_build.split_source(handle.read())[2])
+    return bundle, notebook_build.handed_in(release, pieces)
+
+
+def cell_seconds(cell):
+    import datetime
+
+    times = cell.metadata.get("execution", {})
+    if "iopub.execute_input" not in times or "shell.execute_reply" not in times:
+        return None
+    begin, end = (datetime.datetime.fromisoformat(times[k].replace("Z", "+00:00"))
+                  for k in ("iopub.execute_input", "shell.execute_reply"))
+    return (end - begin).total_seconds()
+
+
+def bench_notebook(floor):
+    import nbformat
+    from nbclient import NotebookClient
+
+    sys.path.insert(0, ROOT)
+    with tempfile.TemporaryDirectory(prefix="attn-bench-nb-") as folder:
+        bundle, nb = student_notebook(folder)
+        node = nbformat.reads(json.dumps(nb), as_version=4)
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ATTN_KIT_AUTOGRADE")}
+        env["ATTN_KIT_WORKER_START"] = START
+        began = time.perf_counter()
+        saved, os.environ = os.environ, env  # the kernel inherits the environment
+        try:
+            NotebookClient(node, timeout=600, kernel_name="python3", allow_errors=True,
+                           resources={"metadata": {"path": bundle}}).execute()
+        finally:
+            os.environ = saved
+        whole = time.perf_counter() - began
+    checks = [cell_seconds(c) for c in node.cells
+              if c.cell_type == "code" and c.source.startswith("%check")]
+    later = checks[1:]
+    print("  %check cells, s:", " ".join(f"{c:.2f}" for c in checks))
+    print(f"student notebook, top to bottom (kernel start included): {whole:.1f} s = "
+          f"{whole / floor:.2f}x (target <= 5: {'ok' if whole / floor <= 5 else 'MISSED'}); "
+          f"first %check {checks[0] / floor:.2f}x, later %check median "
+          f"{statistics.median(later) / floor:.2f}x, worst {max(later) / floor:.2f}x "
+          f"(target <= 0.25: {'ok' if max(later) / floor <= 0.25 else 'MISSED'})")
+
+
+def bench_student():
+    floor = import_torch_floor()
+    print(f"\nthe student's loop (workers: {START}); bare `import torch` here: {floor:.2f} s "
+          "(median of 3)")
+    bench_watch(floor, int(os.environ.get("BENCH_SAVES", "20")),
+                float(os.environ.get("BENCH_PAUSE", "1.0")))
+    bench_notebook(floor)
 
 
 # -- part 2: a class ----------------------------------------------------------------------------
@@ -159,6 +269,8 @@ def main():
     part = os.environ.get("BENCH_PART", "all")
     if part in ("all", "single"):
         bench_single()
+    if part in ("all", "student"):
+        bench_student()
     if part in ("all", "batch"):
         bench_batch()
 

@@ -1,7 +1,9 @@
 """`python -m grader hint` / `make hint`: levels one at a time, the state file beside the student's
 file (never inside it), the first unfinished exercise, and hints that never hold solution code."""
 import json
+import keyword
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -70,7 +72,7 @@ def test_exercises_are_independent_and_reset_starts_again(target):
     hint(target, "attend")
     hint(target, "attend")
     out = hint(target, "merge_heads", lang="zh")
-    assert "提示 hint · merge_heads · 第 1/3 级" in out.stdout
+    assert "提示 · merge_heads · 第 1/3 级" in out.stdout
     assert rubric.load().hints["merge_heads"]["zh"][0] in out.stdout
     out = hint(target, "attend", "--reset")
     assert "level 1/3" in out.stdout
@@ -110,16 +112,115 @@ def test_plain_hint_picks_the_first_unfinished_exercise(target):
     assert done.returncode == 0 and "no hint needed" in done.stdout
 
 
-def test_no_hint_contains_solution_code():
+# -- hints never give solution code or a quiz answer ----------------------------------------------
+KEYWORDS = set(keyword.kwlist)
+CODE_TOKEN = re.compile(r"[A-Za-z_]\w*|\d+(?:\.\d*)?|\*\*|//|->|[-+*/@%~<>=!.,:;()\[\]{}]|\S")
+# The run of code tokens a hint may share with a solution line: shorter runs are prose
+# ("q, k and v"); longer ones, with some syntax in them, are code.
+LEAK_RUN = 5
+# Tokens that prose and shapes share with code ("(samples, heads)", "[B,T,D]"): a run made of
+# only these is not code; an operator, a number or an attribute dot in it is.
+PROSE_TOKENS = {"N", ",", "(", ")", "[", "]"}
+
+
+def code_tokens(text):
+    """Python-ish tokens with every name replaced by N (names and spacing ignored; keywords,
+    numbers, operators kept); anything that is not ASCII code (Chinese text) breaks the run."""
+    tokens = []
+    text = re.sub(r"[.;:](?=\s|$)", " 。 ", text)  # a full stop ends a sentence, not an attribute
+    for token in CODE_TOKEN.findall(text):
+        if not token.isascii():
+            tokens.append("|")
+        elif token[0].isalpha() or token[0] == "_":
+            tokens.append(token if token in KEYWORDS else "N")
+        else:
+            tokens.append(token)
+    return tokens
+
+
+def shared_code(hint_text, line):
+    """The longest run of at least LEAK_RUN tokens that the hint and the solution line share and
+    that holds some syntax (an operator, a number, an attribute), or None."""
+    hint, code = code_tokens(hint_text), code_tokens(line.split("  #")[0])  # code, not comment
+    best = None
+    for i in range(len(hint)):
+        for j in range(len(code)):
+            n = 0
+            while i + n < len(hint) and j + n < len(code) and hint[i + n] == code[j + n] \
+                    and hint[i + n] != "|":
+                n += 1
+            run = hint[i:i + n]
+            syntax = [t for t in run if t not in PROSE_TOKENS and t not in KEYWORDS]
+            if n >= LEAK_RUN and syntax and (best is None or n > len(best)):
+                best = run
+    return best
+
+
+def quiz_answers():
+    """The reference's quiz answers (the one source of them), as the forms a hint could hold."""
+    namespace = {}
+    exec(compile(read(authoring.SOLUTION), "attention.py", "exec"), namespace)
+    answers = {k: v for k, v in namespace.items() if re.match(r"Q\d+_", k)}
+    sequences = [tuple(v) for v in answers.values() if isinstance(v, (list, tuple))]
+    scalars = [v for v in answers.values() if isinstance(v, int) and not isinstance(v, bool)]
+    return answers, sequences, scalars
+
+
+def number_runs(text):
+    """Every run of numbers in the text, each run as a tuple: '[4, 5]' -> (4, 5)."""
+    runs = re.findall(r"\d+(?:\s*[,，]\s*\d+)*", text)
+    return [tuple(int(n) for n in re.split(r"\s*[,，]\s*", run)) for run in runs]
+
+
+# A yes/no answer in words: "the same shape does not mean ..." states Q2_SHAPE_IS_ENOUGH.
+BOOLEAN_ANSWERS = re.compile(r"并不说明|不能说明|不说明|不足以|does not mean|is not enough|not enough",
+                             re.I)
+
+# Hints the kit once had (issue 16): the test must catch each of them.
+KNOWN_LEAKS = [
+    "In order: scores = q @ k.transpose(-2, -1) / √d (d = q.shape[-1]) -> set unreadable",
+    "the lower triangle with the diagonal: torch.ones(T, T, dtype=torch.bool).tril().",
+    "True means may read, so masked_fill(~mask, -inf).",
+    "then transpose(1, 2) to move the head axis before the positions.",
+]
+KNOWN_ANSWER_LEAKS = [
+    "So heads[0,0,1] must be [4,5].",
+    "Question 2: the same shape does not mean the values sit in the right places.",
+]
+
+
+def leaks(text, statements, sequences, scalars):
+    found = [(line, shared_code(text, line)) for line in statements]
+    found = [f"code {line!r}" for line, run in found if run]
+    runs = number_runs(text)
+    found += [f"answer {seq}" for seq in sequences if seq in runs]
+    found += [f"answer {n}" for n in scalars if (n,) in runs or any(n in r for r in runs)]
+    found += [f"answer {m.group()!r}" for m in BOOLEAN_ANSWERS.finditer(text)]
+    return found
+
+
+def test_the_leak_test_catches_the_hints_that_leaked():
+    statements = solution_lines()
+    _, sequences, scalars = quiz_answers()
+    for text in KNOWN_LEAKS + KNOWN_ANSWER_LEAKS:
+        assert leaks(text, statements, sequences, scalars), text
+    # ... and it lets plain words, shapes and an experiment's numbers through.
+    for text in ("q, k and v are [..., T, d]", "the shapes go [B,T,D] -> [B,T,H,d]",
+                 "an input of 1 sample, 3 positions and 8 features"):
+        assert not leaks(text, statements, sequences, scalars), text
+
+
+def test_no_hint_gives_solution_code_or_a_quiz_answer():
     the_rubric = rubric.load()
     statements = solution_lines()
+    answers, sequences, scalars = quiz_answers()
+    assert sequences and scalars and any(v is False for v in answers.values())
     assert set(the_rubric.hints) == set(the_rubric.exercises())
     for exercise, table in the_rubric.hints.items():
         for lang in rubric.LANGS:
-            assert len(table[lang]) >= 3, (exercise, lang)
+            assert len(table[lang]) == 3, (exercise, lang)  # idea, axis or shape, experiment
             for text in table[lang]:
-                leaked = [s for s in statements if s in text]
-                assert leaked == [], (exercise, lang, leaked)
+                assert leaks(text, statements, sequences, scalars) == [], (exercise, lang, text)
                 assert "def " not in text and "return " not in text, (exercise, lang, text)
 
 

@@ -220,12 +220,51 @@ def test_student_notebook_runs_top_to_bottom_with_not_implemented_feedback(kerne
                 assert outputs(cell) == ""
 
 
+JUDGE_STATS = """import json
+from grader import notebook as _kit
+_judge = _kit.kernel_judge()
+print(json.dumps({"starts": _judge.starts, "served": _judge.served,
+                  "alive": _judge.process is not None and _judge.process.poll() is None}))"""
+
+
+@pytest.mark.parametrize("start", ["auto", "spare"])
+def test_the_kernels_judge_is_restarted_when_it_dies(tmp_path, start):
+    """Outside a kernel: the judge grades, dies (killed), and the next grading starts a new one
+    and still answers; a judge that cannot answer becomes an error dict, never an exception.
+    Its workers are forked where the fork server works ("auto" here), else spares ("spare")."""
+    from grader.tools.kernel_judge import WORKER_START_ENV, KernelJudge
+
+    path = tmp_path / "attention.py"
+    path.write_text(read(authoring.SOLUTION), encoding="utf-8")
+    judge = KernelJudge(env=dict(notebook.judge_env(), **{WORKER_START_ENV: start}))
+    try:
+        first = judge.grade(str(path), hidden=False)
+        assert first["score"] == first["max_score"] > 0
+        judge.process.kill()
+        judge.process.wait()
+        again = judge.grade(str(path), hidden=False)
+        assert again["score"] == first["score"] and judge.starts == 2 and judge.served == 2
+        missing = judge.grade(str(tmp_path / "nothing.py"), hidden=False)
+        assert "error" in missing and judge.starts == 2  # the submission's fault: same judge
+    finally:
+        judge.stop()
+
+
 def test_reference_notebook_passes_every_inline_check(kernel_env, monkeypatch, tmp_path):
     """The source notebook (the reference in every solution cell), with the whole kit on the
     path as in the course: every inline check and every autograder cell passes."""
     monkeypatch.setenv("PYTHONPATH", ROOT)
-    nb = execute(notebook_build.build(), str(tmp_path))
-    for cell in nb.cells:
+    built = notebook_build.build()
+    built["cells"].append({"cell_type": "code", "id": "kit-stats", "execution_count": None,
+                           "outputs": [], "source": JUDGE_STATS,
+                           "metadata": {"nbgrader": {"grade_id": "kit_stats", "grade": False}}})
+    nb = execute(built, str(tmp_path))
+    stats = json.loads(outputs(nb.cells[-1], "stdout"))
+    # One judge per kernel: started once (at %load_ext), it served every grading: the five
+    # %check cells' sources and the autograder cells' (hidden included), all warm after the first.
+    assert stats["starts"] == 1 and stats["alive"], stats
+    assert stats["served"] >= 6, stats
+    for cell in nb.cells[:-1]:
         if cell.cell_type != "code":
             continue
         meta = cell.metadata["nbgrader"]

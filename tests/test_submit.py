@@ -229,16 +229,22 @@ def test_grade_takes_a_package_as_it_is_and_says_what_it_found(graded):
     ("import torch\n\n\ndef split_heads(x, heads:\n    return x\n", 4, "def split_heads(x, heads:"),
     ("import torch\nHEADS = 2\nraise RuntimeError('configured wrongly')\n", 3,
      "raise RuntimeError('configured wrongly')"),
-], ids=["syntax-error", "exception-at-import"])
+    # The indentation is the cause: it is shown as written, never stripped.
+    ("def split_heads(x, heads):\n    y = x\n  return y\n", 3, "  return y"),
+], ids=["syntax-error", "exception-at-import", "indentation-error"])
 def test_a_file_that_does_not_import_is_not_packaged(tmp_path, source, line, shown):
     work = tmp_path / "attention.py"
     work.write_text(source, encoding="utf-8")
+    stale = tmp_path / "alice.zip"  # an earlier, good package of this student
+    stale.write_bytes(b"PK old")
     proc = run_submit(work, "--student", "alice")
     assert proc.returncode == 1, proc.stdout
     assert "cannot be imported: nothing packaged" in proc.stdout
-    assert f"attention.py:{line}: {shown}" in proc.stdout
+    assert f"    attention.py:{line}:\n    | {shown}\n" in proc.stdout
     assert "public checks" not in proc.stdout  # stopped before the checks
+    # Nothing packaged, and no older zip left beside it to be uploaded by mistake.
     assert not list(tmp_path.glob("*.zip")) and not list(tmp_path.glob(".tmp-*"))
+    assert "The earlier alice.zip was removed" in proc.stdout
 
 
 def test_the_untouched_stub_is_refused_without_a_terminal(tmp_path):
@@ -350,6 +356,7 @@ def test_in_a_git_checkout_the_work_is_committed_and_never_pushed(tmp_path):
     proc = run_submit(repo / "attention.py", "--student", "张三")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "committed to git" in proc.stdout and "Run git push" in proc.stdout
+    assert "Upload" not in proc.stdout  # one way to hand in: the push
     message = git(repo, "log", "-1", "--format=%B")
     assert message.startswith(
         f"Submit attention.py: 张三, public checks {PUBLIC_MAX:g}/{PUBLIC_MAX:g}")

@@ -1,5 +1,6 @@
 """`python -m grader watch`, driven as a student would: a real process, real saves in a tmp folder,
 and assertions on what it prints after each save.  Waits use deadlines, never fixed sleeps."""
+import json
 import os
 import re
 import signal
@@ -187,8 +188,7 @@ def test_watch_survives_every_state_of_the_file(work):
         block, seconds = watcher.save_and_wait(target, SOLUTION, lambda b: "5/5 exercises" in b)
         assert "Every public check passes" in block
         print(f"\nsave -> screen: correct file {seconds:.2f} s, endless loop {looped:.2f} s "
-              f"({backend})")
-        assert seconds < 10  # generous for a busy CI box; about 0.3-0.5 s on an idle one
+              f"({backend}; times are make bench's business, not asserted here)")
 
         assert watcher.proc.poll() is None, "the watcher died"
         code, stderr = watcher.interrupt()
@@ -236,10 +236,8 @@ def test_ctrl_c_during_a_run_and_a_missing_file(work):
         while not any(n.startswith("attn-work-") for n in os.listdir(scratch)):
             assert time.monotonic() < deadline, "no run began"
             time.sleep(0.01)
-        began = time.monotonic()
         code, stderr = watcher.interrupt()
         assert code == 0 and "Traceback" not in stderr
-        assert time.monotonic() - began < 10
         assert leftover_processes(scratch) == []
     finally:
         watcher.kill()
@@ -261,3 +259,44 @@ def test_watch_records_progress_for_hint(work):
     assert out.returncode == 0, out.stderr
     assert "hint · attend · level 1/3" in out.stdout
     assert "ran the public checks" not in out.stdout  # it used what the watcher recorded
+
+
+def stats_lines(path):
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+@pytest.mark.parametrize("start", ["auto", "spare"])
+def test_every_save_gets_a_warm_worker(work, tmp_path, start):
+    """Ten saves in a row: each run's worker is forked from the judge's zygote (where the fork
+    server works, "auto" here) or is a spare of the pool, alive when taken and started before the
+    save ("spare"): torch imported ahead either way, all served by the one judge process.  Before
+    warm.py's maker thread, spares made during a run died with the check session's thread
+    (bubblewrap's --die-with-parent) and every save after the second started a cold worker."""
+    target, scratch = work
+    stats = tmp_path / "stats.jsonl"
+    save(target, SOLUTION)
+    watcher = Watcher(target, scratch, "--stats", str(stats), "--worker-start", start)
+    try:
+        watcher.next_block(0, lambda b: "5/5 exercises done" in b)
+        for n in range(10):
+            watcher.save_and_wait(target, SOLUTION + f"\n# save {n}\n",
+                                  lambda b: "5/5 exercises done" in b)
+        code, stderr = watcher.interrupt()
+        assert code == 0, stderr
+    finally:
+        watcher.kill()
+    runs = stats_lines(stats)
+    assert [r["run"] for r in runs] == list(range(1, 12))
+    assert len({r["judge_pid"] for r in runs}) == 1
+    workers = [w for r in runs[1:] for w in r["workers"]]
+    assert len(workers) == 10, runs  # one worker per run: nothing crashed or restarted
+    assert all(w["warm"] for w in workers), runs
+    assert len({w["pid"] for w in workers}) == 10  # a fresh worker per save, never a reused one
+    from grader.sandbox import forkserver, launch as sandbox
+
+    forks_here = sys.platform == "linux" and \
+        forkserver.supported(sandbox.choose_isolation("auto")) is not None
+    assert all((w.get("start") == "fork") == (start == "auto" and forks_here)
+               for w in workers), workers
+    assert leftover_processes(scratch) == []

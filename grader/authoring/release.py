@@ -53,7 +53,8 @@ def build_release(out=RELEASE):
         os.makedirs(os.path.dirname(target), exist_ok=True)
         shutil.copyfile(os.path.join(paths.GRADER, rel), target)
     _copy_tree(RELEASE_TEMPLATES, out)  # Makefile, README.md, .gitignore, .github/workflows/
-    shutil.copyfile(os.path.join(ROOT, "requirements.txt"), os.path.join(out, "requirements.txt"))
+    for name in ("requirements.txt", "requirements-notebook.txt"):  # never the instructor's
+        shutil.copyfile(os.path.join(ROOT, name), os.path.join(out, name))
     # The lesson's demos (make demo), run on the student's own attention.py.
     os.makedirs(os.path.join(out, "exercises"))
     shutil.copyfile(os.path.join(ROOT, "exercises", "demo.py"),

@@ -15,7 +15,7 @@ from grader.batch import classpage, overrides as overrides_module, similarity
 from grader.render.classtext import csv_cell, md_inline
 from grader.batch.mistakes import root_causes
 from grader.batch.records import MARKDOWN, PAGE, STUDENTS
-from grader.render import feedback_html, report
+from grader.render import feedback_html
 from grader.render.student_markdown import student_markdown
 from grader.render.package import package_notes
 from grader.statefile import write_atomic

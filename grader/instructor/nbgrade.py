@@ -27,9 +27,16 @@ from grader.instructor import nbfeedback, nbregrade
 # The commands
 
 
+# Seconds a notebook cell may run in `nbgrader autograde` unless --timeout says otherwise:
+# generous, so that a correct notebook never times out on a busy machine (its kernel's judge
+# imports torch in the first graded cell); an endless loop costs one such timeout.
+CELL_TIMEOUT = 120
+
+
 def autograde(course=COURSE, timeout=None, jobs=1, lang="zh"):
     """nbgrader autograde (all submissions, --force) and, at the same time, the kit's regrade;
     then the fix-up.  Returns (records, timings)."""
+    timeout = timeout or CELL_TIMEOUT
     started = time.monotonic()
     if not assignment_known(course):
         generate_assignment(course)
@@ -80,7 +87,8 @@ def main(argv):
     parser.add_argument("command", choices=("autograde", "regrade",
                                             "feedback", "export"))
     parser.add_argument("--course", default=COURSE)
-    parser.add_argument("--timeout", type=int, help="seconds a notebook cell may run")
+    parser.add_argument("--timeout", type=int,
+                        help=f"seconds a notebook cell may run (default {CELL_TIMEOUT})")
     parser.add_argument("--jobs", type=int, default=1, help="regrades at once (nbgrader takes a core)")
     parser.add_argument("--lang", choices=("zh", "en"), default="zh")
     args = parser.parse_args(argv)

@@ -80,27 +80,45 @@ def next_hint(rubric, exercise, lang, state):
     return reached, len(levels), levels[reached - 1]
 
 
+# The hint tool's own words (the hints themselves are the rubric's), zh and en.
+TEXT = {
+    "zh": {
+        "title": "提示 · {exercise} · 第 {level}/{total} 级",
+        "repeated": "这已经是最后一级提示（{total}/{total}），再显示一次。"
+                    "提示不会给出答案：对照课文，把你的输出和期望值比一比。",
+        "last": "这是 {exercise} 的最后一级提示。",
+        "more": "还卡着？再运行 {make} 看第 {next} 级提示。",
+        "no_exercise": "错误：没有这个练习：{name}（可选：{known}）",
+        "no_hints": "{exercise}：评分表里没有它的提示",
+        "error": "错误：{message}",
+        "all_pass": "公开检查全部通过，不需要提示了。",
+        "ran": "（运行了公开检查：第一个未完成的练习是 {exercise}）",
+    },
+    "en": {
+        "title": "hint · {exercise} · level {level}/{total}",
+        "repeated": "That was the last hint ({total}/{total}); here it is again. Hints never give "
+                    "the solution: compare your output with the expected one, lesson in hand.",
+        "last": "This is the last hint for {exercise}.",
+        "more": "Still stuck? Run {make} again for hint {next}.",
+        "no_exercise": "error: no such exercise: {name} ({known})",
+        "no_hints": "{exercise}: no hints in the rubric",
+        "error": "error: {message}",
+        "all_pass": "Every exercise passes its public checks: no hint needed.",
+        "ran": "(ran the public checks: the first unfinished exercise is {exercise})",
+    },
+}
+
+
 def render(exercise, level, total, text, lang, repeated):
-    make = f"make hint EX={exercise}"
-    if lang == "zh":
-        lines = [f"提示 hint · {exercise} · 第 {level}/{total} 级", "", f"  {text}", ""]
-        if repeated:
-            lines.append(f"这已经是最后一级提示（{total}/{total}），再显示一次。"
-                         "提示不会给出答案：对照课文，把你的输出和期望值比一比。")
-        elif level == total:
-            lines.append(f"这是 {exercise} 的最后一级提示。")
-        else:
-            lines.append(f"还卡着？再运行 {make} 看第 {level + 1} 级提示。")
+    words = TEXT[lang]
+    lines = [words["title"].format(exercise=exercise, level=level, total=total), "",
+             f"  {text}", ""]
+    if repeated:
+        lines.append(words["repeated"].format(total=total))
+    elif level == total:
+        lines.append(words["last"].format(exercise=exercise))
     else:
-        lines = [f"hint · {exercise} · level {level}/{total}", "", f"  {text}", ""]
-        if repeated:
-            lines.append(f"That was the last hint ({total}/{total}); here it is again. Hints never "
-                         "give the solution: compare your output with the expected one, "
-                         "lesson in hand.")
-        elif level == total:
-            lines.append(f"This is the last hint for {exercise}.")
-        else:
-            lines.append(f"Still stuck? Run {make} again for hint {level + 1}.")
+        lines.append(words["more"].format(make=f"make hint EX={exercise}", next=level + 1))
     return "\n".join(lines) + "\n"
 
 
@@ -133,29 +151,26 @@ def unfinished_now(submission, args, state_file):
 def main(args):
     rubric = rubric_module.load()
     state_file = state_path(args.submission)
-    zh = args.lang == "zh"
+    words = TEXT[args.lang]
     if args.exercise:
         exercise = resolve(rubric, args.exercise)
         if exercise is None:
-            known = ", ".join(rubric.hints)
-            print(f"错误 error: 没有这个练习 no such exercise: {args.exercise} ({known})",
+            print(words["no_exercise"].format(name=args.exercise, known=", ".join(rubric.hints)),
                   file=sys.stderr)
             return 2
     else:
         try:
             exercise, source = unfinished_now(args.submission, args, state_file)
         except SubmissionError as exc:
-            print(f"错误 error: {exc}", file=sys.stderr)
+            print(words["error"].format(message=exc), file=sys.stderr)
             return 2
         if exercise is None:
-            print("公开检查全部通过，不需要提示了。" if zh else
-                  "Every exercise passes its public checks: no hint needed.")
+            print(words["all_pass"])
             return 0
         if source == "checked":
-            print(f"（运行了公开检查：第一个未完成的练习是 {exercise}）" if zh else
-                  f"(ran the public checks: the first unfinished exercise is {exercise})")
+            print(words["ran"].format(exercise=exercise))
     if exercise not in rubric.hints:
-        print(f"{exercise}: 没有提示 no hints in the rubric", file=sys.stderr)
+        print(words["no_hints"].format(exercise=exercise), file=sys.stderr)
         return 2
     state = load_state(state_file)
     if args.reset:

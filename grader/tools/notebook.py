@@ -10,8 +10,8 @@ bundle (release/grader/); it needs nothing of the generator.
 The student's functions live in the kernel, but the kit never judges them there: `check` and
 `autograde_cell` rebuild attention.py from the cells the kernel executed (`assemble`: the last
 definition of each function, class and top-level name, plus the imports; bare statements, output
-and the kit's own lines are dropped) and grade that file in a fresh process (`python -m
-grader.notebook judge`), whose worker is sandboxed as in `make check`.  So the feedback is the
+and the kit's own lines are dropped) and grade that file in the kernel's judge process (one per
+kernel, kept warm: kernel_judge.py), whose workers are sandboxed as in `make check`.  So the feedback is the
 kit's feedback, word for word, and a kernel whose torch was monkeypatched changes nothing.  The
 kernel itself can still be tricked (its helpers can be replaced); that is why `make autograde`
 regrades every submitted notebook outside the kernel (grader/nbregrade.py).
@@ -31,6 +31,9 @@ KIT_ROOT = paths.KIT_ROOT
 LANG = os.environ.get("ATTN_KIT_LANG", "zh")
 # Set by the course's nbgrader_config.py: the kernel is being autograded by nbgrader.
 AUTOGRADE_ENV = "ATTN_KIT_AUTOGRADE"
+# Under nbgrader: one call into the student's code, and all calls of one grading.  Well inside
+# the cell timeout (nbgrade.CELL_TIMEOUT), with room for a busy machine.
+AUTOGRADE_CALL_SECONDS, AUTOGRADE_BUDGET_SECONDS = 5.0, 20.0
 # The kit's own lines in a notebook: its magics (which the CLI grader skips like any magic) and
 # direct calls of its helpers.
 KIT_LINE = re.compile(r"^\s*(%(check|autograde|load_ext\s+grader|reload_ext\s+grader)\b|"
@@ -124,10 +127,25 @@ def kernel_sources():
 
 
 _cache = {}
+_kernel_judge = None
+
+
+def kernel_judge():
+    """This kernel's judge process (kernel_judge.py): one per kernel, started on first use."""
+    global _kernel_judge
+    if _kernel_judge is None:
+        import atexit
+
+        from grader.tools.kernel_judge import KernelJudge
+
+        _kernel_judge = KernelJudge(env=judge_env())
+        atexit.register(_kernel_judge.stop)
+    return _kernel_judge
 
 
 def judge(source, hidden, call_seconds=None, budget_seconds=None, timeout=None):
-    """Grade `source` (attention.py text) in a fresh process; the report data, or an error dict."""
+    """Grade `source` (attention.py text) in this kernel's judge process (warm after its first
+    grading); the report data, or an error dict."""
     key = (hashlib.sha256(source.encode()).hexdigest(), hidden, call_seconds, budget_seconds)
     if key in _cache:
         return _cache[key]
@@ -138,7 +156,7 @@ def judge(source, hidden, call_seconds=None, budget_seconds=None, timeout=None):
         path = os.path.join(folder, "attention.py")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(source)
-        data = run_judge(path, hidden, call_seconds, budget_seconds, timeout, cwd=folder)
+        data = kernel_judge().grade(path, hidden, call_seconds, budget_seconds, timeout)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     _cache[key] = data
@@ -200,6 +218,27 @@ def _exercise_report(data, exercise):
                 max_score=sum(c["max_score"] for c in checks))
 
 
+# What the kernel's helpers print themselves (the feedback is the report's and the rubric's).
+TEXT = {
+    "zh": {
+        "no_exercise": "没有这个练习：{name!r}（可选：{known}）",
+        "autograding": "（自动评分中：公开检查的结果见文末的评分单元格）",
+        "could_not_run": "检查没能运行：{message}",
+        "hidden": "{id}：这是隐藏检查，老师评分时才运行",
+        "interrupted": "（评分被中断：超时）",
+        "not_run": "（这项检查没有运行）",
+    },
+    "en": {
+        "no_exercise": "no such exercise: {name!r} ({known})",
+        "autograding": "(autograding: the public checks' results are in the graded cells at the end)",
+        "could_not_run": "the checks could not run: {message}",
+        "hidden": "{id}: a hidden check, run when your teacher grades",
+        "interrupted": "(grading was interrupted: timeout)",
+        "not_run": "(the check did not run)",
+    },
+}
+
+
 def check(exercise, lang=None):
     """Run the public checks of one exercise on the kernel's current code; print the feedback."""
     from grader.render import report
@@ -208,14 +247,14 @@ def check(exercise, lang=None):
     lang = lang or LANG
     rubric = rubric_module.load()
     if exercise not in rubric.exercises():
-        print(f"没有这个练习 · no such exercise: {exercise!r} ({', '.join(rubric.exercises())})")
+        print(TEXT[lang]["no_exercise"].format(name=exercise, known=", ".join(rubric.exercises())))
         return
     if os.environ.get(AUTOGRADE_ENV):
-        print("（自动评分中：公开检查的结果见文末的评分单元 · autograding: see the graded cells at the end）")
+        print(TEXT[lang]["autograding"])
         return
     data = judge(assemble(kernel_sources()), hidden=False)
     if "error" in data:
-        print(f"检查没能运行 · the checks could not run: {data['error']}")
+        print(TEXT[lang]["could_not_run"].format(message=data["error"]))
         return
     hidden = len([c for c in rubric.select(("hidden",)) if c.exercise == exercise])
     print(report.to_text(rubric, _exercise_report(data, exercise), lang, hidden), end="")
@@ -253,25 +292,25 @@ def autograde_cell(check_id, lang=None):
         return None
     hidden_here = os.path.isdir(os.path.join(paths.CHECKS, "hidden"))
     if check_.visibility == "hidden" and not hidden_here:
-        print(f"{check_id}: 隐藏检查只在老师评分时运行 · a hidden check, run when your teacher grades")
+        print(TEXT[lang]["hidden"].format(id=check_id))
         return None
     autograding = bool(os.environ.get(AUTOGRADE_ENV))
     with _Quiet():
         try:
             data = judge(assemble(kernel_sources()), hidden=hidden_here,
-                         call_seconds=5.0 if autograding else None,
-                         budget_seconds=6.0 if autograding else None)
+                         call_seconds=AUTOGRADE_CALL_SECONDS if autograding else None,
+                         budget_seconds=AUTOGRADE_BUDGET_SECONDS if autograding else None)
         except KeyboardInterrupt:
             _cache_failure()
-            sys.stderr.write(f"✗ {check_id}: 0/{report._num(check_.points)} "
-                             "（评分被中断 · grading was interrupted: timeout）\n")
+            sys.stderr.write(f"✗ {check_id}: 0/{report.points(check_.points)} "
+                             f"{TEXT[lang]['interrupted']}\n")
             return None
     if "error" in data:
         sys.stderr.write(f"✗ {check_id}: 0/{report._num(check_.points)} ({data['error']})\n")
         return None
     result = next((c for c in data["checks"] if c["id"] == check_id), None)
     if result is None:
-        sys.stderr.write(f"✗ {check_id}: 0/{report._num(check_.points)} (the check did not run)\n")
+        sys.stderr.write(f"✗ {check_id}: 0/{report.points(check_.points)} {TEXT[lang]['not_run']}\n")
         return None
     print(render_check(rubric, result, lang))
     if result["status"] == "passed":
@@ -290,7 +329,8 @@ def _cache_failure():
         return
     digest = hashlib.sha256(source.encode()).hexdigest()
     for hidden in (True, False):
-        _cache[(digest, hidden, 5.0, 6.0)] = {"error": "grading this code was interrupted (timeout)"}
+        _cache[(digest, hidden, AUTOGRADE_CALL_SECONDS, AUTOGRADE_BUDGET_SECONDS)] = {
+            "error": "grading this code was interrupted (timeout)"}
 
 
 def render_check(rubric, result, lang):
@@ -307,7 +347,9 @@ def render_check(rubric, result, lang):
 
 
 def load_ipython_extension(ipython):
-    """`%load_ext grader.notebook`: the magics `%check EXERCISE` and `%autograde CHECK_ID`."""
+    """`%load_ext grader.notebook`: the magics `%check EXERCISE` and `%autograde CHECK_ID`.
+    The kernel's judge starts warming up now, while the student reads the first exercise."""
+    kernel_judge().start()
     ipython.register_magic_function(lambda line: check(line.strip()), "line", "check")
     ipython.register_magic_function(lambda line: autograde_cell(line.strip()), "line", "autograde")
 

@@ -140,23 +140,22 @@ def summarize(data):
 
 
 def summary_lines(the_rubric, data, lang):
-    zh = lang == "zh"
-    s = summarize(data)
-    lines = [(f"公开检查 public checks: {s['score']:g}/{s['max_score']:g} 分 · "
-              f"{s['passed']}/{s['total']} 项通过 passed") if zh else
-             f"public checks: {s['score']:g}/{s['max_score']:g} points · "
-             f"{s['passed']}/{s['total']} passed"]
+    from grader.render.report import plural, points
+
+    words, s = TEXT[lang], summarize(data)
+    lines = [words["summary"].format(score=points(s["score"]), max_score=points(s["max_score"]),
+                                     passed=s["passed"], total=s["total"])]
     failing = [c for c in data["checks"] if c["status"] != "passed"]
     if failing:
-        lines.append("  未通过（不影响提交，但请看一看）· not passed (they do not block the package):"
-                     if zh else "  not passed (they do not block the package):")
+        lines.append(words["not_passed"])
         for c in failing:
             title = the_rubric.by_id[c["id"]].title[lang]
-            lines.append(f"    ✗ {c['id']}  {title}  [{c['score']:g}/{c['max_score']:g}]")
-        lines.append("  详细反馈 full feedback: make check" if zh else "  full feedback: make check")
+            lines.append(f"    ✗ {c['id']}  {title}  [{points(c['score'])}/{points(c['max_score'])}]")
+        lines.append(words["full_feedback"])
     if s["hidden_not_run"]:
-        lines.append(f"  另有 {s['hidden_not_run']} 项隐藏检查，由老师评分时运行。" if zh else
-                     f"  {s['hidden_not_run']} hidden checks are run by your instructor.")
+        n = s["hidden_not_run"]
+        lines.append(words["hidden"].format(n=n, checks=plural(n, "check", "checks"),
+                                            are=plural(n, "is", "are")))
     return lines
 
 
@@ -208,7 +207,103 @@ def git_commit(work, message):
     return "committed", _git(folder, "rev-parse", "--short", "HEAD").stdout.strip()
 
 
-# -- the command ---------------------------------------------------------------------------------
+# -- the command's words -------------------------------------------------------------------------
+TEXT = {
+    "zh": {
+        "error": "错误：{message}",
+        "error_nothing": "错误：{message}；没有打包",
+        "ask_id": "你的学号（或姓名），只问这一次：",
+        "no_id": "没有学号，没有打包。请这样运行：make submit STUDENT=你的学号",
+        "bad_id": "学号 {student!r} 里没有字母或数字",
+        "remembered": "（学号记在 {file}，下次不用再写）",
+        "submitting": "提交 {work} · 学号：{student}",
+        "no_import": "{file} 无法导入，没有打包",
+        "no_import_where": "出错的是第 {line} 行{cells}（缩进照原样）：",
+        "cells": "（把笔记本的代码单元格连起来数）",
+        "fix_import": "  改好后再运行 make submit（make check 可以边改边查）。",
+        "stub": "{file} 还是没有改动过的模板：{pieces} 个部分都还在 raise NotImplementedError，"
+                "{answers} 道检查题的答案都还是 None。",
+        "sibling": "  你的 {name} 有改动：是不是要交它？make submit SUBMISSION={name}",
+        "nobody": "没有打包：没有人在终端上确认。确实要提交模板，请运行 make submit CONFIRM=1（或 --yes）。",
+        "ask_stub": "仍然提交吗？[y/N] ",
+        "declined": "没有打包。",
+        "stale": "  旧的 {name} 已删除：它装的是更早的版本，不要把它交上去。",
+        "running": "运行公开检查…",
+        "summary": "公开检查：{score}/{max_score} 分 · {passed}/{total} 项通过",
+        "not_passed": "  未通过（不影响提交，但请看一看）：",
+        "full_feedback": "  详细反馈：make check",
+        "hidden": "  另有 {n} 项隐藏检查，由老师评分时运行。",
+        "unverified": "打包后校验失败，已删除；请再试一次。",
+        "packaged": "✓ 已打包：{target}（{work} + {manifest}，{size} KiB）",
+        "upload": "  请上传这一个文件：{name}（不要上传文件夹、.venv 或别的文件）。",
+        "changed": "{work} 在检查期间又被保存过，没有 commit；请再运行一次 make submit。",
+        "committed": "✓ 已提交到 git：{detail} “{subject}”",
+        "unchanged": "  git：{work} 与上次提交相同，没有新的 commit。",
+        "commit_failed": "git commit 失败（包已写好）：{detail}",
+        "push": "  这份作业用 GitHub Classroom 交：你的 push 就是提交。运行 git push"
+                "（make submit 不会替你 push；{name} 只是留给你自己的副本）。",
+    },
+    "en": {
+        "error": "error: {message}",
+        "error_nothing": "error: {message}; nothing packaged",
+        "ask_id": "your student id (asked once): ",
+        "no_id": "no student id, nothing packaged: run make submit STUDENT=your-id",
+        "bad_id": "student id {student!r} has no letter or digit",
+        "remembered": "(the id is remembered in {file} for next time)",
+        "submitting": "submitting {work} · student: {student}",
+        "no_import": "{file} cannot be imported: nothing packaged",
+        "no_import_where": "it stopped at line {line}{cells} (indentation as written):",
+        "cells": " (counting the notebook's code cells together)",
+        "fix_import": "  Fix it and run make submit again (make check helps while you fix it).",
+        "stub": "{file} is still the untouched stub: all {pieces} pieces still raise "
+                "NotImplementedError and all {answers} quiz answers are None.",
+        "sibling": "  Your {name} has work in it: did you mean make submit SUBMISSION={name}?",
+        "nobody": "not packaged: nobody at the terminal to confirm. To hand in the stub anyway: "
+                  "make submit CONFIRM=1 (or --yes).",
+        "ask_stub": "Submit it anyway? [y/N] ",
+        "declined": "not packaged.",
+        "stale": "  The earlier {name} was removed: it held an older version; do not hand it in.",
+        "running": "running the public checks …",
+        "summary": "public checks: {score}/{max_score} points · {passed}/{total} passed",
+        "not_passed": "  not passed (they do not block the package):",
+        "full_feedback": "  full feedback: make check",
+        "hidden": "  {n} hidden {checks} {are} run by your instructor.",
+        "unverified": "the package did not verify and was removed; try again.",
+        "packaged": "✓ packaged: {target} ({work} + {manifest}, {size} KiB)",
+        "upload": "  Upload this one file: {name} (not the folder, not .venv).",
+        "changed": "{work} was saved again while it was checked: not committed; run make submit again.",
+        "committed": "✓ committed to git: {detail} \"{subject}\"",
+        "unchanged": "  git: {work} is as last committed; no new commit.",
+        "commit_failed": "git commit failed (the zip is written): {detail}",
+        "push": "  This assignment is handed in through GitHub Classroom: your push is the "
+                "submission. Run git push (make submit never pushes; {name} is a copy for you).",
+    },
+}
+YES = ("y", "yes", "是", "确定")
+
+
+class Console:
+    """The command's voice: say(key, **fields) from TEXT in one language; fail() says it with ✗
+    and returns the exit status."""
+
+    def __init__(self, lang, out):
+        self.lang, self.out = lang, out
+
+    def words(self, key, **fields):
+        return TEXT[self.lang][key].format(**fields)
+
+    def say(self, text=""):
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def line(self, key, **fields):
+        self.say(self.words(key, **fields))
+
+    def fail(self, key, code, **fields):
+        self.say("✗ " + self.words(key, **fields))
+        return code
+
+
 def _ask_terminal(prompt):
     try:
         return input(prompt)
@@ -216,74 +311,91 @@ def _ask_terminal(prompt):
         return ""
 
 
-def main(args, ask=None, out=None):
-    """`ask(prompt) -> answer` is the terminal (tests pass their own); returns the exit status:
-    0 packaged, 1 not packaged (import failure, refused stub) or not committed, 2 bad input."""
-    from grader import rubric as rubric_module
-    from grader.sandbox import launch as sandbox
-    from grader.judge.student import Student, StudentError, WorkerFailure
-
-    out = out or sys.stdout
-    zh = args.lang == "zh"
-
-    def t(chinese, english):
-        return chinese if zh else english
-
-    def say(text=""):
-        out.write(text + "\n")
-        out.flush()
-
-    def fail(text, code):
-        say(f"✗ {text}")
-        return code
-
-    interactive = ask is not None or (sys.stdin is not None and sys.stdin.isatty())
-    ask = ask or _ask_terminal
-    try:
-        work = resolve_work(args.submission)
-    except SubmissionError as exc:
-        return fail(t(f"错误 error: {exc}", f"error: {exc}"), 2)
-    work_name = "attention.ipynb" if work.endswith(".ipynb") else "attention.py"
-
-    # 1. who is handing in
+def who_hands_in(args, work, ui, interactive, ask):
+    """The student id (asked once, then remembered beside the work), or None after saying why."""
     state_file = state_path(work)
     remembered = load_state(state_file).get("student")
     student = (args.student or "").strip() or (remembered if isinstance(remembered, str) else "")
     if not student and interactive:
-        student = ask(t("你的学号（或姓名），只问这一次 · your student id (asked once): ",
-                        "your student id (asked once): ")).strip()
+        student = ask(ui.words("ask_id")).strip()
     if not student:
-        return fail(t("没有学号，没有打包。请这样运行：make submit STUDENT=你的学号",
-                      "no student id, nothing packaged: run make submit STUDENT=your-id"), 2)
+        ui.fail("no_id", 2)
+        return None
     if not re.search(r"\w", student):
-        return fail(t(f"学号 {student!r} 里没有字母或数字", f"student id {student!r} has no letter "
-                      "or digit"), 2)
+        ui.fail("bad_id", 2, student=student)
+        return None
     if student != remembered:
         save_state(state_file, {"student": student})
-        say(t(f"（学号记在 {os.path.basename(state_file)}，下次不用再写 · remembered for next time）",
-              f"(the id is remembered in {os.path.basename(state_file)} for next time)"))
-    sid = manifest.safe_id(student)
-    shown = os.path.relpath(work)
-    shown = work if shown.startswith("..") else shown
-    say(t(f"提交 submitting {shown} · 学号 student: {student}",
-          f"submitting {shown} · student: {student}"))
+        ui.line("remembered", file=os.path.basename(state_file))
+    return student
 
-    # 2. it must import (in the sandboxed worker, as when it is graded)
+
+def read_work(work, ui):
+    """(raw bytes, source text, kind) of the work file, or an exit status after saying why."""
     try:
         with open(work, "rb") as handle:
             raw = handle.read()
         source, kind = _source_of(raw, work)
     except OSError as exc:
-        return fail(f"{work}: {exc.strerror}", 2)
+        return ui.fail("error", 2, message=f"{work}: {exc.strerror}")
     except SubmissionError as exc:
-        return fail(t(f"错误 error: {exc}；没有打包", f"error: {exc}; nothing packaged"), 2)
+        return ui.fail("error_nothing", 2, message=exc)
+    return raw, source, kind
+
+
+def say_import_failure(exc, work, kind, ui):
+    """What stopped the import and the student's line as written: an IndentationError is about
+    exactly the spaces that a stripped line would hide."""
+    from grader.judge.student import StudentError
+
+    name = os.path.basename(work)
+    ui.say("✗ " + ui.words("no_import", file=name))
+    if isinstance(exc, StudentError):
+        ui.say(f"    {exc.type}: {exc.message}")
+        if exc.line:
+            cells = ui.words("cells") if kind == "notebook" else ""
+            ui.say("    " + ui.words("no_import_where", line=exc.line, cells=cells))
+            ui.say(f"    {name}:{exc.line}:")
+            ui.say(f"    | {exc.code.rstrip()}")
+    else:
+        ui.say(f"    {exc.kind}: {exc.message}")
+    ui.line("fix_import")
+    return 1
+
+
+def stub_refused(source, work, args, ui, interactive, ask):
+    """The untouched stub is packaged only after a yes: an exit status when refused, else None."""
+    state = stub_state(source)
+    if not (state and state["untouched"]):
+        return None
+    ui.say("⚠ " + ui.words("stub", file=os.path.basename(work),
+                           pieces=len(state["not_implemented"]), answers=len(state["unanswered"])))
+    sibling = _sibling_with_work(work)
+    if sibling:
+        ui.line("sibling", name=os.path.basename(sibling))
+    if args.yes:
+        return None
+    if not interactive:
+        return ui.fail("nobody", 1)
+    if ask(ui.words("ask_stub")).strip().lower() not in YES:
+        return ui.fail("declined", 1)
+    return None
+
+
+def check_work(args, work, source, kind, ui, interactive, ask):
+    """Import the work in the sandboxed worker, ask about the stub, run the public checks:
+    the report data, or an exit status when nothing may be packaged."""
+    from grader.judge import grading
+    from grader.sandbox import launch as sandbox
+    from grader.judge.student import Student, StudentError, WorkerFailure
+
     sub = submission_module.Submission(work, source, kind)
     limits = sandbox.Limits(call_seconds=args.call_timeout)
     try:
         proxy = Student(sub.work_dir, limits=limits, isolation=args.isolation).start()
     except Exception as exc:  # e.g. bubblewrap asked for and missing: the kit's trouble
         sub.cleanup()
-        return fail(f"{type(exc).__name__}: {exc}", 2)
+        return ui.fail("error", 2, message=f"{type(exc).__name__}: {exc}")
     try:  # the worker and the work folder go away however this ends (Ctrl-C at a question)
         import torch  # noqa: F401  the judge's imports overlap the worker's, as in grading.start
 
@@ -291,110 +403,108 @@ def main(args, ask=None, out=None):
         try:
             proxy.request("constants", names=[])
         except (StudentError, WorkerFailure) as exc:
-            where = ""
-            if isinstance(exc, StudentError):
-                what = f"{exc.type}: {exc.message}"
-                if exc.line:
-                    cells = t("（笔记本代码单元格合起来的第几行）", " (counting the notebook's code "
-                              "cells together)") if kind == "notebook" else ""
-                    where = f"{os.path.basename(work)}:{exc.line}{cells}: {exc.code.strip()}"
-            else:
-                what = f"{exc.kind}: {exc.message}"
-            say(t(f"✗ {os.path.basename(work)} 无法导入，没有打包 · cannot be imported, nothing packaged",
-                  f"✗ {os.path.basename(work)} cannot be imported: nothing packaged"))
-            say(f"    {what}")
-            if where:
-                say(f"    {where}")
-            say(t("  改好后再运行 make submit（make check 可以边改边查）。",
-                  "  Fix it and run make submit again (make check helps while you fix it)."))
-            return 1
-
-        # 3. the untouched stub
-        state = stub_state(source)
-        if state and state["untouched"]:
-            say(t(f"⚠ {os.path.basename(work)} 还是没有改动过的模板：{len(state['not_implemented'])} 个部分"
-                  f"都还在 raise NotImplementedError，{len(state['unanswered'])} 道检查题答案都还是 None。",
-                  f"⚠ {os.path.basename(work)} is still the untouched stub: all "
-                  f"{len(state['not_implemented'])} pieces still raise NotImplementedError and all "
-                  f"{len(state['unanswered'])} quiz answers are None."))
-            sibling = _sibling_with_work(work)
-            if sibling:
-                name = os.path.basename(sibling)
-                say(t(f"  你的 {name} 有改动：是不是要交它？make submit SUBMISSION={name}",
-                      f"  Your {name} has work in it: did you mean make submit SUBMISSION={name}?"))
-            if not args.yes:
-                if not interactive:
-                    return fail(t("没有打包：没有人在终端上确认。确实要提交模板，请运行 "
-                                  "make submit CONFIRM=1（或 --yes）。",
-                                  "not packaged: nobody at the terminal to confirm. To hand in the "
-                                  "stub anyway: make submit CONFIRM=1 (or --yes)."), 1)
-                answer = ask(t("仍然提交吗？still submit it? [y/N] ", "Submit it anyway? [y/N] "))
-                if answer.strip().lower() not in ("y", "yes", "是", "确定"):
-                    return fail(t("没有打包。", "not packaged."), 1)
-
-        # 4. the public checks, in the same worker
-        from grader.judge import grading
-
-        say(t("运行公开检查 running the public checks …", "running the public checks …"))
-        data = grading.finish(sub, proxy, ("public",))
-        the_rubric = rubric_module.load()
-        for line in summary_lines(the_rubric, data, args.lang):
-            say(line)
+            return say_import_failure(exc, work, kind, ui)
+        refused = stub_refused(source, work, args, ui, interactive, ask)
+        if refused is not None:
+            return refused
+        ui.line("running")
+        return grading.finish(sub, proxy, ("public",))
     finally:
         proxy.close()
         sub.cleanup()
 
-    # 5. the package: the work file and the manifest, nothing else
+
+def remove_stale_package(target, ui):
+    """Nothing was packaged: an earlier zip of this student must not sit there looking current."""
+    if os.path.exists(target):
+        os.unlink(target)
+        ui.line("stale", name=os.path.basename(target))
+
+
+def package(student, work, raw, source, data, the_rubric, target, ui):
+    """Write <id>.zip (the work file and its manifest), read it back as the grader will; an exit
+    status when it does not verify, else None."""
+    work_name = "attention.ipynb" if work.endswith(".ipynb") else "attention.py"
     created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     the_manifest = manifest.build(student, created, work_name, raw, the_rubric, summarize(data))
-    folder = os.path.abspath(args.out or os.path.dirname(work))
-    os.makedirs(folder, exist_ok=True)
-    target = os.path.join(folder, sid + ".zip")
+    os.makedirs(os.path.dirname(target), exist_ok=True)
     write_package(target, work_name, raw, the_manifest)
-    check = submission_module.load_zip(target)  # read it back as the grader will
+    check = submission_module.load_zip(target)
     check.cleanup()
     if not (check.package and check.package["intact"] and check.source == source):
         os.unlink(target)
-        return fail(t("打包后校验失败，已删除；请再试一次。", "the package did not verify and was "
-                      "removed; try again."), 1)
-    size = os.path.getsize(target) / 1024
-    say("")
-    say(t(f"✓ 已打包 packaged: {target}（{work_name} + {manifest.NAME}，{size:.1f} KiB）",
-          f"✓ packaged: {target} ({work_name} + {manifest.NAME}, {size:.1f} KiB)"))
-    say(t(f"  请上传这一个文件 upload this one file: {os.path.basename(target)}"
-          "（不要上传文件夹、.venv 或别的文件 · not the folder, not .venv）",
-          f"  Upload this one file: {os.path.basename(target)} (not the folder, not .venv)."))
-    if args.no_commit:
-        return 0
+        return ui.fail("unverified", 1)
+    ui.say("")
+    ui.line("packaged", target=target, work=work_name, manifest=manifest.NAME,
+            size=f"{os.path.getsize(target) / 1024:.1f}")
+    return None
 
-    # 6. GitHub Classroom: commit the work (the push is the student's to do)
+
+def commit_message(work, student, data, target, raw):
+    from grader.render.report import points
+
     s = summarize(data)
-    message = (f"Submit {os.path.basename(work)}: {student}, public checks "
-               f"{s['score']:g}/{s['max_score']:g} ({s['passed']}/{s['total']} passed)\n\nPackaged by `make submit` as "
-               f"{os.path.basename(target)}; {work_name} sha256 {manifest.sha256(raw)[:16]}.")
+    return (f"Submit {os.path.basename(work)}: {student}, public checks "
+            f"{points(s['score'])}/{points(s['max_score'])} ({s['passed']}/{s['total']} passed)"
+            f"\n\nPackaged by `make submit` as {os.path.basename(target)}; "
+            f"{os.path.basename(work)} sha256 {manifest.sha256(raw)[:16]}.")
+
+
+def hand_in_by_git(work, raw, message, target, ui):
+    """GitHub Classroom: commit the work file alone (never push); the push is the submission."""
+    name = os.path.basename(work)
     try:
         with open(work, "rb") as handle:
             now = handle.read()
     except OSError:
         now = None
-    if now != raw and in_git_checkout(os.path.dirname(work)):
-        # Saved again while it was checked: the commit would not be what was checked and packaged.
-        return fail(t(f"{work_name} 在检查期间又被保存过，没有 commit；请再运行一次 make submit。",
-                      f"{work_name} was saved again while it was checked: not committed; "
-                      "run make submit again."), 1)
+    if now != raw:  # saved again while it was checked: the commit would not be what was checked
+        return ui.fail("changed", 1, work=name)
     outcome, detail = git_commit(work, message)
+    if outcome == "failed":
+        return ui.fail("commit_failed", 1, detail=detail)
     if outcome == "committed":
-        say(t(f"✓ 已提交到 git committed: {detail} “{message.splitlines()[0]}”",
-              f"✓ committed to git: {detail} \"{message.splitlines()[0]}\""))
-    elif outcome == "unchanged":
-        say(t(f"  git：{work_name} 与上次提交相同，没有新的 commit。",
-              f"  git: {work_name} is as last committed; no new commit."))
-    elif outcome == "failed":
-        say(t(f"✗ git commit 失败（包已写好）· git commit failed (the zip is written): {detail}",
-              f"✗ git commit failed (the zip is written): {detail}"))
-        return 1
-    if outcome in ("committed", "unchanged"):
-        say(t("  GitHub Classroom：你的提交就是 push。运行 git push（make submit 不会替你 push）。",
-              "  GitHub Classroom: the push is your submission. Run git push (make submit never "
-              "pushes)."))
+        ui.line("committed", detail=detail, subject=message.splitlines()[0])
+    else:
+        ui.line("unchanged", work=name)
+    ui.line("push", name=os.path.basename(target))
+    return 0
+
+
+def main(args, ask=None, out=None):
+    """`ask(prompt) -> answer` is the terminal (tests pass their own); returns the exit status:
+    0 packaged, 1 not packaged (import failure, refused stub) or not committed, 2 bad input."""
+    from grader import rubric as rubric_module
+
+    ui = Console(args.lang, out or sys.stdout)
+    interactive = ask is not None or (sys.stdin is not None and sys.stdin.isatty())
+    ask = ask or _ask_terminal
+    try:
+        work = resolve_work(args.submission)
+    except SubmissionError as exc:
+        return ui.fail("error", 2, message=exc)
+    student = who_hands_in(args, work, ui, interactive, ask)
+    if student is None:
+        return 2
+    shown = os.path.relpath(work)
+    ui.line("submitting", work=work if shown.startswith("..") else shown, student=student)
+    target = os.path.join(os.path.abspath(args.out or os.path.dirname(work)),
+                          manifest.safe_id(student) + ".zip")
+    loaded = read_work(work, ui)
+    data = check_work(args, work, *loaded[1:], ui, interactive, ask) \
+        if isinstance(loaded, tuple) else loaded
+    if isinstance(data, int):  # nothing packaged
+        remove_stale_package(target, ui)
+        return data
+    raw, source, _ = loaded
+    the_rubric = rubric_module.load()
+    for line in summary_lines(the_rubric, data, args.lang):
+        ui.say(line)
+    failed = package(student, work, raw, source, data, the_rubric, target, ui)
+    if failed is not None:
+        return failed
+    if not args.no_commit and in_git_checkout(os.path.dirname(work)):  # one way to hand in
+        return hand_in_by_git(work, raw, commit_message(work, student, data, target, raw),
+                              target, ui)
+    ui.line("upload", name=os.path.basename(target))
     return 0

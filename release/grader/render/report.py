@@ -35,28 +35,90 @@ def _worst(statuses):
     return max(statuses, key=order.index)
 
 
+# The text report's own words (the checks' words are the rubric's): one table, zh and en, each
+# language whole in its own sentences; counts go through plural().
+TEXT = {
+    "zh": {
+        "checked": "检查内容：", "see": "去看：", "detail": "   细节：",
+        "score": "得分：{score} / {max_score}（{passed}/{total} 项检查通过）",
+        "hidden": "另有 {n} 项隐藏检查没有运行，由老师评分时运行。",
+        "import_line": "出错的那一行（第 {line} 行，缩进照原样）：",
+        "not_run": "未运行",
+        "output": "你的代码打印的内容（已截断）",
+        "output_end": "（打印内容到此为止）",
+        "title": "多头注意力 · 评分报告",
+    },
+    "en": {
+        "checked": "Checked: ", "see": "See: ", "detail": "   detail: ",
+        "score": "score: {score} / {max_score} ({passed}/{total} {checks} passed)",
+        "hidden": "{n} hidden {checks} {were} not run; your instructor runs them.",
+        "import_line": "the line it stopped at (line {line}, indentation as written):",
+        "not_run": "not run",
+        "output": "what your code printed (truncated)",
+        "output_end": "(end of what your code printed)",
+        "title": "Multi-head attention: grading report",
+    },
+}
+
+
+def plural(n, one, many):
+    """English counts: 1 check, 2 checks (Chinese needs no plural)."""
+    return one if n == 1 else many
+
+
+def points(x):
+    """Every score and point count the kit prints, one way: 1, 0.5, 2.25 (never 1.0 or 1e+01)."""
+    x = round(float(x), 4)
+    return str(int(x)) if x == int(x) else f"{x:.4f}".rstrip("0")
+
+
 def feedback(rubric, result, lang):
     """What was checked -> what went wrong (named mistake, expected vs got) -> where to look."""
     if result["status"] == "passed":
         return ""
     check = rubric.by_id[result["id"]]
+    text = TEXT[lang]
     lines, seen = [], set()
     for verdict in result["verdicts"]:
-        text = rubric.message(verdict["key"], lang, **verdict.get("fields", {}))
-        if text in seen:
+        message = rubric.message(verdict["key"], lang, **verdict.get("fields", {}))
+        if message in seen:
             continue
-        seen.add(text)
-        lines.append(text)
+        seen.add(message)
+        lines.append(message)
         if verdict.get("detail"):
-            lines.append(("   细节 detail: " if lang == "zh" else "   detail: ") + verdict["detail"])
+            lines.append(text["detail"] + verdict["detail"])
         if verdict.get("heatmap"):
             lines.append(verdict["heatmap"])
     keys = {v["key"] for v in result["verdicts"]}
     if keys & {"not_implemented", "import_failed"}:
         return "\n".join(lines)
-    checked = ("检查内容：" if lang == "zh" else "Checked: ") + check.checked[lang]
-    where = ("去看：" if lang == "zh" else "See: ") + rubric.sections.get(check.section, "")
+    checked = text["checked"] + check.checked[lang]
+    where = text["see"] + rubric.section(check.section, lang)
     return "\n".join([checked] + lines + [where])
+
+
+def import_failure(report):
+    """The verdict of a file that could not be imported (every check carries it), or None."""
+    for result in report["checks"]:
+        for verdict in result["verdicts"]:
+            if verdict.get("key") == "import_failed" or \
+                    "while importing" in verdict.get("fields", {}).get("message", ""):
+                return verdict
+    return None
+
+
+def import_failure_lines(rubric, verdict, lang):
+    """Said once, at the top: what stopped the import and the line itself, indentation kept
+    (an IndentationError is about exactly the spaces a stripped line would hide)."""
+    text = TEXT[lang]
+    fields = dict(verdict.get("fields", {}))
+    lines = [rubric.message(verdict["key"], lang, **fields)]
+    where = fields.get("where", "")
+    head, _, code = where.partition(": ")
+    number = head.rpartition(":")[2]
+    if code and number.isdigit():
+        lines += ["    " + text["import_line"].format(line=number), f"    | {code}"]
+    return lines + [""]
 
 
 def misconception(result):
@@ -78,7 +140,9 @@ def to_json(rubric, report, lang):
 
 
 def to_text(rubric, report, lang, hidden_not_run=0):
-    lines = []
+    text = TEXT[lang]
+    failure = import_failure(report)
+    lines = import_failure_lines(rubric, failure, lang) if failure else []
     current = None
     for r in report["checks"]:
         if r["exercise"] != current:
@@ -86,45 +150,48 @@ def to_text(rubric, report, lang, hidden_not_run=0):
             lines.append(f"\n== {current} ==")
         check = rubric.by_id[r["id"]]
         status = STATUS_ZH[r["status"]] if lang == "zh" else r["status"]
+        if failure:  # the reason is said once, above; the cards only list what did not run
+            status = text["not_run"]
         lines.append(f"{STATUS_MARK[r['status']]} {r['id']}  {check.title[lang]}  "
-                     f"[{_num(r['score'])}/{_num(r['max_score'])}] {status}")
-        text = feedback(rubric, r, lang)
-        if text:
-            lines.extend("    " + line for line in text.splitlines())
-    passed = sum(1 for r in report["checks"] if r["status"] == "passed")
-    total = len(report["checks"])
-    if lang == "zh":
-        lines.append(f"\n得分 score: {_num(report['score'])} / {_num(report['max_score'])}"
-                     f"（{passed}/{total} 项检查通过）")
-        if hidden_not_run:
-            lines.append(f"另有 {hidden_not_run} 项隐藏检查没有运行，由老师评分时运行"
-                         f"（{hidden_not_run} hidden checks were not run）。")
-    else:
-        lines.append(f"\nscore: {_num(report['score'])} / {_num(report['max_score'])} "
-                     f"({passed}/{total} checks passed)")
-        if hidden_not_run:
-            lines.append(f"{hidden_not_run} hidden checks were not run; your instructor runs them.")
+                     f"[{points(r['score'])}/{points(r['max_score'])}] {status}")
+        feedback_text = "" if failure else feedback(rubric, r, lang)
+        if feedback_text:
+            lines.extend("    " + line for line in feedback_text.splitlines())
+    lines += _totals(report, lang, hidden_not_run)
     meta = report["metadata"]
     lines.append(f"[isolation: {meta.get('isolation')}; seed {meta.get('seed')}; "
                  f"torch {meta.get('torch')}; rubric {meta.get('rubric_hash')}]")
     output = meta.get("student_output")
     if output:
-        label = "你的代码打印的内容（已截断）" if lang == "zh" else "what your code printed (truncated)"
-        lines.append(f"\n--- {label} / student output ---")
+        lines.append(f"\n--- {text['output']} ---")
         lines.extend("| " + line for line in output.splitlines()[:40])
-        lines.append("--- end of student output ---")
+        lines.append(f"--- {text['output_end']} ---")
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
+def _totals(report, lang, hidden_not_run):
+    text = TEXT[lang]
+    passed = sum(1 for r in report["checks"] if r["status"] == "passed")
+    total = len(report["checks"])
+    lines = ["\n" + text["score"].format(score=points(report["score"]),
+                                        max_score=points(report["max_score"]), passed=passed,
+                                        total=total, checks=plural(total, "check", "checks"))]
+    if hidden_not_run:
+        lines.append(text["hidden"].format(n=hidden_not_run,
+                                           checks=plural(hidden_not_run, "check", "checks"),
+                                           were=plural(hidden_not_run, "was", "were")))
+    return lines
+
+
 def to_markdown(rubric, report, lang):
-    title = "多头注意力 · 评分报告" if lang == "zh" else "Multi-head attention: grading report"
+    title = TEXT[lang]["title"]
     lines = [f"# {title}", "",
-             f"**{_num(report['score'])} / {_num(report['max_score'])}**", "",
+             f"**{points(report['score'])} / {points(report['max_score'])}**", "",
              "| | check | points | |", "|---|---|---|---|"]
     for r in report["checks"]:
         check = rubric.by_id[r["id"]]
         lines.append(f"| {STATUS_MARK[r['status']]} | `{r['id']}` {check.title[lang]} | "
-                     f"{_num(r['score'])}/{_num(r['max_score'])} | {r['status']} |")
+                     f"{points(r['score'])}/{points(r['max_score'])} | {r['status']} |")
     for r in report["checks"]:
         text = feedback(rubric, r, lang)
         if text:
@@ -158,8 +225,7 @@ def to_gradescope(rubric, report, lang):
     }, ensure_ascii=False, indent=2)
 
 
-def _num(x):
-    return f"{x:g}"
+_num = points  # the name the notebook tools import
 
 
 RENDERERS = {"json": to_json, "markdown": to_markdown, "gradescope": to_gradescope}

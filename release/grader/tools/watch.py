@@ -1,33 +1,31 @@
 """`python -m grader watch [SUBMISSION]`: rerun the public checks on every save, redraw the screen.
 
-Speed: the judge process lives for the whole session (torch and pytest are imported once), and
-every run gets a worker started ahead of time that has imported torch already and imports the
-student's file only when told to go (worker.py --wait-go).  A rerun then costs the student's
-import and the checks, not a torch import.
+Speed: the judge process lives for the whole session (torch and pytest are imported once, the
+checks collected once), and every run gets a worker started ahead of time that has imported torch
+already (warm.py).  A rerun then costs the student's import and the checks, not a torch import:
+the 2nd save and the 50th alike.
 
 Robustness: every state of the file (syntax error, exception at import, endless loop, missing
 file) ends as feedback on the screen; a save during a run cancels that run (its workers are
 killed) and starts the next; Ctrl-C exits with 0.
 
-Parts: FileWatch (has the file new content?), Spare/SparePool/WarmStudent (workers started
-ahead), render (the screen), Session (the loop).
+Parts: FileWatch (has the file new content?), render (the screen), Session (the loop); the
+workers started ahead and the kept check session are warm.WarmJudge's.
 """
-import collections
 import gc
 import hashlib
+import json
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 
 from grader.sandbox import launch as sandbox
 from grader.judge import submission as submission_module
 from grader.tools.hints import exercise_progress, first_unfinished, record_run, source_hash, state_path
-from grader.judge.student import Student, WorkerFailure
-from grader.judge.submission import STUDENT_FILE, SubmissionError
+from grader.judge.submission import SubmissionError
+from grader.tools.warm import WarmJudge
 
 CLEAR = "\033[H\033[2J"
 
@@ -115,131 +113,28 @@ class FileWatch:
                 self._check()
 
 
-# -- workers started ahead of time ---------------------------------------------------------------
-class Spare(sandbox.WorkerProcess):
-    """A worker started before its student's file exists: torch imported, waiting for go."""
-
-    def __init__(self, limits, isolation):
-        self.work_dir = tempfile.mkdtemp(prefix="attn-spare-")
-        os.chmod(self.work_dir, 0o777)  # the sandboxed worker runs as another uid
-        try:
-            super().__init__(self.work_dir, STUDENT_FILE, limits, isolation, wait_go=True)
-        except BaseException:
-            shutil.rmtree(self.work_dir, ignore_errors=True)
-            raise
-
-    def go(self, source):
-        path = os.path.join(self.work_dir, STUDENT_FILE)
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(source)
-        os.chmod(path, 0o644)
-        try:
-            super().go()
-        except OSError:
-            pass  # it died waiting: the Student sees a crash at start-up and says so
-
-    def interrupt(self):
-        """Kill it from another thread; the thread using it sees EOF and cleans up (kill())."""
-        if self.proc.returncode is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-    def kill(self):
-        super().kill()
-        shutil.rmtree(self.work_dir, ignore_errors=True)
-
-
-class SparePool:
-    """A few Spares kept ready: one for the next save, one for a restart after a timeout."""
-
-    def __init__(self, limits, isolation, size=2):
-        self.limits, self.isolation, self.size = limits, isolation, size
-        self.spares, self.lock = collections.deque(), threading.Lock()
-        # Replace a spare as soon as it is taken, so it is warm by the next save; off for the
-        # first run, which already has the judge and two spares importing torch on the cores.
-        self.eager = False
-
-    def fill(self):
-        with self.lock:
-            while len(self.spares) < self.size:
-                self.spares.append(Spare(self.limits, self.isolation))
-
-    def take(self, source):
-        """A spare that is still alive (else a cold one), told to import `source`."""
-        while True:
-            with self.lock:
-                spare = self.spares.popleft() if self.spares else None
-            if spare is None:
-                spare = Spare(self.limits, self.isolation)
-            if spare.proc.poll() is None:
-                spare.go(source)
-                if self.eager:
-                    self.fill()
-                return spare
-            spare.kill()
-
-    def close(self):
-        with self.lock:
-            spares, self.spares = list(self.spares), collections.deque()
-        for spare in spares:
-            spare.kill()
-
-
-class WarmStudent(Student):
-    """A Student whose workers come from the pool; cancel() (from any thread) ends its run early."""
-
-    def __init__(self, sub, pool, limits, startup_seconds):
-        super().__init__(sub.work_dir, limits=limits, isolation=pool.isolation,
-                         startup_seconds=startup_seconds)
-        self.pool, self.source_text = pool, sub.source
-        # RLock: the SIGINT handler runs on the main thread, possibly inside start().
-        self.cancelled, self.adopted, self.lock = False, [], threading.RLock()
-
-    def start(self):
-        with self.lock:
-            return super().start()
-
-    def _spawn(self):
-        """The worker is taken from the pool (torch already imported) instead of started cold."""
-        if self.cancelled:
-            raise WorkerFailure("budget", "a newer save replaced this run")
-        worker = self.pool.take(self.source_text)
-        self.adopted.append(worker)
-        if self.cancelled:  # cancelled by a signal handler while we were taking it
-            worker.interrupt()
-        return worker
-
-    def cancel(self):
-        with self.lock:
-            self.cancelled = True
-            for worker in self.adopted:
-                worker.interrupt()
-
-
 # -- the screen ----------------------------------------------------------------------------------
 TEXT = {
     "zh": {
-        "header": "── {name} · 第 {n} 次检查 run {n} · {seconds:.2f} s ──",
-        "progress": "已完成 {done}/{total} 个练习 exercises done：{marks}",
-        "checks": "公开检查 public checks：{passed}/{total} 通过",
+        "header": "── {name} · 第 {n} 次检查 · {seconds} 秒 ──",
+        "progress": "已完成 {done}/{total} 个练习：{marks}",
+        "checks": "公开检查：{passed}/{total} 项通过",
         "all_done": "全部公开检查通过！另有 {hidden} 项隐藏检查由老师评分时运行；make check 显示完整报告。",
         "import": "下一步：让 {name} 能够导入（见上面的行号），保存后自动重新检查。",
         "timeout": "下一步：找找 {ex} 里的死循环，保存后自动重新检查。卡住了？运行 make hint EX={ex}",
         "next": "下一步：修改 {ex} 并保存，检查会自动重新运行。卡住了？运行 make hint EX={ex}",
-        "error": "错误 error：{message}",
-        "internal": "评分器内部错误（不是你的错）internal error：{message}",
-        "output": "你的代码打印了 your code printed：",
+        "error": "错误：{message}",
+        "internal": "评分器内部错误（不是你的错）：{message}",
+        "output": "你的代码打印了：",
         "watching": "正在监视 {name}，保存即重新检查（{backend}；Ctrl-C 退出）…",
-        "checking": "正在检查 checking…",
-        "bye": "已退出 watch。再见！bye",
+        "checking": "正在检查…",
+        "bye": "已退出 watch。再见！",
     },
     "en": {
-        "header": "── {name} · run {n} · {seconds:.2f} s ──",
+        "header": "── {name} · run {n} · {seconds} s ──",
         "progress": "{done}/{total} exercises done: {marks}",
         "checks": "public checks: {passed}/{total} passed",
-        "all_done": "Every public check passes! {hidden} hidden checks run when your instructor "
+        "all_done": "Every public check passes! {hidden} hidden {checks} {run} when your instructor "
                     "grades; make check shows the full report.",
         "import": "Next: make {name} import again (see the line above); it is rechecked on save.",
         "timeout": "Next: look for an endless loop in {ex} and save. Stuck? make hint EX={ex}",
@@ -268,7 +163,7 @@ def render(rubric, outcome, lang, name, number, seconds):
     from grader.render import report
 
     text = TEXT[lang]
-    lines = [text["header"].format(name=name, n=number, seconds=seconds)]
+    lines = [text["header"].format(name=name, n=number, seconds=f"{seconds:.2f}")]
     if "error" in outcome:
         return lines + [text["error"].format(message=outcome["error"])]
     if "internal" in outcome:
@@ -282,7 +177,10 @@ def render(rubric, outcome, lang, name, number, seconds):
               text["checks"].format(passed=passed, total=len(data["checks"])), ""]
     failing = next((r for r in data["checks"] if r["status"] != "passed"), None)
     if failing is None:
-        lines.append(text["all_done"].format(hidden=data["metadata"]["hidden_not_run"]))
+        hidden = data["metadata"]["hidden_not_run"]
+        lines.append(text["all_done"].format(hidden=hidden,
+                                             checks=report.plural(hidden, "check", "checks"),
+                                             run=report.plural(hidden, "runs", "run")))
     else:
         check = rubric.by_id[failing["id"]]
         mark = report.STATUS_MARK[failing["status"]]
@@ -298,17 +196,16 @@ def render(rubric, outcome, lang, name, number, seconds):
 
 # -- the loop ------------------------------------------------------------------------------------
 class Session:
-    def __init__(self, path, state_file, lang, limits, pool, poll):
-        self.path, self.state_file, self.lang, self.limits, self.pool = \
-            path, state_file, lang, limits, pool
+    def __init__(self, path, state_file, lang, limits, judge, poll, stats=None):
+        self.path, self.state_file, self.lang, self.limits, self.judge = \
+            path, state_file, lang, limits, judge
+        self.pool, self.stats = judge.pool, stats
         self.name = os.path.basename(path)
         self.tty = sys.stdout.isatty()
         self.wake, self.quit = threading.Event(), threading.Event()
         self.lock, self.current = threading.RLock(), None
         self.changed_at = time.monotonic()
         self.watch = FileWatch(path, self.on_change, poll=poll)
-        # The hello of a spare may include the rest of its torch import, not just the student's.
-        self.startup_seconds = max(15.0, 3 * limits.call_seconds)
 
     # Called from the watch thread (a save) and the signal handler (Ctrl-C).
     def on_change(self):
@@ -332,14 +229,12 @@ class Session:
 
     def run_once(self):
         """One run's outcome: {"data"}, {"error"} or {"internal"}; None when a save cancelled it."""
-        from grader.judge import grading
-
         try:
             sub = submission_module.load(self.path)
         except SubmissionError as exc:
             return {"error": str(exc)}
         try:
-            student = WarmStudent(sub, self.pool, self.limits, self.startup_seconds)
+            student = self.judge.student(sub, self.limits)
         except Exception as exc:
             sub.cleanup()
             return {"internal": f"{type(exc).__name__}: {exc}"}
@@ -348,7 +243,7 @@ class Session:
             if self.wake.is_set() or self.quit.is_set():
                 student.cancel()  # the file changed again while we were reading it
         try:
-            data = grading.finish(sub, student, ("public",))
+            data = self.judge.grade(sub, student, ("public",))
         except Exception as exc:  # a bug of ours must not end the student's loop
             return {"internal": f"{type(exc).__name__}: {str(exc)[:300]}"}
         finally:
@@ -393,15 +288,25 @@ class Session:
                 # sight, or pytest's gc.collect() at every session end walks them (~0.2 s a run).
                 gc.collect()
                 gc.freeze()
-            self.pool.fill()  # replace the spares used, while the student is typing
-            self.pool.eager = True
+            self.record_stats(number)
             while not self.wake.wait(0.5):
                 pass
 
     def close(self):
         self.watch.stop()
         self.cancel_current()
-        self.pool.close()
+        self.judge.close()
+
+    def record_stats(self, number):
+        """--stats FILE: one JSON line per screen, the workers it used (warm = a spare of the
+        pool, started before the save); the tests and `make bench` read it, no student does."""
+        if self.stats is None:
+            return
+        taken, self.pool.taken = self.pool.taken, []
+        with open(self.stats, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"run": number, "judge_pid": os.getpid(),
+                                     "seconds": round(time.monotonic() - self.changed_at, 3),
+                                     "workers": taken}) + "\n")
 
 
 def resolve_path(submission):
@@ -422,12 +327,13 @@ def main(args):
         print(f"错误 error: {exc}", file=sys.stderr)
         return 2
     limits = sandbox.Limits(call_seconds=args.call_timeout, memory_bytes=args.memory_mb * 2 ** 20)
-    pool = SparePool(limits, isolation)
-    session = Session(path, state_path(args.submission), args.lang, limits, pool, args.poll)
+    judge = WarmJudge(limits, isolation, start=getattr(args, "worker_start", "auto"))
+    session = Session(path, state_path(args.submission), args.lang, limits, judge, args.poll,
+                      getattr(args, "stats", None))
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, session.on_signal)
     try:
-        pool.fill()  # before the judge imports torch, so the two imports overlap
+        judge.pool.fill()  # before the judge imports torch, so the two imports overlap
         session.loop()
     finally:
         session.close()

@@ -2,7 +2,6 @@
 on inputs drawn fresh for this grading; a mismatch is named when a known-wrong variant (the
 reference with one knob turned, grader/variants.py) gives the student's numbers."""
 import pytest
-import torch
 
 from grader.judge.secret.reference import ref
 from grader.judge.secret.variants import ATTEND_VARIANTS, attend_variant

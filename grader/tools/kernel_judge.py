@@ -1,0 +1,176 @@
+"""One judge process per notebook kernel: started on first use, kept warm, restarted if it dies.
+
+Before, every `%check` cell started `python -m grader.notebook judge`: a torch import, a pytest
+configuration and a cold worker each time, about 1.5 minutes for a notebook.  Now the kernel keeps
+one judge process (`python -m grader.tools.kernel_judge`) that grades file after file: it imports torch
+and pytest once, keeps its check session, and has a spare worker with torch imported waiting for
+the next cell (warm.WarmJudge, the same as `make watch`).
+
+The judge is still a process of its own, not the kernel: the student's kernel (whose torch a
+cell may have monkeypatched) never decides a verdict, and each grading runs the student's code in
+a sandboxed worker as `make check` does.
+
+Protocol: one JSON line per request on the judge's stdin ({"path", "hidden", "call_seconds",
+"budget_seconds"}), one JSON line per reply on a private copy of its stdout (the report data, or
+{"error"}).  pytest's and torch's chatter goes to stderr, a log file the kernel keeps.  The judge
+exits when its stdin closes, that is when the kernel goes away; its spares die with it.
+"""
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+KIT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Workers kept ready (each ~150 MB once torch is imported).  "Run all" sends the five %check
+# cells back to back, faster than one spare can import torch: three ready ones carry most of
+# them; a student running cell by cell finds one ready every time.
+SPARES = 3
+# "spare" makes the judge use spares even where it could fork (tests of that path).
+WORKER_START_ENV = "ATTN_KIT_WORKER_START"
+
+
+# -- the kernel's side ---------------------------------------------------------------------------
+class JudgeDied(Exception):
+    """The judge process ended or answered nonsense (it is restarted for the next request)."""
+
+
+class KernelJudge:
+    """The kernel's handle on its judge process; `starts` counts how often one was started."""
+
+    def __init__(self, env=None):
+        self.env, self.process, self.log = env, None, None
+        self.starts, self.served = 0, 0  # judge processes started, gradings answered
+
+    def start(self):
+        """Start the judge if it is not running (returns at once: it warms up on its own)."""
+        if self.process is not None and self.process.poll() is None:
+            return self
+        self.stop()
+        self.log = tempfile.TemporaryFile(prefix="attn-judge-", suffix=".log")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "grader.tools.kernel_judge"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self.log, cwd=KIT_ROOT, env=self.env,
+            start_new_session=True)
+        self.starts += 1
+        return self
+
+    def grade(self, path, hidden, call_seconds=None, budget_seconds=None, timeout=None):
+        """The report data for `path`, or {"error": why}; a judge that died is restarted once."""
+        request = {"path": os.path.abspath(path), "hidden": bool(hidden),
+                   "call_seconds": call_seconds, "budget_seconds": budget_seconds}
+        for attempt in (1, 2):
+            self.start()
+            try:
+                data = self._ask(request, timeout)
+                self.served += 1
+                return data
+            except JudgeDied as died:
+                self.stop()
+                if attempt == 2:
+                    return {"error": f"the judge process failed: {died}"}
+            except BaseException:  # the kernel was interrupted (or a timeout): the judge is
+                self.stop()        # busy with this grading; the next cell gets a new one
+                raise
+        return {"error": "unreachable"}
+
+    def _ask(self, request, timeout):
+        try:
+            self.process.stdin.write((json.dumps(request) + "\n").encode("utf-8"))
+            self.process.stdin.flush()
+        except OSError:
+            raise JudgeDied(self._last_words()) from None
+        line = self._read_line(timeout)
+        try:
+            return json.loads(line.decode("utf-8"))
+        except ValueError:
+            raise JudgeDied(f"a malformed reply ({line[:80]!r})") from None
+
+    def _read_line(self, timeout):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        stream = self.process.stdout
+        while True:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0)
+            ready, _, _ = select.select([stream], [], [], left)
+            if not ready:
+                raise TimeoutError(f"no reply from the judge within {timeout:g} s")
+            line = stream.readline()
+            if not line:
+                raise JudgeDied(self._last_words())
+            if line.endswith(b"\n"):
+                return line
+
+    def _last_words(self):
+        self.process.wait(timeout=10) if self.process.poll() is None else None
+        tail = b""
+        if self.log is not None:
+            self.log.seek(0)
+            tail = self.log.read()[-2000:]
+        last = tail.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
+        return f"exit {self.process.returncode}: {last[0][:300]}"
+
+    def stop(self):
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self.process.wait()
+            for stream in (self.process.stdin, self.process.stdout):
+                stream.close()
+            self.process = None
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+
+# -- the judge's side ----------------------------------------------------------------------------
+def grade_one(judge, request):
+    """One request's report data; never raises for what the submission does."""
+    import dataclasses
+
+    from grader.judge import submission
+    limits = dataclasses.replace(judge.pool.limits)
+    if request.get("call_seconds"):
+        limits.call_seconds = float(request["call_seconds"])
+    if request.get("budget_seconds"):
+        limits.submission_seconds = float(request["budget_seconds"])
+    visibilities = ("public", "hidden") if request.get("hidden") else ("public",)
+    try:
+        sub = submission.load(request["path"])
+    except submission.SubmissionError as exc:
+        return {"error": str(exc)}
+    return judge.grade(sub, judge.student(sub, limits), visibilities)
+
+
+def serve():
+    """Answer requests until stdin closes."""
+    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # whatever prints to stdout from now on lands in the log, not in a reply
+    sys.stdout = sys.stderr
+    from grader.sandbox import launch as sandbox
+    from grader.tools.warm import WarmJudge
+
+    judge = WarmJudge(sandbox.Limits(), sandbox.choose_isolation("auto"), size=SPARES,
+                      start=os.environ.get(WORKER_START_ENV, "auto"))
+    judge.pool.fill()  # its torch import overlaps with ours
+    try:
+        for line in sys.stdin:
+            try:
+                data = grade_one(judge, json.loads(line))
+            except Exception as exc:  # a bug of ours: this request fails, the judge stays
+                data = {"error": f"internal error {type(exc).__name__}: {str(exc)[:300]}"}
+            replies.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+            replies.flush()
+    finally:
+        judge.close()
+    return 0
+
+
+if __name__ == "__main__":
+    code = serve()
+    sys.stderr.flush()
+    os._exit(code)  # skip torch's interpreter teardown
