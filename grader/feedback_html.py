@@ -6,9 +6,8 @@ button toggles the class on <html> (`lang-zh` / `lang-en`), and `#lang=en` in th
 the English view.  Everything the student controls (their output, messages with their values) is
 escaped.
 """
-import html
 
-from . import report
+from . import inert, report
 
 STATUS = {"passed": ("✓", "通过", "passed"), "failed": ("✗", "未通过", "failed"),
           "error": ("!", "出错", "error"), "timeout": ("⏱", "超时", "timed out")}
@@ -86,7 +85,7 @@ function toggleLang() {
 
 
 def esc(text):
-    return html.escape(str(text), quote=True)
+    return inert.html(text)
 
 
 def both(zh, en, tag="span", cls=""):

@@ -5,11 +5,11 @@ merge of shards and an uninterrupted run give the same files for the same report
 """
 import csv
 import io
-import json
 import os
 import statistics
 
 from . import report, rubric as rubric_module
+from .inert import csv_cell, json_text, markdown_inline
 from .manifest import describe as describe_package, package_notes
 from .statefile import write_atomic
 
@@ -38,11 +38,11 @@ def gradebook_csv(the_rubric, records):
         scores = {}
         if record.get("report"):
             scores = {c["id"]: c["score"] for c in record["report"]["checks"]}
-        writer.writerow([record["student"], record["entry"]]
+        writer.writerow([csv_cell(record["student"]), csv_cell(record["entry"])]
                         + [_num(scores.get(i)) for i in ids]
                         + [_num(record.get("score") or 0), _num(record.get("max_score") or max_score),
-                           STATUS_WORDS.get(record["status"], record["status"]),
-                           note])
+                           csv_cell(STATUS_WORDS.get(record["status"], record["status"])),
+                           csv_cell(note)])
     return out.getvalue()
 
 
@@ -155,7 +155,8 @@ def summary_markdown(summary, lang):
                          summary["not_graded"])):
         if rows:
             lines += ["", f"## {title}", ""]
-            lines += [f"- `{r['student']}` ({r['entry']}): {r['error']}" for r in rows]
+            lines += [f"- {markdown_inline(r['student'])} ({markdown_inline(r['entry'])}): "
+                      f"{markdown_inline(r['error'])}" for r in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -164,12 +165,18 @@ def student_markdown(the_rubric, record, lang):
     if record.get("report"):
         text = report.to_markdown(the_rubric, record["report"], lang)
         head, _, rest = text.partition("\n")
-        package = "".join(f"\n- {line}" for line in describe_package(record.get("package"), lang))
-        return f"{head}\n\n`{record['student']}` · {record['entry']}\n{package}{rest}"
+        package = "".join(f"\n- {markdown_inline(line)}"
+                          for line in describe_package(record.get("package"), lang))
+        return f"{head}\n\n{_who(record)}\n{package}{rest}"
     title = "多头注意力 · 评分报告" if lang == "zh" else "Multi-head attention: grading report"
     why = "无法评分" if lang == "zh" else "Could not be graded"
-    return (f"# {title}\n\n`{record['student']}` · {record['entry']}\n\n"
-            f"**{why}:** {record.get('error')}\n\n**0 / {_num(record.get('max_score'))}**\n")
+    return (f"# {title}\n\n{_who(record)}\n\n"
+            f"**{why}:** {markdown_inline(record.get('error'))}\n\n"
+            f"**0 / {_num(record.get('max_score'))}**\n")
+
+
+def _who(record):
+    return f"{markdown_inline(record['student'])} · {markdown_inline(record['entry'])}"
 
 
 def write_class_outputs(outdir, records, lang):
@@ -179,7 +186,7 @@ def write_class_outputs(outdir, records, lang):
     summary = summarize(the_rubric, records)
     write_atomic(os.path.join(outdir, "gradebook.csv"), gradebook_csv(the_rubric, records))
     write_atomic(os.path.join(outdir, "summary.json"),
-                 json.dumps(summary, ensure_ascii=False, indent=1) + "\n")
+                 json_text(summary, ensure_ascii=False, indent=1) + "\n")
     write_atomic(os.path.join(outdir, "summary.md"), summary_markdown(summary, lang))
     write_atomic(os.path.join(outdir, "summary.html"), feedback_html.summary_page(summary, lang))
     return summary

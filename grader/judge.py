@@ -202,7 +202,7 @@ def judge_main(argv):
                 current.student.close()
         graded += 1
         try:
-            answers.write(json.dumps(answer, ensure_ascii=False) + "\n")
+            answers.write(json.dumps(answer) + "\n")  # ASCII: any string the student made survives
         except (BrokenPipeError, OSError):
             pass  # the batch was killed: the files are written, the next run skips them
     for started in ahead:

@@ -44,12 +44,12 @@ def remove_leftovers(outdir):
 
 def write_student(outdir, record, lang):
     """The student's page, Markdown and report.json, each atomically; report.json last."""
-    from . import feedback_html, gradebook, rubric
+    from . import feedback_html, gradebook, inert, rubric
 
     the_rubric = rubric.load()
     folder = os.path.join(outdir, STUDENTS, record["student"])
     os.makedirs(folder, exist_ok=True)
     write_atomic(os.path.join(folder, PAGE), feedback_html.student_page(the_rubric, record, lang))
     write_atomic(os.path.join(folder, MARKDOWN), gradebook.student_markdown(the_rubric, record, lang))
-    write_atomic(os.path.join(folder, REPORT),
-                 json.dumps(record, ensure_ascii=False, indent=1, allow_nan=False) + "\n")
+    write_atomic(os.path.join(folder, REPORT),  # json_text: lone surrogates survive as \\uXXXX
+                 inert.json_text(record, ensure_ascii=False, indent=1, allow_nan=False) + "\n")
