@@ -8,13 +8,12 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import stat
 import tempfile
 import zipfile
 import zlib
 
-from . import manifest
+from . import manifest, safefs
 
 STUDENT_FILE = "attention.py"
 MAX_BYTES = 2 * 1024 * 1024
@@ -39,15 +38,17 @@ class Submission:
     def __init__(self, origin, source, kind):
         self.origin, self.source, self.kind = origin, source, kind
         self.seed = seed_of(source)
+        # The judge keeps `source` (read once, here) and never reads the work folder again; the
+        # worker, another uid in the sandbox, may read the folder but not write it.
         self.work_dir = tempfile.mkdtemp(prefix="attn-work-")
-        os.chmod(self.work_dir, 0o777)  # the sandboxed worker runs as another uid
         path = os.path.join(self.work_dir, STUDENT_FILE)
-        with open(path, "w", encoding="utf-8") as handle:
+        with open(path, "w", encoding="utf-8", errors="surrogateescape") as handle:
             handle.write(source)
-        os.chmod(path, 0o644)
+        os.chmod(path, 0o444)
+        os.chmod(self.work_dir, 0o555)
 
     def cleanup(self):
-        shutil.rmtree(self.work_dir, ignore_errors=True)
+        safefs.remove_tree(self.work_dir)
 
     def __enter__(self):
         return self
@@ -61,24 +62,31 @@ def notebook_source(raw):
     try:
         notebook = json.loads(raw)
         cells = notebook["cells"]
-    except (ValueError, KeyError, TypeError) as exc:
+        if not isinstance(cells, list):
+            raise TypeError("cells is not a list")
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:  # 100k levels deep: Recursion
         raise SubmissionError(f"not a readable notebook ({type(exc).__name__})") from None
     chunks = []
     for cell in cells:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else str(source)
+        source = "".join(map(str, source)) if isinstance(source, list) else str(source)
         lines = [("# " + line if MAGIC_LINE.match(line) else line) for line in source.splitlines()]
         chunks.append("\n".join(lines))
     return "\n\n".join(chunks) + "\n"
 
 
 def _read(path):
-    if os.path.getsize(path) > MAX_BYTES:
-        raise SubmissionError(f"{path}: larger than {MAX_BYTES // 1024} KiB")
-    with open(path, "rb") as handle:
-        raw = handle.read()
+    """The file's text: a regular file (not a FIFO or a device) of at most MAX_BYTES."""
+    try:
+        raw = safefs.read_regular(path, MAX_BYTES)
+    except safefs.TooLarge:
+        raise SubmissionError(f"{path}: larger than {MAX_BYTES // 1024} KiB") from None
+    except safefs.NotRegular:
+        raise SubmissionError(f"{path}: not a regular file") from None
+    except OSError as exc:
+        raise SubmissionError(f"{path}: not readable ({exc.strerror})") from None
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError:
