@@ -125,6 +125,9 @@ def _complete(started, config, session=None):
         data["metadata"]["submission"] = task["entry"]
         package = getattr(started.sub, "package", None)  # a `make submit` zip, verified
         if package is not None:
+            from .manifest import flag_identity
+
+            flag_identity(package, task["student"])  # the entry's name is who it is
             data["metadata"]["package"] = package
         record.update(status="graded", error=None, score=data["score"],
                       max_score=data["max_score"], container=getattr(started.sub, "container", None),

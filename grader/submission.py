@@ -5,11 +5,13 @@ The work folder holds one file, attention.py, and nothing else of the student's:
 no pytest.ini, no other modules.  The original is only ever read.
 """
 import hashlib
+import io
 import json
 import os
 import re
 import stat
 import tempfile
+import time
 import zipfile
 import zlib
 
@@ -17,6 +19,12 @@ from . import manifest, safefs
 
 STUDENT_FILE = "attention.py"
 MAX_BYTES = 2 * 1024 * 1024
+# A zip is read in memory; these bound what one can cost (a manifest listing thousands of large
+# members was about a minute of inflating and hashing).  Over a cap: ungradable, with the reason.
+MAX_ZIP_BYTES = 64 * 1024 * 1024        # the zip file itself
+MAX_ZIP_MEMBERS = 1000
+MAX_ZIP_UNCOMPRESSED = 256 * 1024 * 1024  # the members' declared sizes, summed
+ZIP_SECONDS = 10.0                      # inspecting (hashing) and reading it
 MAGIC_LINE = re.compile(r"^\s*[%!]")
 
 
@@ -163,6 +171,16 @@ def _packaged_work(archive, package):
     return None
 
 
+def _check_zip_caps(archive):
+    members = archive.infolist()
+    if len(members) > MAX_ZIP_MEMBERS:
+        raise SubmissionError(f"the zip holds {len(members)} members, more than {MAX_ZIP_MEMBERS}")
+    total = sum(info.file_size for info in members)
+    if total > MAX_ZIP_UNCOMPRESSED:
+        raise SubmissionError(f"the zip's members add up to {total // 2 ** 20} MiB uncompressed, "
+                              f"more than {MAX_ZIP_UNCOMPRESSED // 2 ** 20} MiB")
+
+
 def load_zip(path):
     """The attention file of a .zip, read in memory (nothing is extracted to disk).  A package
     made by `make submit` gives the file its manifest names, and `sub.package` says whether the
@@ -170,14 +188,23 @@ def load_zip(path):
     from . import rubric
 
     try:
-        with zipfile.ZipFile(path) as archive:
-            package = manifest.inspect(archive, rubric.load(), MAX_BYTES)
+        data = safefs.read_regular(path, MAX_ZIP_BYTES)  # a FIFO named .zip cannot block us
+    except safefs.TooLarge:
+        raise SubmissionError(f"{path}: the zip is larger than {MAX_ZIP_BYTES // 2 ** 20} MiB") \
+            from None
+    except OSError as exc:
+        raise SubmissionError(f"{path}: not a readable zip ({exc.strerror or exc})") from None
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            _check_zip_caps(archive)
+            package = manifest.inspect(archive, rubric.load(), MAX_BYTES,
+                                       deadline=time.monotonic() + ZIP_SECONDS)
             info = _packaged_work(archive, package) or _zip_candidates(archive)
             if info.file_size > MAX_BYTES:
                 raise SubmissionError(f"{info.filename}: larger than {MAX_BYTES // 1024} KiB")
             with archive.open(info) as handle:
                 raw = handle.read(MAX_BYTES + 1)
-    except SubmissionError as exc:
+    except (SubmissionError, manifest.ZipTooSlow) as exc:
         raise SubmissionError(f"{path}: {exc}") from None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, RuntimeError,
             NotImplementedError, ValueError, zlib.error) as exc:
