@@ -428,3 +428,96 @@ def test_inert_rules():
     assert inert.csv_cell("alice") == "alice"
     assert json.loads(inert.json_text({"m": "\ud800é"}, ensure_ascii=False)) == {"m": "\ud800é"}
     assert "&lt;script&gt;" in inert.html("<script>\x1b")
+
+
+# -- a mixed batch ------------------------------------------------------------------------------------
+SUBMISSIONS = Path(__file__).parent / "submissions"
+HONEST = {"h01": "correct/einsum.py", "h03": "wrong/scale_none.py", "h05": "wrong/mask_missing.py",
+          "h07": "correct/manual_softmax.py", "h09": "correct/view_permute.py"}
+BATCH_ATTACKS = {"x02": "replace_with_fifo", "x04": "deep_tree", "x06": "shm_leftover",
+                 "x08": "fill_tmp", "x10": "fork_flood", "x12": "hostile_message",
+                 "x14": "forge_reply_amplified", "x16": "reserved_keys"}
+BATCH_MODES = {"fork-bubblewrap": ["--isolation", "bubblewrap"],
+               "cold-bubblewrap": ["--isolation", "bubblewrap", "--cold-workers"],
+               "process": ["--isolation", "process"]}
+FORMULA_ENTRY = '=HYPERLINK("http://evil.example","x").py'
+
+
+def _outcome(checks):
+    return [(c["id"], c["status"], c["score"], [v["key"] for v in c["verdicts"]]) for c in checks]
+
+
+def _make_mixed_class(folder, mode):
+    import hashlib
+
+    from grader import manifest
+
+    folder.mkdir()
+    for name, fixture in HONEST.items():
+        shutil.copy(SUBMISSIONS / fixture, folder / f"{name}.py")
+    for name, snippet in BATCH_ATTACKS.items():
+        if mode == "process" and snippet in ("fill_tmp", "fork_flood"):
+            continue  # a plain subprocess cannot defend them (test_tmp_has_a_size, fork flood)
+        (folder / f"{name}.py").write_text(attack(snippet), encoding="utf-8")
+    (folder / "x18.ipynb").write_text('{"cells": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    _zip(folder / "x20.zip", [("attention.py", REFERENCE)] + [(f"j/{i}", b"") for i in range(1500)])
+    work = REFERENCE.encode()
+    claim = {"format": 1, "kind": manifest.KIND, "student": "h01", "work": "attention.py",
+             "kit_version": RUBRIC.version, "rubric_hash": RUBRIC.hash, "created": "t",
+             "files": {"attention.py": {"sha256": hashlib.sha256(work).hexdigest(),
+                                        "bytes": len(work)}}}
+    _zip(folder / "x22.zip", [("manifest.json", json.dumps(claim)), ("attention.py", work)])
+    (folder / FORMULA_ENTRY).write_text(REFERENCE, encoding="utf-8")
+
+
+@pytest.mark.parametrize("mode", [m for m in BATCH_MODES if m.split("-")[-1] in
+                                  {"process", *(["bubblewrap"] if COLD_BWRAP else [])}
+                                  and (m != "fork-bubblewrap" or FORK_BWRAP)])
+def test_a_mixed_batch_grades_the_honest_as_if_alone_and_leaves_nothing(tmp_path, mode):
+    import csv
+    import subprocess
+    import sys
+
+    source, out = tmp_path / "class", tmp_path / "out"
+    _make_mixed_class(source, mode)
+    scratch = tmp_path / "scratch"  # the batch's temp folder: empty again at the end
+    scratch.mkdir()
+    shm_before = shm_segments()
+    proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(source), "--out", str(out),
+                           "--jobs", "2", "--call-timeout", "20", "--lang", "en",
+                           *BATCH_MODES[mode]], cwd=authoring.ROOT, capture_output=True, text=True,
+                          timeout=1800, env={**os.environ, "TMPDIR": str(scratch)},
+                          errors="surrogateescape")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr  # the progress lines
+    assert eventually(lambda: not os.listdir(scratch)), os.listdir(scratch)
+    assert eventually(lambda: not (shm_segments() - shm_before)), "a segment outlived the batch"
+    assert eventually(lambda: pool_processes() == []), "a worker's process outlived the batch"
+
+    def record(student):
+        return json.loads((out / "students" / student / "report.json").read_text("utf-8"))
+
+    isolation = BATCH_MODES[mode][1]
+    limits = Limits(call_seconds=20.0)
+    for name in HONEST:
+        alone = grading.grade(str(source / f"{name}.py"), isolation=isolation, limits=limits)
+        assert _outcome(record(name)["report"]["checks"]) == _outcome(alone["checks"]), name
+
+    assert record("x18")["status"] == "ungradable" and "notebook" in record("x18")["error"]
+    assert record("x20")["status"] == "ungradable" and "members" in record("x20")["error"]
+    claim = record("x22")
+    assert claim["status"] == "graded" and claim["package"]["identity"]["manifest"] == "h01"
+    assert record("h01")["entry"] == "h01.py" and record("h01")["package"] is None
+    message = record("x12")["report"]
+    assert any("\ud800" in v["fields"].get("message", "") for c in message["checks"]
+               for v in c["verdicts"])
+    feedback = (out / "students" / "x12" / "feedback.md").read_text("utf-8")
+    assert "\x1b" not in feedback and "\n# Hacked" not in _outside_fences(feedback)
+    summary = (out / "summary.md").read_text("utf-8")
+    assert "\x1b" not in summary
+    with open(out / "gradebook.csv", encoding="utf-8", newline="") as handle:
+        rows = {r["entry"]: r for r in csv.DictReader(handle)}
+    assert rows["'" + FORMULA_ENTRY]["status"] == "graded"  # the cell is text, not a formula
+    assert all(not cell.startswith(("=", "+", "-", "@", "\t", "\r"))
+               for row in rows.values() for cell in row.values() if cell)
+    assert "its manifest names student 'h01'" in rows["x22.zip"]["note"]
