@@ -151,19 +151,24 @@ def bubblewrap_argv(work_dir, runtime_dir, spool=None, uid=UNPRIVILEGED,
 CLONE_NEWIPC = 0x08000000
 
 
-def _own_ipc_namespace():
-    """System V shared memory and semaphores of its own, gone with the worker (root only; as an
-    ordinary user the plain subprocess shares the user's, README: Security)."""
+def _ipc_unsharer():
+    """A call that gives the child System V shared memory and semaphores of its own, gone with
+    the worker (root only; as an ordinary user the plain subprocess shares the user's, README:
+    Security).  Resolved here, in the parent: nothing is imported between fork and exec."""
+    if os.geteuid() != 0:
+        return lambda: None
     import ctypes
 
-    if os.geteuid() == 0:
-        ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWIPC)
+    unshare = ctypes.CDLL(None, use_errno=True).unshare
+    return lambda: unshare(CLONE_NEWIPC)
 
 
 def _apply_limits(limits):
+    own_ipc_namespace = _ipc_unsharer()
+
     def preexec():
         os.setsid()
-        _own_ipc_namespace()
+        own_ipc_namespace()
         for kind, value in ((resource.RLIMIT_CPU, limits.cpu_seconds),
                             (resource.RLIMIT_AS, limits.memory_bytes),
                             (resource.RLIMIT_NPROC, limits.processes),

@@ -93,12 +93,15 @@ class Student:
     def _await_hello(self):
         """Wait for the worker's greeting: its import time counts against the one budget."""
         began = time.monotonic()
+        left = self.limits.submission_seconds - self.spent
         try:
-            hello = self._receive(max(min(self.startup_seconds,
-                                          self.limits.submission_seconds - self.spent), 0.1))
+            hello = self._receive(max(min(self.startup_seconds, left), 0.1))
         except WorkerFailure as failure:
-            self.import_error = WorkerFailure(failure.kind, "while importing attention.py: "
-                                              + failure.message)
+            kind, message = failure.kind, failure.message
+            if kind == "timeout" and left < self.startup_seconds:  # the budget cut the wait
+                kind, message = "budget", (f"time budget of {self.limits.submission_seconds:g} s "
+                                           "for this submission is used up")
+            self.import_error = WorkerFailure(kind, "while importing attention.py: " + message)
             self._stop()
             raise self.import_error from None
         finally:

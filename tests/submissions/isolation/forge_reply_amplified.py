@@ -2,7 +2,7 @@
 # Write a reply of our own on the worker's channel: 64 references to one 32 MiB span.
 import json, struct, sys
 _frame = sys._getframe()
-while _frame is not None and "request" not in _frame.f_locals:
+while _frame is not None and "channel" not in _frame.f_locals:
     _frame = _frame.f_back
 _request, _channel = _frame.f_locals["request"], _frame.f_locals["channel"]
 _n = 8 * 1024 * 1024

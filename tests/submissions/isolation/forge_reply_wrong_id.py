@@ -2,7 +2,7 @@
 # Write a reply for a request the judge has not made yet, with a payload of tensors.
 import json, sys, os
 _frame = sys._getframe()
-while _frame is not None and "request" not in _frame.f_locals:
+while _frame is not None and "channel" not in _frame.f_locals:
     _frame = _frame.f_back
 _request, _channel = _frame.f_locals["request"], _frame.f_locals["channel"]
 _n = 1024 * 1024

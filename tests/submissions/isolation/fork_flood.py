@@ -12,4 +12,5 @@ for _ in range(2000):
         time.sleep(60)
         os._exit(0)
     _children.append(_pid)
-print("FORKED", len(_children), "PGID", os.getpgid(0), "UID", os.getuid())
+FORKED = len(_children)
+print("FORKED", FORKED, "PGID", os.getpgid(0), "UID", os.getuid())
