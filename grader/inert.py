@@ -13,7 +13,6 @@ import re
 # reorder what the reader sees), the line and paragraph separators, and lone surrogates.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e"
                       "\u2066-\u2069\ud800-\udfff]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&:])")
 _BACKTICKS = re.compile("`+")
 CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -61,7 +60,9 @@ def html(text):
 
 
 def json_text(obj, **options):
-    """json.dumps that survives lone surrogates: with ensure_ascii=False they are written as
-    \\uXXXX escapes (the same string to a JSON reader), so the text encodes as UTF-8."""
+    """json.dumps whose text is safe to print and to encode: with ensure_ascii=False, lone
+    surrogates, DEL, C1 and bidirectional controls are written as \\uXXXX escapes (the same
+    string to a JSON reader; json itself escapes the C0 controls), so the text encodes as UTF-8
+    and shows no control character on a terminal."""
     text = json.dumps(obj, **options)
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
