@@ -440,7 +440,7 @@ BATCH_ATTACKS = {"x02": "replace_with_fifo", "x04": "deep_tree", "x06": "shm_lef
 BATCH_MODES = {"fork-bubblewrap": ["--isolation", "bubblewrap"],
                "cold-bubblewrap": ["--isolation", "bubblewrap", "--cold-workers"],
                "process": ["--isolation", "process"]}
-FORMULA_ENTRY = '=HYPERLINK("http://evil.example","x").py'
+FORMULA_ENTRY = '=HYPERLINK("evil.example","click").py'  # a name has no "/"
 
 
 def _outcome(checks):
