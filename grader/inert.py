@@ -13,7 +13,9 @@ import re
 # reorder what the reader sees), the line and paragraph separators, and lone surrogates.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e"
                       "\u2066-\u2069\ud800-\udfff]")
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&:])")
+# What can start a link or image ([), raw HTML (<), code (`), emphasis (* _ ~), a table cell (|)
+# or a heading (#); other punctuation stays as it is, so a path reads as a path.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]#|<>~])")
 _BACKTICKS = re.compile("`+")
 CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 

@@ -422,7 +422,7 @@ def test_inert_rules():
     assert inert.for_terminal("a\x1b[2Jb\n\tc\x9b\ud800") == "a\\x1b[2Jb\n\tc\\x9b\\ud800"
     fenced = inert.markdown_fence("x ````` y")
     assert fenced.startswith("``````text\n") and fenced.endswith("\n``````")
-    assert inert.markdown_inline("# [a](b) <i>") == "\\# \\[a\\]\\(b\\) \\<i\\>"
+    assert inert.markdown_inline("# [a](b) <i> x.py") == "\\# \\[a\\](b) \\<i\\> x.py"
     for start in "=+-@\t\r":
         assert inert.csv_cell(start + "HYPERLINK(1)").startswith("'")
     assert inert.csv_cell("alice") == "alice"
