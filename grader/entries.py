@@ -64,6 +64,14 @@ def entry_digest(path):
         hash_file(h, path)
         return h.hexdigest()
     h.update(b"folder\0")
+    try:
+        _hash_folder(h, path)
+    except RecursionError:  # os.walk recurses: a tree 1500 levels deep is hashed as far as it went
+        h.update(b"\0too deep")
+    return h.hexdigest()
+
+
+def _hash_folder(h, path):
     for root, dirs, files in os.walk(path):
         dirs[:] = sorted(d for d in dirs if not (root == path and d == ".git"))
         for name in sorted(files) + sorted(d for d in dirs if os.path.islink(os.path.join(root, d))):
@@ -74,7 +82,6 @@ def entry_digest(path):
             else:
                 hash_file(h, full)
             h.update(b"\0")
-    return h.hexdigest()
 
 
 def hash_file(h, path):

@@ -102,6 +102,13 @@ def _read(path):
 
 
 def _pick_in_folder(folder):
+    try:
+        return _walk_for_attention(folder)
+    except RecursionError:  # os.walk recurses: a folder nested 1500 levels deep
+        raise SubmissionError(f"{folder}: folders nested too deep to search") from None
+
+
+def _walk_for_attention(folder):
     for name in ("attention.py", "attention.ipynb"):
         for root, dirs, files in os.walk(folder):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")

@@ -381,6 +381,29 @@ def test_a_notebook_100k_levels_deep_is_ungradable_with_a_reason(tmp_path):
         submission.load(str(deep))
 
 
+def _deep(folder, depth=1500):
+    fd = os.open(folder, os.O_RDONLY)
+    for _ in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+
+
+def test_a_folder_entry_1500_levels_deep_is_listed_and_ungradable(tmp_path):
+    from grader import entries
+
+    folder = tmp_path / "class"
+    (folder / "deep").mkdir(parents=True)
+    _deep(folder / "deep")
+    (folder / "alice.py").write_text(REFERENCE)
+    listed = {e.student: e for e in entries.list_entries(str(folder))}
+    assert set(listed) == {"alice", "deep"} and len(listed["deep"].digest) == 64
+    with pytest.raises(submission.SubmissionError, match="too deep|no attention"):
+        submission.load(str(folder / "deep"))
+
+
 # -- what the TA reads -------------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", MODES)
 def test_a_hostile_message_is_inert_in_every_writer(tmp_path, mode):
