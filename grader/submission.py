@@ -50,7 +50,7 @@ class Submission:
         # worker, another uid in the sandbox, may read the folder but not write it.
         self.work_dir = tempfile.mkdtemp(prefix="attn-work-")
         path = os.path.join(self.work_dir, STUDENT_FILE)
-        with open(path, "w", encoding="utf-8", errors="surrogateescape") as handle:
+        with open(path, "w", encoding="utf-8", errors="surrogatepass") as handle:
             handle.write(source)
         os.chmod(path, 0o444)
         os.chmod(self.work_dir, 0o555)

@@ -381,6 +381,17 @@ def test_a_notebook_100k_levels_deep_is_ungradable_with_a_reason(tmp_path):
         submission.load(str(deep))
 
 
+def test_a_notebook_with_a_lone_surrogate_loads(tmp_path):
+    book = tmp_path / "attention.ipynb"
+    book.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "x = '\ud800'\n"}]}))
+    sub = submission.load(str(book))  # was: UnicodeEncodeError writing the work file
+    try:
+        assert "\ud800" in sub.source
+    finally:
+        sub.cleanup()
+    assert not os.path.exists(sub.work_dir)
+
+
 def _deep(folder, depth=1500):
     fd = os.open(folder, os.O_RDONLY)
     for _ in range(depth):
