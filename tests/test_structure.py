@@ -14,7 +14,8 @@ GRADER = paths.GRADER
 # Lowest first.  A module may import grader modules of its own layer or a lower one, never higher.
 LAYERS = ["base", "runtime", "sandbox", "render", "judge", "tools", "batch", "authoring",
           "instructor", "cli"]
-BASE = {"grader", "grader.paths", "grader.rubric", "grader.statefile", "grader.fastexit"}
+BASE = {"grader", "grader.paths", "grader.rubric", "grader.statefile", "grader.fastexit",
+        "grader.inert", "grader.safefs"}
 SHIMS = {"grader.notebook", "grader.classroom"}  # old names students' files use: tools level
 # Only these may import the secret part (the reference, the wrong variants).
 MAY_IMPORT_SECRET = ("grader.judge.secret", "grader.judge.checks.hidden", "grader.batch",

@@ -141,14 +141,15 @@ def graded(packaged, tmp_path_factory):
     source = base / "submissions"
     source.mkdir()
     good = packaged["zip"]
-    shutil.copy(good, source / "submission-0042.zip")  # as a learning platform names it
-    rezip(good, source / "edited.zip", change={"attention.py": WRONG.read_bytes()},
+    shutil.copy(good, source / "张三.zip")
+    shutil.copy(good, source / "submission-0042.zip")  # another entry claiming to be 张三
+    rezip(good, source / "wang.wu.zip", change={"attention.py": WRONG.read_bytes()},
           manifest_update={"student": "wang.wu"})
-    rezip(good, source / "junk.zip", manifest_update={"student": "zhao.liu"},
+    rezip(good, source / "zhao.liu.zip", manifest_update={"student": "zhao.liu"},
           add=[("notes.txt", b"later"), (".venv/lib/site.py", b"import os\n"),
                ("__pycache__/attention.cpython-311.pyc", b"\0"),
                ("lisi/attention.py", STUB.read_bytes())])
-    rezip(good, source / "old.zip",
+    rezip(good, source / "sun.qi.zip",
           manifest_update={"student": "sun.qi", "kit_version": "12.0", "rubric_hash": "0" * 16})
     shutil.copy(SOLUTION, source / "plain.py")  # not a package: no note
     out = base / "out"
@@ -165,11 +166,11 @@ def graded(packaged, tmp_path_factory):
     return {"source": source, "out": out, "rows": rows, "record": record, "proc": proc}
 
 
-def test_round_trip_through_batch_takes_the_id_from_the_manifest(graded):
+def test_round_trip_through_batch_keeps_the_entry_name_as_the_id(graded):
     rows = graded["rows"]
-    assert set(rows) == {"张三", "wang.wu", "zhao.liu", "sun.qi", "plain"}
+    assert set(rows) == {"张三", "submission-0042", "wang.wu", "zhao.liu", "sun.qi", "plain"}
     good = rows["张三"]
-    assert good["entry"] == "submission-0042.zip"  # the platform's name is kept beside the id
+    assert good["entry"] == "张三.zip"
     assert good["status"] == "graded" and float(good["total"]) == MAX and good["note"] == ""
     record = graded["record"]("张三")
     package = record["package"]
@@ -181,6 +182,18 @@ def test_round_trip_through_batch_takes_the_id_from_the_manifest(graded):
     assert "files match the manifest" in \
         (graded["out"] / "students" / "张三" / "feedback.md").read_text("utf-8")
     assert rows["plain"]["note"] == "" and graded["record"]("plain")["package"] is None
+
+
+def test_a_manifest_naming_another_student_is_a_flag_never_a_rename(graded):
+    rows = graded["rows"]
+    claim = rows["submission-0042"]  # its manifest says 张三: it keeps its own row
+    assert claim["entry"] == "submission-0042.zip" and claim["status"] == "graded"
+    assert "its manifest names student '张三', not 'submission-0042'" in claim["note"]
+    assert rows["张三"]["entry"] == "张三.zip" and rows["张三"]["note"] == ""
+    record = graded["record"]("submission-0042")
+    assert record["package"]["identity"] == {"manifest": "张三", "entry": "submission-0042"}
+    md = (graded["out"] / "students" / "submission-0042" / "feedback.md").read_text("utf-8")
+    assert "its manifest names student" in md
 
 
 def test_a_file_edited_after_packaging_is_graded_and_flagged(graded):
@@ -216,7 +229,7 @@ def test_a_package_from_an_older_kit_is_graded_with_todays_rubric_and_says_so(gr
 
 def test_grade_takes_a_package_as_it_is_and_says_what_it_found(graded):
     # `check` is `grade` with the public checks only (the same code path, a third of the time).
-    proc = subprocess.run([PY, "-m", "grader", "check", str(graded["source"] / "edited.zip"),
+    proc = subprocess.run([PY, "-m", "grader", "check", str(graded["source"] / "wang.wu.zip"),
                            "--lang", "en"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     tail = proc.stdout.splitlines()[-2:]  # after the report: what the package check found
@@ -487,7 +500,7 @@ def test_the_grader_reads_the_manifest_without_grading(tmp_path):
     assert "missing" in package.package_notes(sub.package)[0]
 
 
-def test_batch_ids_come_from_manifests_and_never_collide(tmp_path):
+def test_batch_ids_are_the_entries_names_and_never_collide(tmp_path):
     folder = tmp_path / "class"
     folder.mkdir()
     _package(folder, "upload-1.zip", student="张三")
@@ -496,10 +509,8 @@ def test_batch_ids_come_from_manifests_and_never_collide(tmp_path):
     (folder / "alice.py").write_text("x = 1\n")
     (folder / "plain.zip").write_bytes(b"PK\x03\x04 not a zip")
     ids = {e.name: e.student for e in entries.list_entries(str(folder))}
-    assert ids["upload-3.zip"] == "Li_Lei" and ids["alice.py"] == "alice"
-    assert ids["plain.zip"] == "plain"
-    assert {ids["upload-1.zip"], ids["upload-2.zip"]} == {"upload-1.zip", "upload-2.zip"}
-    assert len(set(ids.values())) == len(ids)
+    assert ids == {"upload-1.zip": "upload-1", "upload-2.zip": "upload-2",
+                   "upload-3.zip": "upload-3", "alice.py": "alice", "plain.zip": "plain"}
 
 
 def test_gradebook_note_and_markdown_carry_the_flags():

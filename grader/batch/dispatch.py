@@ -15,6 +15,8 @@ import threading
 import time
 from grader import paths
 
+from grader.inert import one_line
+
 ROOT = paths.KIT_ROOT
 
 
@@ -49,13 +51,13 @@ class Progress:
     def advance(self, answer):
         """One line per submission: its outcome, and the count, rate and time left."""
         self.done += 1
+        who, why = one_line(answer["student"]), one_line(answer.get("error"))  # the student's words
         if answer["status"] == "graded":
-            text = f"{answer['student']}  {answer['score']:g}/{answer['max_score']:g}"
+            text = f"{who}  {answer['score']:g}/{answer['max_score']:g}"
         elif answer["status"] == "ungradable":
-            text = f"✗ {answer['student']}: 无法评分 cannot grade: {answer['error']}"
+            text = f"✗ {who}: 无法评分 cannot grade: {why}"
         else:
-            text = (f"! {answer['student']}: 评分器错误 grader error: {answer['error']} "
-                    f"(not saved; rerun to retry)")
+            text = f"! {who}: 评分器错误 grader error: {why} (not saved; rerun to retry)"
         if self.tty:  # the bar is redrawn; only what needs attention stays on the screen
             if answer["status"] != "graded":
                 self.message(text)

@@ -1,8 +1,9 @@
 """What a class folder holds: one entry per student, its id, its content hash, its shard.
 
 Each entry of the folder is one student (a .py, an .ipynb, a folder, a .zip or a cloned git
-repository); the student id is the entry's name (for a `make submit` package: the id in its
-manifest).  Everything here only reads the folder: nothing is ever written inside it, and no
+repository); the student id is the entry's name, always: a `make submit` manifest that names
+another id is a flag in the report and the gradebook (manifest.flag_identity), never a rename, so
+one zip cannot move its grade onto another student's row.  Everything here only reads the folder: nothing is ever written inside it, and no
 entry's code runs (zips are read in memory, folders hashed file by file).
 """
 import collections
@@ -63,6 +64,14 @@ def entry_digest(path):
         hash_file(h, path)
         return h.hexdigest()
     h.update(b"folder\0")
+    try:
+        _hash_folder(h, path)
+    except RecursionError:  # os.walk recurses: a tree 1500 levels deep is hashed as far as it went
+        h.update(b"\0too deep")
+    return h.hexdigest()
+
+
+def _hash_folder(h, path):
     for root, dirs, files in os.walk(path):
         dirs[:] = sorted(d for d in dirs if not (root == path and d == ".git"))
         for name in sorted(files) + sorted(d for d in dirs if os.path.islink(os.path.join(root, d))):
@@ -73,7 +82,6 @@ def entry_digest(path):
             else:
                 hash_file(h, full)
             h.update(b"\0")
-    return h.hexdigest()
 
 
 def hash_file(h, path):
@@ -91,13 +99,9 @@ def hash_file(h, path):
 
 def list_entries(folder):
     """Every entry of `folder` (hidden files and OS litter left out), sorted by name."""
-    from grader.judge.manifest import student_in_zip
-
     names = sorted(n for n in os.listdir(folder)
                    if not n.startswith(".") and n not in SKIPPED_NAMES)
-    packaged = {n: student_in_zip(os.path.join(folder, n)) for n in names
-                if n.lower().endswith(".zip") and os.path.isfile(os.path.join(folder, n))}
-    ids = assign_ids(names, {n: sid for n, sid in packaged.items() if sid})
+    ids = assign_ids(names)
     return [Entry(n, os.path.join(folder, n), ids[n], entry_digest(os.path.join(folder, n)))
             for n in names]
 

@@ -5,13 +5,13 @@ merge of shards and an uninterrupted run give the same files for the same report
 """
 import csv
 import io
-import json
 import os
 import statistics
 import sys
 
 from grader import rubric as rubric_module
 from grader.batch import classpage, overrides as overrides_module, similarity
+from grader.inert import json_text
 from grader.render.classtext import csv_cell, md_inline
 from grader.batch.mistakes import root_causes
 from grader.batch.records import MARKDOWN, PAGE, STUDENTS
@@ -52,7 +52,7 @@ def gradebook_csv(the_rubric, records):
         writer.writerow([csv_cell(record["student"]), csv_cell(record["entry"])]
                         + [_num(scores.get(i)) for i in ids]
                         + [_num(record.get("score") or 0), _num(record.get("max_score") or max_score),
-                           STATUS_WORDS.get(record["status"], record["status"]),
+                           csv_cell(STATUS_WORDS.get(record["status"], record["status"])),
                            csv_cell(note)])
     return out.getvalue()
 
@@ -221,7 +221,7 @@ def write_class_outputs(outdir, records, lang, threshold=None, jobs=1):
     if near is not None:
         write_atomic(os.path.join(outdir, similarity.TABLE), classpage.similarity_csv(near["rows"]))
     write_atomic(os.path.join(outdir, "summary.json"),
-                 json.dumps(summary, ensure_ascii=False, indent=1) + "\n")
+                 json_text(summary, ensure_ascii=False, indent=1) + "\n")
     write_atomic(os.path.join(outdir, "summary.md"), summary_markdown(summary, lang))
     write_atomic(os.path.join(outdir, "summary.html"), feedback_html.summary_page(
         summary, lang, extra=classpage.summary_sections_html(summary)))

@@ -100,6 +100,9 @@ def _complete(started, config, session=None):
         data["metadata"]["submission"] = task["entry"]
         package = getattr(started.sub, "package", None)  # a `make submit` zip, verified
         if package is not None:
+            from grader.judge.manifest import flag_identity
+
+            flag_identity(package, task["student"])  # the entry's name is who it is
             data["metadata"]["package"] = package
         record.update(status="graded", error=None, score=data["score"],
                       max_score=data["max_score"], container=getattr(started.sub, "container", None),
@@ -141,7 +144,7 @@ def _answer_channel():
 
 def _answer(answers, message):
     try:
-        answers.write(json.dumps(message, ensure_ascii=False) + "\n")
+        answers.write(json.dumps(message) + "\n")  # ASCII: any string the student made survives
         answers.flush()
     except (BrokenPipeError, OSError):
         pass  # the batch was killed: the files are written, the next run skips them

@@ -47,11 +47,12 @@ def write_student(outdir, record, lang):
     from grader.render import feedback_html
     from grader.render.student_markdown import student_markdown
     from grader import rubric
+    from grader import inert
 
     the_rubric = rubric.load()
     folder = os.path.join(outdir, STUDENTS, record["student"])
     os.makedirs(folder, exist_ok=True)
     write_atomic(os.path.join(folder, PAGE), feedback_html.student_page(the_rubric, record, lang))
     write_atomic(os.path.join(folder, MARKDOWN), student_markdown(the_rubric, record, lang))
-    write_atomic(os.path.join(folder, REPORT),
-                 json.dumps(record, ensure_ascii=False, indent=1, allow_nan=False) + "\n")
+    write_atomic(os.path.join(folder, REPORT),  # json_text: lone surrogates survive as \\uXXXX
+                 inert.json_text(record, ensure_ascii=False, indent=1, allow_nan=False) + "\n")

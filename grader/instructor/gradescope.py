@@ -22,7 +22,6 @@ file under the judge.  What this does not cover is said in the README (Gradescop
 import argparse
 import ctypes
 import io
-import json
 import os
 import pkgutil
 import shutil
@@ -31,6 +30,7 @@ import zipfile
 
 from grader.statefile import write_atomic
 from grader import paths
+from grader import inert
 
 ROOT = paths.KIT_ROOT
 DEFAULT_OUT = os.path.join(ROOT, "build", "gradescope", "autograder.zip")
@@ -159,14 +159,15 @@ def _harden(root):
 def not_graded_results(the_rubric, reason, lang):
     """results.json for a submission that could not be graded: every check at 0, and why."""
     head = "无法评分" if lang == "zh" else "Could not be graded"
+    reason = inert.markdown_inline(reason)  # file and member names are the student's
     tests = [{"name": f"{c.id}: {c.title[lang]}", "number": str(n), "score": 0,
               "max_score": c.points, "status": "failed", "output": f"{head}: {reason}",
               "output_format": "md", "tags": [c.id, c.exercise],
               "visibility": "visible" if c.visibility == "public" else "after_published"}
              for n, c in enumerate(the_rubric.checks, 1)]
-    return json.dumps({"score": 0, "output_format": "md", "visibility": "visible",
-                       "output": f"**{head}:** {reason}", "tests": tests},
-                      ensure_ascii=False, indent=2)
+    return inert.json_text({"score": 0, "output_format": "md", "visibility": "visible",
+                            "output": f"**{head}:** {reason}", "tests": tests},
+                           ensure_ascii=False, indent=2)
 
 
 def run(root, lang="zh"):

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 
-from grader import paths
+from grader import paths, safefs
 from grader.sandbox.runtime import wire
 
 SANDBOX_WORK = "/submission"
@@ -41,6 +41,7 @@ class Limits:
     memory_bytes: int = 3 * 1024 ** 3   # RLIMIT_AS of one worker (torch's import alone maps ~1 GiB)
     processes: int = 64                 # RLIMIT_NPROC (effective for a non-root uid)
     file_bytes: int = 64 * 1024 ** 2    # RLIMIT_FSIZE: the largest file the worker may write
+    tmp_bytes: int = 32 * 1024 ** 2     # size of the sandbox's /tmp (RAM: it must be bounded)
     output_bytes: int = 16 * 1024       # how much of stdout and stderr is kept, each
 
     def describe(self):
@@ -105,12 +106,14 @@ def runs_as_root():
     return os.geteuid() == 0 and shutil.which("setpriv") is not None
 
 
-def bubblewrap_argv(work_dir, runtime_dir, spool=None):
+def bubblewrap_argv(work_dir, runtime_dir, spool=None, uid=UNPRIVILEGED,
+                    tmp_bytes=Limits.tmp_bytes):
     """bwrap, then (when the grader is root) setpriv to a real unprivileged uid inside it.
 
     As root, a user namespace would map the sandbox's uid back to real root, which escapes
     RLIMIT_NPROC; so the namespaces are unshared without a user namespace and the worker drops to
-    uid 65534 with no capabilities.  As an ordinary user, bwrap needs a user namespace instead.
+    `uid` (its own, uidpool.py) with no capabilities.  As an ordinary user, bwrap needs a user
+    namespace instead.  The work folder is bound read-only; /tmp is a tmpfs of `tmp_bytes`.
 
     With `spool` (root only) the sandbox is the fork server's: it stays root so that each forked
     child can build its own mount table (zygote.py), and sees the spool of submissions at /spool
@@ -124,7 +127,7 @@ def bubblewrap_argv(work_dir, runtime_dir, spool=None):
               "--unshare-cgroup-try"] if as_root else ["--unshare-all"])
     argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox",
              "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
-             "--perms", "1777", "--tmpfs", "/tmp"]
+             "--perms", "1777", "--size", str(int(tmp_bytes)), "--tmpfs", "/tmp"]
     for link in ("lib", "lib64", "bin"):
         if os.path.islink("/" + link):
             argv += ["--symlink", os.readlink("/" + link), "/" + link]
@@ -145,18 +148,36 @@ def bubblewrap_argv(work_dir, runtime_dir, spool=None):
     argv += ["--ro-bind", runtime_dir, SANDBOX_RUNTIME, "--setenv", "HOME", "/tmp"]
     if spool is not None:
         return argv + ["--bind", spool, "/spool", "--dir", SANDBOX_WORK, "--chdir", "/"]
-    argv += ["--bind", work_dir, SANDBOX_WORK, "--chdir", SANDBOX_WORK]
+    argv += ["--ro-bind", work_dir, SANDBOX_WORK, "--chdir", SANDBOX_WORK]
     if as_root:
-        argv += [shutil.which("setpriv"), f"--reuid={UNPRIVILEGED}", f"--regid={UNPRIVILEGED}",
+        argv += [shutil.which("setpriv"), f"--reuid={uid}", f"--regid={uid}",
                  "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"]
     else:
         argv += ["--uid", str(UNPRIVILEGED), "--gid", str(UNPRIVILEGED)]
     return argv
 
 
+CLONE_NEWIPC = 0x08000000
+
+
+def _ipc_unsharer():
+    """A call that gives the child System V shared memory and semaphores of its own, gone with
+    the worker (root only; as an ordinary user the plain subprocess shares the user's, README:
+    Security).  Resolved here, in the parent: nothing is imported between fork and exec."""
+    if os.geteuid() != 0:
+        return lambda: None
+    import ctypes
+
+    unshare = ctypes.CDLL(None, use_errno=True).unshare
+    return lambda: unshare(CLONE_NEWIPC)
+
+
 def _apply_limits(limits):
+    own_ipc_namespace = _ipc_unsharer()
+
     def preexec():
         os.setsid()
+        own_ipc_namespace()
         for kind, value in ((resource.RLIMIT_CPU, limits.cpu_seconds),
                             (resource.RLIMIT_AS, limits.memory_bytes),
                             (resource.RLIMIT_NPROC, limits.processes),
@@ -196,9 +217,16 @@ class WorkerProcess:
     def __init__(self, work_dir, student_name, limits, isolation, wait_go=False):
         self.isolation = isolation
         self.runtime_dir = make_runtime_dir()
+        self.slot = None
         judge_end, worker_end = socket.socketpair()
         if isolation == "bubblewrap":
-            prefix = bubblewrap_argv(work_dir, self.runtime_dir)
+            if runs_as_root():  # a uid of its own: its process limit is its own
+                from grader.sandbox import uidpool
+
+                self.slot = uidpool.claim()
+            prefix = bubblewrap_argv(work_dir, self.runtime_dir,
+                                     uid=self.slot.uid if self.slot else UNPRIVILEGED,
+                                     tmp_bytes=limits.tmp_bytes)
             worker_py, student = f"{SANDBOX_RUNTIME}/worker.py", f"{SANDBOX_WORK}/{student_name}"
             cwd, home = None, "/tmp"
         else:
@@ -238,7 +266,9 @@ class WorkerProcess:
         self.channel.close()
         self.stdout.join(timeout=1)
         self.stderr.join(timeout=1)
-        shutil.rmtree(self.runtime_dir, ignore_errors=True)
+        safefs.remove_tree(self.runtime_dir)
+        if self.slot is not None:
+            self.slot.release()
 
     def exit_description(self):
         return describe_exit(self.proc.poll())

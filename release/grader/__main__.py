@@ -107,11 +107,12 @@ def main(argv=None):
                             cpu_seconds=args.cpu_seconds, processes=args.max_processes,
                             output_bytes=args.output_kb * 1024)
     from grader.judge import grading
+    from grader import inert
 
     try:
         sub, student = grading.start(args.submission, isolation, limits)
-    except SubmissionError as exc:
-        print(f"错误 error: {exc}", file=sys.stderr)
+    except SubmissionError as exc:  # its reason names the student's files: inert
+        print(f"错误 error: {inert.for_terminal(exc)}", file=sys.stderr)
         return 2
     except RuntimeError as exc:  # --require-sandbox without bubblewrap
         print(f"错误 error: {exc}", file=sys.stderr)
@@ -121,6 +122,7 @@ def main(argv=None):
     from grader.render import package
     from grader.render import report
     from grader import rubric
+    from grader import inert
 
     the_rubric = rubric.load()
     if sub.package is not None:  # a `make submit` zip: its manifest, verified
@@ -129,10 +131,12 @@ def main(argv=None):
     def render(fmt):
         if fmt == "text":
             text = report.to_text(the_rubric, data, args.lang, data["metadata"]["hidden_not_run"])
-            return text + "".join(line + "\n" for line in package.describe(sub.package, args.lang))
+            return text + "".join(inert.for_terminal(line) + "\n"
+                                  for line in package.describe(sub.package, args.lang))
         text = report.RENDERERS[fmt](the_rubric, data, args.lang)
         if fmt == "markdown" and sub.package is not None:
-            text += "".join(f"- {line}\n" for line in package.describe(sub.package, args.lang))
+            text += "".join(f"- {inert.markdown_inline(line)}\n"
+                            for line in package.describe(sub.package, args.lang))
         return text
 
     text = render(args.format)

@@ -7,7 +7,11 @@ exact `torch.Tensor`s made from raw bytes), never unpickles, and enforces size c
 Frame: MAGIC (4 bytes) | header length (4 bytes, big endian) | payload length (8 bytes) |
 header (UTF-8 JSON) | payload (the tensors' raw bytes, back to back).
 In the header a tensor is {"$tensor": [offset, nbytes], "dtype": "float32", "shape": [...]},
-a tuple is {"$tuple": [...]} and an object that is neither is {"$object": "TypeName"}.
+a tuple is {"$tuple": [...]} and an object that is neither is {"$object": "TypeName"}.  A key of
+the sender's own dicts that starts with "$" is sent with one more "$" ("$tensor" -> "$$tensor"),
+so no data can pass for a marker; the decoder refuses a "$" key that is neither.  The decoder
+materialises at most as many tensor bytes as the payload holds (64 references to one 32 MiB span
+are refused, not copied 64 times), and `expect_id` checks a reply's id before any tensor is built.
 """
 import json
 import struct
@@ -51,7 +55,7 @@ def encode(obj):
         if value is None or isinstance(value, (bool, int, float, str)):
             return value
         if isinstance(value, dict):
-            return {str(k): walk(v, depth + 1) for k, v in value.items()}
+            return {_escape(str(k)): walk(v, depth + 1) for k, v in value.items()}
         if isinstance(value, list):
             return [walk(v, depth + 1) for v in value]
         if isinstance(value, tuple):
@@ -90,37 +94,63 @@ def read_frame(read_exact):
     return header, payload
 
 
-def decode(header, payload):
-    """Rebuild plain data from a frame's header and payload; raise ProtocolError on anything odd."""
+def _escape(key):
+    return "$" + key if key.startswith("$") else key
+
+
+_NO_ID = object()
+MARKERS = {"$tensor": {"$tensor", "dtype", "shape"}, "$tuple": {"$tuple"}, "$object": {"$object"}}
+
+
+def decode(header, payload, expect_id=_NO_ID):
+    """Rebuild plain data from a frame's header and payload; raise ProtocolError on anything odd.
+    With `expect_id`, the frame must be a dict whose "id" is that, checked before decoding on."""
     try:
         tree = json.loads(header.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ProtocolError(f"header is not JSON: {type(exc).__name__}") from None
-    return _rebuild(tree, payload, 0)
+    if expect_id is not _NO_ID and not (isinstance(tree, dict) and tree.get("id") == expect_id):
+        raise ProtocolError("reply out of order or malformed")
+    return _rebuild(tree, payload, 0, [len(payload)])
 
 
-def _rebuild(value, payload, depth):
+def _rebuild(value, payload, depth, room):
+    """`room`: tensor bytes that may still be materialised (the payload's size, once)."""
     if depth > MAX_DEPTH:
         raise ProtocolError("nesting too deep")
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, list):
-        return [_rebuild(v, payload, depth + 1) for v in value]
+        return [_rebuild(v, payload, depth + 1, room) for v in value]
     if not isinstance(value, dict):
         raise ProtocolError("unexpected JSON value")
-    if "$tensor" in value:
-        return _tensor(value, payload)
-    if "$tuple" in value:
+    for marker, keys in MARKERS.items():
+        if marker in value:
+            if set(value) != keys:
+                raise ProtocolError(f"bad {marker[1:]} marker")
+            return _marked(marker, value, payload, depth, room)
+    out = {}
+    for key, item in value.items():
+        if key.startswith("$"):
+            if not key.startswith("$$"):
+                raise ProtocolError("a reserved key in data")
+            key = key[1:]
+        out[key] = _rebuild(item, payload, depth + 1, room)
+    return out
+
+
+def _marked(marker, value, payload, depth, room):
+    if marker == "$tensor":
+        return _tensor(value, payload, room)
+    if marker == "$tuple":
         items = value["$tuple"]
         if not isinstance(items, list):
             raise ProtocolError("bad tuple")
-        return tuple(_rebuild(v, payload, depth + 1) for v in items)
-    if "$object" in value:
-        return Opaque(value["$object"])
-    return {k: _rebuild(v, payload, depth + 1) for k, v in value.items()}
+        return tuple(_rebuild(v, payload, depth + 1, room) for v in items)
+    return Opaque(value["$object"])
 
 
-def _tensor(spec, payload):
+def _tensor(spec, payload, room):
     torch = _torch()
     span, dtype_name, shape = spec.get("$tensor"), spec.get("dtype"), spec.get("shape")
     if dtype_name not in DTYPES:
@@ -136,6 +166,9 @@ def _tensor(spec, payload):
         numel *= n
     if start + nbytes > len(payload) or numel * dtype.itemsize != nbytes:
         raise ProtocolError("tensor bytes do not match its shape")
+    room[0] -= nbytes
+    if room[0] < 0:
+        raise ProtocolError("tensors claim more bytes than the frame carries")
     if nbytes == 0:
         return torch.zeros(shape, dtype=dtype)
     # bytearray copies the bytes, so the tensor owns writable memory; the result is an exact Tensor.

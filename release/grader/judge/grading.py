@@ -18,7 +18,7 @@ def start(path, isolation="auto", limits=None, spawner=None):
     `spawner` (a batch's ForkServer.spawn) forks the worker from a warm zygote instead."""
     sub = submission.load(path)
     student = Student(sub.work_dir, limits=limits or sandbox.Limits(), isolation=isolation,
-                      spawner=spawner)
+                      spawner=spawner, source=sub.source)
     student.start()
     return sub, student
 

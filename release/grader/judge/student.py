@@ -44,8 +44,9 @@ class StudentError(Exception):
 
 class Student:
     def __init__(self, work_dir, student_name="attention.py", limits=None, isolation="auto",
-                 startup_seconds=60.0, max_starts=30, spawner=None):
+                 startup_seconds=60.0, max_starts=30, spawner=None, source=None):
         self.work_dir, self.student_name = work_dir, student_name
+        self.source_text = source  # the judge's own copy, read once before any worker started
         self.spawner = spawner      # e.g. ForkServer.spawn: a warm fork instead of a cold start
         self.limits = limits or sandbox.Limits()
         self.isolation = sandbox.choose_isolation(isolation)
@@ -64,6 +65,7 @@ class Student:
     def start(self):
         """Start a worker now (its torch import then overlaps with the judge's own work)."""
         if self.worker is None and self.import_error is None:
+            self._check_budget()
             if self.starts >= self.max_starts:
                 raise WorkerFailure("budget", f"worker restarted {self.starts} times; giving up")
             self.starts += 1
@@ -77,14 +79,27 @@ class Student:
             return self.spawner(self.work_dir, self.student_name, self.limits)
         return sandbox.WorkerProcess(self.work_dir, self.student_name, self.limits, self.isolation)
 
+    def _check_budget(self):
+        if self.spent >= self.limits.submission_seconds:
+            raise WorkerFailure("budget", f"time budget of {self.limits.submission_seconds:g} s "
+                                          "for this submission is used up")
+
     def _await_hello(self):
+        """Wait for the worker's greeting: its import time counts against the one budget."""
+        began = time.monotonic()
+        left = self.limits.submission_seconds - self.spent
         try:
-            hello = self._receive(self.startup_seconds)
+            hello = self._receive(max(min(self.startup_seconds, left), 0.1))
         except WorkerFailure as failure:
-            self.import_error = WorkerFailure(failure.kind, "while importing attention.py: "
-                                              + failure.message)
+            kind, message = failure.kind, failure.message
+            if kind == "timeout" and left < self.startup_seconds:  # the budget cut the wait
+                kind, message = "budget", (f"time budget of {self.limits.submission_seconds:g} s "
+                                           "for this submission is used up")
+            self.import_error = WorkerFailure(kind, "while importing attention.py: " + message)
             self._stop()
             raise self.import_error from None
+        finally:
+            self.spent += time.monotonic() - began
         self.hello_pending = False
         if not isinstance(hello, dict) or "hello" not in hello:
             self._stop()
@@ -114,7 +129,7 @@ class Student:
         self.close()
 
     # -- transport ---------------------------------------------------------------------------
-    def _receive(self, seconds):
+    def _receive(self, seconds, expect_id=wire._NO_ID):
         deadline = time.monotonic() + seconds
 
         def read_exact(n):
@@ -132,7 +147,7 @@ class Student:
             return b"".join(parts)
 
         try:
-            return wire.decode(*wire.read_frame(read_exact))
+            return wire.decode(*wire.read_frame(read_exact), expect_id=expect_id)
         except socket.timeout:
             self._fail("timeout", f"no answer within {seconds:g} s")
         except (EOFError, ConnectionError, OSError):
@@ -163,9 +178,7 @@ class Student:
             raise
 
     def _request(self, op, timeout, args):
-        if self.spent >= self.limits.submission_seconds:
-            raise WorkerFailure("budget", f"time budget of {self.limits.submission_seconds:g} s "
-                                          "for this submission is used up")
+        self._check_budget()
         self.start()
         if self.hello_pending:
             self._await_hello()
@@ -178,7 +191,7 @@ class Student:
                 self._fail("crashed", f"worker exited ({self.worker.exit_description()})")
             seconds = min(timeout or self.limits.call_seconds,
                           self.limits.submission_seconds - self.spent)
-            reply = self._receive(max(seconds, 0.1))
+            reply = self._receive(max(seconds, 0.1), expect_id=self.next_id)
         finally:
             self.spent += time.monotonic() - began
         if not isinstance(reply, dict) or reply.get("id") != self.next_id:
@@ -220,12 +233,17 @@ class Student:
         return self.request("train_copy", timeout=timeout, seed=seed, n_heads=n_heads)
 
     def source(self):
-        """The student's file as text, read on the judge side (plain data, for static checks)."""
-        import os
+        """The student's file as text, for static checks: the judge's own copy, read before any
+        worker ran (a worker may have replaced the file since); without one, the file, read once
+        as a regular file of at most 2 MiB."""
+        if self.source_text is None:
+            import os
 
-        with open(os.path.join(self.work_dir, self.student_name), encoding="utf-8",
-                  errors="replace") as handle:
-            return handle.read()
+            from grader import safefs
+
+            path = os.path.join(self.work_dir, self.student_name)
+            self.source_text = safefs.read_regular(path, 2 * 1024 * 1024).decode("utf-8", "replace")
+        return self.source_text
 
     def student_output(self):
         """Everything the student's code printed so far (capped), for feedback only."""

@@ -5,19 +5,27 @@ The work folder holds one file, attention.py, and nothing else of the student's:
 no pytest.ini, no other modules.  The original is only ever read.
 """
 import hashlib
+import io
 import json
 import os
 import re
-import shutil
 import stat
 import tempfile
+import time
 import zipfile
 import zlib
 
 from grader.judge import manifest
+from grader import safefs
 
 STUDENT_FILE = "attention.py"
-MAX_BYTES = 2 * 1024 * 1024
+MAX_BYTES = safefs.MAX_SOURCE_BYTES
+# A zip is read in memory; these bound what one can cost (a manifest listing thousands of large
+# members was about a minute of inflating and hashing).  Over a cap: ungradable, with the reason.
+MAX_ZIP_BYTES = 64 * 1024 * 1024        # the zip file itself
+MAX_ZIP_MEMBERS = 1000
+MAX_ZIP_UNCOMPRESSED = 256 * 1024 * 1024  # the members' declared sizes, summed
+ZIP_SECONDS = 10.0                      # inspecting (hashing) and reading it
 MAGIC_LINE = re.compile(r"^\s*[%!]")
 
 
@@ -39,15 +47,17 @@ class Submission:
     def __init__(self, origin, source, kind):
         self.origin, self.source, self.kind = origin, source, kind
         self.seed = seed_of(source)
+        # The judge keeps `source` (read once, here) and never reads the work folder again; the
+        # worker, another uid in the sandbox, may read the folder but not write it.
         self.work_dir = tempfile.mkdtemp(prefix="attn-work-")
-        os.chmod(self.work_dir, 0o777)  # the sandboxed worker runs as another uid
         path = os.path.join(self.work_dir, STUDENT_FILE)
-        with open(path, "w", encoding="utf-8") as handle:
+        with open(path, "w", encoding="utf-8", errors="surrogatepass") as handle:
             handle.write(source)
-        os.chmod(path, 0o644)
+        os.chmod(path, 0o444)
+        os.chmod(self.work_dir, 0o555)
 
     def cleanup(self):
-        shutil.rmtree(self.work_dir, ignore_errors=True)
+        safefs.remove_tree(self.work_dir)
 
     def __enter__(self):
         return self
@@ -67,23 +77,31 @@ def notebook_source(raw):
     try:
         notebook = json.loads(raw)
         cells = notebook["cells"]
-    except (ValueError, KeyError, TypeError) as exc:
+        if not isinstance(cells, list):
+            raise TypeError("cells is not a list")
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:  # 100k levels deep: Recursion
         raise SubmissionError(f"not a readable notebook ({type(exc).__name__})") from None
     chunks = []
     for cell in cells:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else str(source)
-        chunks.append(comment_out_magics(source))
+        source = "".join(map(str, source)) if isinstance(source, list) else str(source)
+        lines = [("# " + line if MAGIC_LINE.match(line) else line) for line in source.splitlines()]
+        chunks.append("\n".join(lines))
     return "\n\n".join(chunks) + "\n"
 
 
 def _read(path):
-    if os.path.getsize(path) > MAX_BYTES:
-        raise SubmissionError(f"{path}: larger than {MAX_BYTES // 1024} KiB")
-    with open(path, "rb") as handle:
-        raw = handle.read()
+    """The file's text: a regular file (not a FIFO or a device) of at most MAX_BYTES."""
+    try:
+        raw = safefs.read_regular(path, MAX_BYTES)
+    except safefs.TooLarge:
+        raise SubmissionError(f"{path}: larger than {MAX_BYTES // 1024} KiB") from None
+    except safefs.NotRegular:
+        raise SubmissionError(f"{path}: not a regular file") from None
+    except OSError as exc:
+        raise SubmissionError(f"{path}: not readable ({exc.strerror})") from None
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -91,6 +109,13 @@ def _read(path):
 
 
 def _pick_in_folder(folder):
+    try:
+        return _walk_for_attention(folder)
+    except RecursionError:  # os.walk recurses: a folder nested 1500 levels deep
+        raise SubmissionError(f"{folder}: folders nested too deep to search") from None
+
+
+def _walk_for_attention(folder):
     for name in ("attention.py", "attention.ipynb"):
         for root, dirs, files in os.walk(folder):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
@@ -160,6 +185,16 @@ def _packaged_work(archive, package):
     return None
 
 
+def _check_zip_caps(archive):
+    members = archive.infolist()
+    if len(members) > MAX_ZIP_MEMBERS:
+        raise SubmissionError(f"the zip holds {len(members)} members, more than {MAX_ZIP_MEMBERS}")
+    total = sum(info.file_size for info in members)
+    if total > MAX_ZIP_UNCOMPRESSED:
+        raise SubmissionError(f"the zip's members add up to {total // 2 ** 20} MiB uncompressed, "
+                              f"more than {MAX_ZIP_UNCOMPRESSED // 2 ** 20} MiB")
+
+
 def load_zip(path):
     """The attention file of a .zip, read in memory (nothing is extracted to disk).  A package
     made by `make submit` gives the file its manifest names, and `sub.package` says whether the
@@ -167,14 +202,23 @@ def load_zip(path):
     from grader import rubric
 
     try:
-        with zipfile.ZipFile(path) as archive:
-            package = manifest.inspect(archive, rubric.load(), MAX_BYTES)
+        data = safefs.read_regular(path, MAX_ZIP_BYTES)  # a FIFO named .zip cannot block us
+    except safefs.TooLarge:
+        raise SubmissionError(f"{path}: the zip is larger than {MAX_ZIP_BYTES // 2 ** 20} MiB") \
+            from None
+    except OSError as exc:
+        raise SubmissionError(f"{path}: not a readable zip ({exc.strerror or exc})") from None
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            _check_zip_caps(archive)
+            package = manifest.inspect(archive, rubric.load(), MAX_BYTES,
+                                       deadline=time.monotonic() + ZIP_SECONDS)
             info = _packaged_work(archive, package) or _zip_candidates(archive)
             if info.file_size > MAX_BYTES:
                 raise SubmissionError(f"{info.filename}: larger than {MAX_BYTES // 1024} KiB")
             with archive.open(info) as handle:
                 raw = handle.read(MAX_BYTES + 1)
-    except SubmissionError as exc:
+    except (SubmissionError, manifest.ZipTooSlow) as exc:
         raise SubmissionError(f"{path}: {exc}") from None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, RuntimeError,
             NotImplementedError, ValueError, zlib.error) as exc:

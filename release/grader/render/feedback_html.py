@@ -6,9 +6,9 @@ button toggles the class on <html> (`lang-zh` / `lang-en`), and `#lang=en` in th
 the English view.  Everything the student controls (their output, messages with their values) is
 escaped.
 """
-import html
 
 from grader.render import report
+from grader import inert
 
 STATUS = {"passed": ("✓", "通过", "passed"), "failed": ("✗", "未通过", "failed"),
           "error": ("!", "出错", "error"), "timeout": ("⏱", "超时", "timed out")}
@@ -86,7 +86,7 @@ function toggleLang() {
 
 
 def esc(text):
-    return html.escape(str(text), quote=True)
+    return inert.html(text)
 
 
 def both(zh, en, tag="span", cls=""):

@@ -10,6 +10,10 @@ def package_notes(package):
         notes = [f"package: {package.get('error')}; graded as a plain zip"]
         return notes
     notes = []
+    identity = package.get("identity")
+    if identity:
+        notes.append(f"package: its manifest names student {identity['manifest']!r}, not "
+                     f"{identity['entry']!r}; graded as {identity['entry']!r} (the entry's name)")
     if package["changed"]:
         notes.append(f"package: {', '.join(package['changed'])} changed after packaging "
                      f"(sha256 differs from the manifest); graded as it is")

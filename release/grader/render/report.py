@@ -2,7 +2,7 @@
 
 Scores and verdicts are computed once (`build`); every renderer only formats them, in zh or en.
 """
-import json
+from grader import inert
 
 STATUS_MARK = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱"}
 STATUS_ZH = {"passed": "通过", "failed": "未通过", "error": "出错", "timeout": "超时"}
@@ -136,7 +136,7 @@ def to_json(rubric, report, lang):
             "feedback": feedback(rubric, r, lang), "parts": r["parts"],
         })
     out.update({k: v for k, v in report.items() if k not in ("score", "max_score", "checks")})
-    return json.dumps(out, ensure_ascii=False, indent=2)
+    return inert.json_text(out, ensure_ascii=False, indent=2)
 
 
 def to_text(rubric, report, lang, hidden_not_run=0):
@@ -166,7 +166,8 @@ def to_text(rubric, report, lang, hidden_not_run=0):
         lines.append(f"\n--- {text['output']} ---")
         lines.extend("| " + line for line in output.splitlines()[:40])
         lines.append(f"--- {text['output_end']} ---")
-    return "\n".join(lines).lstrip("\n") + "\n"
+    # The student's output, messages and values are in it: no control character reaches a terminal.
+    return inert.for_terminal("\n".join(lines).lstrip("\n") + "\n")
 
 
 def _totals(report, lang, hidden_not_run):
@@ -195,7 +196,7 @@ def to_markdown(rubric, report, lang):
     for r in report["checks"]:
         text = feedback(rubric, r, lang)
         if text:
-            lines += ["", f"### `{r['id']}`", "", "```text", text, "```"]
+            lines += ["", f"### `{r['id']}`", "", inert.markdown_fence(text)]
     meta = report["metadata"]
     lines += ["", f"<sub>isolation {meta.get('isolation')} · seed {meta.get('seed')} · "
                   f"torch {meta.get('torch')} · rubric {meta.get('rubric_hash')}</sub>", ""]
@@ -208,18 +209,19 @@ def to_gradescope(rubric, report, lang):
     for number, r in enumerate(report["checks"], 1):
         check = rubric.by_id[r["id"]]
         output = feedback(rubric, r, lang)
+        fenced = inert.markdown_fence(output) if output else ""
         if r["status"] in ("error", "timeout"):
-            output = f"**{r['status']}**\n\n{output}"
+            fenced = f"**{r['status']}**\n\n{fenced}"
         tests.append({
             "name": f"{r['id']}: {check.title[lang]}", "number": str(number),
             "score": r["score"], "max_score": r["max_score"],
             "status": "passed" if r["status"] == "passed" else "failed",
-            "output": f"```text\n{output}\n```" if output else "",
+            "output": fenced,
             "output_format": "md", "tags": [r["id"], r["exercise"]],
             "visibility": "visible" if check.visibility == "public" else "after_published",
         })
     meta = report["metadata"]
-    return json.dumps({
+    return inert.json_text({
         "score": report["score"], "output_format": "md", "visibility": "visible", "tests": tests,
         "output": f"isolation {meta.get('isolation')} · rubric {meta.get('rubric_hash')}",
     }, ensure_ascii=False, indent=2)

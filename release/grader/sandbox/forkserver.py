@@ -12,7 +12,6 @@ Bubblewrap as an ordinary user keeps one sandboxed process per submission (`supp
 import itertools
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -21,6 +20,8 @@ import threading
 
 from grader.sandbox import launch as sandbox
 from grader.sandbox.launch import WorkerFailure
+from grader import safefs
+from grader.sandbox import uidpool
 
 READY_SECONDS = 120.0
 
@@ -50,8 +51,8 @@ class _Exit:
 
 
 class ForkedWorker:
-    def __init__(self, server, spawn_id, copy_dir, limits):
-        self.server, self.id, self.copy_dir = server, spawn_id, copy_dir
+    def __init__(self, server, spawn_id, copy_dir, limits, slot=None):
+        self.server, self.id, self.copy_dir, self.slot = server, spawn_id, copy_dir, slot
         self.isolation = server.isolation
         self.proc = _Exit()
         self.channel, worker_end = socket.socketpair()
@@ -75,8 +76,11 @@ class ForkedWorker:
             reader.join(grace + 5)
 
     def cleanup(self):
+        """Never raises (it runs on the reader thread, which every later worker needs)."""
         if self.copy_dir:
-            shutil.rmtree(self.copy_dir, ignore_errors=True)
+            safefs.remove_tree(self.copy_dir)
+        if self.slot is not None:  # its PID namespace is gone: so is every process of its uid
+            self.slot.release()
 
     def exit_description(self):
         return sandbox.describe_exit(self.proc.poll())
@@ -128,7 +132,10 @@ class ForkServer:
                 data = b""
             if not data:
                 break
-            message = json.loads(data)
+            try:
+                message = json.loads(data)
+            except ValueError:
+                continue
             with self.lock:
                 if "ready" in message:
                     self.ready_error = None if message["ready"] is True else \
@@ -183,15 +190,16 @@ class ForkServer:
         except RuntimeError as exc:
             raise WorkerFailure("crashed", str(exc)) from None
         spawn_id = next(self.ids)
-        copy_dir = None
-        if self.mode == "namespaces":  # the zygote sees the spool only: copy the work folder in
-            copy_dir = os.path.join(self.spool, str(spawn_id))
-            shutil.copytree(work_dir, copy_dir)
-        worker = ForkedWorker(self, spawn_id, copy_dir, limits)
+        copy_dir, slot = None, None
+        if self.mode == "namespaces":  # the zygote sees the spool only: copy the file in
+            copy_dir = self._copy_in(spawn_id, work_dir, student_name)
+            slot = uidpool.claim()
+        worker = ForkedWorker(self, spawn_id, copy_dir, limits, slot)
         with self.lock:
             self.workers[spawn_id] = worker
         self.send({"op": "spawn", "id": spawn_id, "dir": copy_dir or work_dir,
-                   "student": student_name, "limits": limits.describe()}, worker.fds)
+                   "student": student_name, "uid": slot.uid if slot else sandbox.UNPRIVILEGED,
+                   "limits": limits.describe()}, worker.fds)
         for fd in worker.fds:
             os.close(fd)
         with self.lock:
@@ -199,9 +207,29 @@ class ForkServer:
             reply = self.replies.pop(spawn_id, {})
         if "spawned" not in reply:
             worker.kill()
+            with self.lock:
+                if self.workers.pop(spawn_id, None) is not None:
+                    worker.cleanup()
             raise WorkerFailure("crashed", "the fork server could not fork: "
                                 + str(reply.get("error", "no answer")))
         return worker
+
+    def _copy_in(self, spawn_id, work_dir, student_name):
+        """The student's file (a regular file, capped) in a read-only folder of the spool."""
+        copy_dir = os.path.join(self.spool, str(spawn_id))
+        os.mkdir(copy_dir, 0o755)
+        try:
+            data = safefs.read_regular(os.path.join(work_dir, student_name),
+                                       safefs.MAX_SOURCE_BYTES)
+        except OSError as exc:
+            safefs.remove_tree(copy_dir)
+            raise WorkerFailure("crashed", f"the student's file cannot be read: {exc}") from None
+        path = os.path.join(copy_dir, os.path.basename(student_name))
+        with open(path, "wb") as handle:
+            handle.write(data)
+        os.chmod(path, 0o444)
+        os.chmod(copy_dir, 0o555)
+        return copy_dir
 
     def close(self):
         if self.proc is None:
@@ -216,7 +244,7 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, 9)
             self.proc.wait()
-        shutil.rmtree(self.runtime_dir, ignore_errors=True)
+        safefs.remove_tree(self.runtime_dir)
         if self.spool:
-            shutil.rmtree(self.spool, ignore_errors=True)
+            safefs.remove_tree(self.spool)
         self.proc = None

@@ -8,13 +8,15 @@ import, and nothing one student's code did can be seen by the next (the child's 
 Usage: python -I -u zygote.py CONTROL_FD MODE
 
 MODE "namespaces" (bubblewrap as root; this process is root inside the sandbox, with no network):
-each child unshares a mount and a PID namespace, sees only its own submission at /submission
-(the spool of all submissions is hidden under an empty tmpfs), gets a fresh /tmp and /proc, drops
-every capability and becomes uid 65534 before it imports the student's file.  MODE "plain": the
-child gets its own session, the resource limits and the submission folder as its working folder.
+each child unshares a mount, a PID and an IPC namespace, sees only its own submission, read-only,
+at /submission (the spool of all submissions is hidden under an empty tmpfs), gets a fresh /tmp of
+a bounded size and a fresh /proc, drops every capability and becomes the uid the judge claimed for
+it (uidpool.py) before it imports the student's file.  MODE "plain": the child gets its own
+session, the resource limits, its own IPC namespace where it may (root), and the submission folder
+as its working folder.
 
 Control channel (a SOCK_SEQPACKET socket; one JSON object per packet):
-  judge  -> {"op": "spawn", "id": N, "dir": D, "student": NAME, "limits": {...}}
+  judge  -> {"op": "spawn", "id": N, "dir": D, "student": NAME, "uid": U, "limits": {...}}
             with three fds attached: the worker's channel, its stdout and its stderr
   zygote -> {"ready": true, "mode": MODE}   once torch is imported (and, in namespaces mode, a
             probe child has built its namespaces), or {"ready": false, "error": ...} and it exits
@@ -40,7 +42,8 @@ import worker  # noqa: E402
 
 SPOOL, SUBMISSION = "/spool", "/submission"
 UNPRIVILEGED = 65534
-CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x20000000, 0x08000000
+TMP_BYTES = 32 * 1024 ** 2
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 4096, 16384, 1 << 18, 2
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
@@ -72,15 +75,15 @@ def set_limits(limits):
             pass  # a limit the OS does not allow is left as it is
 
 
-def drop_privileges():
-    """uid/gid 65534, no supplementary groups, an empty capability bounding set, no new privs."""
+def drop_privileges(uid=UNPRIVILEGED):
+    """uid/gid `uid`, no supplementary groups, an empty capability bounding set, no new privs."""
     with open("/proc/sys/kernel/cap_last_cap") as handle:
         last = int(handle.read())
     for cap in range(last + 1):
         libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
     os.setgroups([])
-    os.setresgid(UNPRIVILEGED, UNPRIVILEGED, UNPRIVILEGED)
-    os.setresuid(UNPRIVILEGED, UNPRIVILEGED, UNPRIVILEGED)  # clears the effective capabilities
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)  # clears the effective capabilities
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     # Credentials changed, which clears the parent-death signal: set it (again) now.
     _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
@@ -94,12 +97,14 @@ def runtime_under_tmp():
     return [p for p in under if not any(p.startswith(q + "/") for q in under if q != p)]
 
 
-def enter_namespaces(spool_dir, keep):
-    """This process gets a private mount table: its submission at /submission, an empty /tmp
-    (with only `keep`, read-only, inside), and nothing of the other submissions."""
-    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare")
+def enter_namespaces(spool_dir, keep, tmp_bytes=TMP_BYTES):
+    """This process gets a private mount table: its submission, read-only, at /submission, an
+    empty /tmp of `tmp_bytes` (with only `keep`, read-only, inside), nothing of the other
+    submissions; and IPC objects of its own, which die with its namespace."""
+    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC), "unshare")
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount(spool_dir, SUBMISSION, None, MS_BIND)
+    mount(None, SUBMISSION, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     mount("tmpfs", SPOOL, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
     staged = []
     for i, path in enumerate(keep):  # park them in the (now private) spool while /tmp is replaced
@@ -107,7 +112,7 @@ def enter_namespaces(spool_dir, keep):
         os.mkdir(stage)
         mount(path, stage, None, MS_BIND | MS_REC)
         staged.append((stage, path))
-    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={int(tmp_bytes)}")
     for stage, path in staged:
         os.makedirs(path, mode=0o755, exist_ok=True)
         mount(stage, path, None, MS_BIND | MS_REC)
@@ -116,10 +121,10 @@ def enter_namespaces(spool_dir, keep):
         os.rmdir(stage)
 
 
-def become_namespace_init():
+def become_namespace_init(uid=UNPRIVILEGED):
     """In the first child of the new PID namespace: its own /proc, then no privileges left."""
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    drop_privileges()
+    drop_privileges(uid)
 
 
 def run_worker(channel_fd, student_file, limits, torch):
@@ -145,16 +150,18 @@ def child(request, fds, mode, closing, torch):
         os.setsid()  # its own process group: the zygote kills the whole group
         limits, name = request["limits"], os.path.basename(request["student"])
         if mode == "plain":
+            if os.geteuid() == 0:  # shared memory of its own (an ordinary user may not)
+                libc.unshare(CLONE_NEWIPC)
             os.chdir(request["dir"])
             run_worker(channel_fd, os.path.join(request["dir"], name), limits, torch)
             code = 0
         else:
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             enter_namespaces(os.path.join(SPOOL, os.path.basename(request["dir"])),
-                             runtime_under_tmp())
+                             runtime_under_tmp(), limits.get("tmp_bytes", TMP_BYTES))
             pid = os.fork()  # the first child after unshare is PID 1 of the new PID namespace
             if pid == 0:
-                become_namespace_init()
+                become_namespace_init(int(request.get("uid", UNPRIVILEGED)))
                 os.chdir(SUBMISSION)
                 run_worker(channel_fd, os.path.join(SUBMISSION, name), limits, torch)
                 os._exit(0)

@@ -1,0 +1,561 @@
+"""Issue 13: one student cannot touch another student's grade, the grading machine or the TA's
+screen.  Each attack (tests/submissions/isolation/) is the reference plus one snippet, graded in
+every isolation mode it applies to: cold bubblewrap, forked bubblewrap (the fork server), and the
+plain subprocess, cold and forked.  A mode that cannot defend an attack says so (skip, reason).
+
+For each: grading ends, the attack gains nothing, the honest part of the code still scores, and
+nothing is left behind (files in the grader's temp folder, processes, shared-memory segments).
+No wall-time assertion: budgets are checked by what the grader counted, not by a clock.
+"""
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from grader.authoring import stubs as authoring
+from grader.sandbox import forkserver, launch as sandbox, uidpool
+from grader.judge import grading, submission
+from grader import inert, rubric
+from grader.render import report
+from grader.sandbox.runtime import wire
+from grader.sandbox.launch import Limits
+
+ATTACKS = Path(__file__).parent / "submissions" / "isolation"
+COLD_BWRAP = ["bubblewrap"] if sandbox.bubblewrap_works() else []
+FORK_BWRAP = ["fork-bubblewrap"] if COLD_BWRAP and forkserver.supported("bubblewrap") else []
+MODES = ["process", "fork-process"] + COLD_BWRAP + FORK_BWRAP
+PLAIN = ("process", "fork-process")
+ROOT = os.geteuid() == 0
+REFERENCE = open(authoring.SOLUTION, encoding="utf-8").read()
+LIMITS = Limits(call_seconds=10.0, submission_seconds=120.0)
+RUBRIC = rubric.load()
+MAX = sum(c.points for c in RUBRIC.checks)
+
+
+def attack(name):
+    """The reference with the snippet of tests/submissions/isolation/NAME.py put in its place."""
+    snippet = (ATTACKS / f"{name}.py").read_text(encoding="utf-8")
+    where = re.match(r"# where: (\w+)", snippet).group(1)
+    return inject(**{("at_import" if where == "import" else "in_attend"): snippet})
+
+
+def inject(at_import="", in_attend=""):
+    source = REFERENCE
+    if in_attend:
+        body = "\n".join("    " + line for line in in_attend.strip().splitlines())
+        anchor = '    ### BEGIN SOLUTION\n    # TODO: 分数'
+        assert anchor in source
+        source = source.replace(anchor, body + "\n" + anchor, 1)
+    return source + "\n" + at_import.strip() + "\n"
+
+
+_zygotes = {}
+
+
+def zygote(isolation):
+    if isolation not in _zygotes:
+        _zygotes[isolation] = forkserver.ForkServer(isolation)
+    return _zygotes[isolation]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def close_zygotes():
+    yield
+    for server in _zygotes.values():
+        server.close()
+    _zygotes.clear()
+
+
+def shm_segments():
+    """(key, shmid) of every System V shared-memory segment of the machine."""
+    with open("/proc/sysvipc/shm") as handle:
+        return {tuple(line.split()[:2]) for line in handle.readlines()[1:]}
+
+
+def pool_processes():
+    """Processes running as one of the workers' own uids (uidpool.py)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except OSError:
+            continue
+        if uidpool.FIRST_UID <= uid < uidpool.FIRST_UID + uidpool.SLOTS:
+            found.append(int(pid))
+    return found
+
+
+def group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def eventually(condition, seconds=15):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return condition()
+
+
+class Graded:
+    """One grading with the grader's temp files in a private scratch folder, and what it left."""
+
+    def __init__(self, tmp_path, source, mode, limits=LIMITS):
+        folder = tmp_path / "submission"
+        folder.mkdir()
+        (folder / "attention.py").write_text(source, encoding="utf-8", errors="surrogatepass")
+        server = zygote(mode[len("fork-"):]) if mode.startswith("fork-") else None
+        shm_before = shm_segments()
+        scratch = tempfile.mkdtemp(prefix="hostile-scratch-")
+        saved, tempfile.tempdir = tempfile.tempdir, scratch
+        try:
+            if server:
+                sub, worker = grading.start(str(folder), server.isolation, limits, server.spawn)
+            else:
+                sub, worker = grading.start(str(folder), mode, limits)
+            self.student = worker
+            self.data = grading.finish(sub, worker)
+        finally:
+            tempfile.tempdir = saved
+        self.output = self.data["metadata"]["student_output"]
+        spool = server.spool if server and server.spool else None
+        # A forked worker's copy is removed when the zygote reports its exit: wait for it.
+        eventually(lambda: not (spool and os.listdir(spool)) and not os.listdir(scratch))
+        self.leftovers = sorted(os.listdir(scratch)) + (sorted(os.listdir(spool)) if spool else [])
+        shutil.rmtree(scratch, ignore_errors=True)
+        eventually(lambda: not (shm_segments() - shm_before))
+        self.new_shm = shm_segments() - shm_before
+        self.statuses = {c["id"]: c["status"] for c in self.data["checks"]}
+        self.keys = {c["id"]: [v["key"] for v in c["verdicts"]] for c in self.data["checks"]}
+
+    def assert_clean(self):
+        assert self.leftovers == [], self.leftovers
+        assert self.new_shm == set(), "a shared-memory segment outlived the worker"
+        assert eventually(lambda: pool_processes() == []), "a worker's process outlived it"
+
+    def assert_honest_parts_pass(self):
+        for check in ("split_heads.transpose", "merge_heads.round_trip", "quiz.q1_params"):
+            assert self.statuses[check] == "passed", (check, self.statuses[check], self.output)
+
+
+def grade(tmp_path, source, mode, limits=LIMITS):
+    graded = Graded(tmp_path, source, mode, limits)
+    graded.assert_clean()
+    return graded
+
+
+# -- the submission's own files -------------------------------------------------------------------
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", ["replace_with_fifo", "replace_with_dev_zero"])
+def test_replacing_its_own_file_cannot_block_or_flood_the_judge(tmp_path, mode, name):
+    g = grade(tmp_path, attack(name), mode)  # it ends: the judge read its own copy, once
+    if mode in PLAIN and ROOT:
+        # A plain subprocess as root can replace its file: it then blocks its own worker (a
+        # traceback reads the file) and its restarts; that costs only its own points.
+        assert g.data["metadata"]["worker_starts"] <= 3
+    else:
+        assert g.data["score"] == MAX, g.output
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_static_check_reads_the_judges_copy_not_the_swapped_file(tmp_path, mode):
+    g = grade(tmp_path, attack("replace_with_clean_file"), mode)
+    assert g.statuses["module.no_library_attention"] == "failed"
+    assert g.keys["module.no_library_attention"] == ["forbidden"]
+    g.assert_honest_parts_pass()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_1500_deep_tree_is_cleaned_up(tmp_path, mode):
+    g = grade(tmp_path, attack("deep_tree"), mode)  # grade(): the scratch folder is empty after
+    assert g.data["score"] == MAX
+    made = re.search(r"DEPTH (\d+)", g.output).group(1)
+    # Only where the worker may write its folder (a plain subprocess as its own user or root).
+    assert made == "0" or mode in PLAIN, made
+
+
+def test_the_work_folder_is_read_only_to_the_worker_in_bubblewrap(tmp_path):
+    if not COLD_BWRAP:
+        pytest.skip("no bubblewrap here")
+    for mode in ["bubblewrap"] + FORK_BWRAP:
+        case = tmp_path / mode
+        case.mkdir()
+        probe = "import os\nWRITABLE = os.access('.', os.W_OK) or os.access('attention.py', os.W_OK)\n" \
+                "print('WRITABLE', WRITABLE)\n"
+        g = grade(case, inject(at_import=probe), mode)
+        assert "WRITABLE False" in g.output, (mode, g.output)
+
+
+def test_cleanup_never_raises_nor_follows_links(tmp_path):
+    from grader import safefs
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("x")
+    top = tmp_path / "tree"
+    top.mkdir()
+    fd = os.open(top, os.O_RDONLY)
+    for _ in range(1500):
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.symlink(outside, "link", dir_fd=fd)
+    os.mkfifo("fifo", dir_fd=fd)
+    os.close(fd)
+    assert safefs.remove_tree(str(top)) is True
+    assert not top.exists() and (outside / "keep").read_text() == "x"
+    assert safefs.remove_tree(str(top)) is True  # already gone: still no exception
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero", "folder"])
+def test_the_judge_refuses_what_is_not_a_regular_file(tmp_path, kind):
+    path = tmp_path / "attention.py"
+    {"fifo": lambda: os.mkfifo(path), "dev_zero": lambda: os.symlink("/dev/zero", path),
+     "folder": lambda: path.mkdir()}[kind]()
+    with pytest.raises(submission.SubmissionError):
+        submission.load_file(str(path), str(path))
+    zipped = tmp_path / "x.zip"
+    os.mkfifo(zipped)
+    with pytest.raises(submission.SubmissionError, match="not a regular file|not a readable"):
+        submission.load(str(zipped))
+
+
+# -- limits that cannot be stepped around --------------------------------------------------------
+@pytest.mark.parametrize("mode", MODES)
+def test_tmp_has_a_size(tmp_path, mode):
+    if mode in PLAIN:
+        pytest.skip("fallback cannot defend: a plain subprocess writes to the machine's /tmp "
+                    "(RLIMIT_FSIZE bounds one file, not the folder)")
+    g = grade(tmp_path, attack("fill_tmp"), mode)
+    wrote = int(re.search(r"TMP_WROTE (\d+)", g.output).group(1))
+    assert wrote <= LIMITS.tmp_bytes, wrote
+    assert g.data["score"] == MAX
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_shared_memory_dies_with_the_worker(tmp_path, mode):
+    if mode in PLAIN and not ROOT:
+        pytest.skip("fallback cannot defend: as an ordinary user a plain subprocess shares the "
+                    "user's IPC namespace")
+    g = grade(tmp_path, attack("shm_leftover"), mode)  # grade() asserts no segment is left
+    assert int(re.search(r"SHM_ID (-?\d+)", g.output).group(1)) >= 0, "the segment was made"
+    assert g.data["score"] == MAX
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_fork_flood_cannot_starve_another_students_worker(tmp_path, mode):
+    if mode in PLAIN:
+        pytest.skip("fallback cannot defend: plain workers share one uid (and as root "
+                    "RLIMIT_NPROC does not bind at all)")
+    if not ROOT:
+        pytest.skip("a uid per worker needs root; as an ordinary user workers share its limit")
+    limits = Limits(call_seconds=10.0, submission_seconds=120.0)
+    flood_dir, honest_dir = tmp_path / "flood", tmp_path / "honest"
+    for folder, source in ((flood_dir, attack("fork_flood")), (honest_dir, REFERENCE)):
+        folder.mkdir()
+        (folder / "attention.py").write_text(source, encoding="utf-8")
+    server = zygote(mode[len("fork-"):]) if mode.startswith("fork-") else None
+    spawner = server.spawn if server else None
+    sub, flood = grading.start(str(flood_dir), "bubblewrap", limits, spawner)
+    try:
+        assert flood.constants(["FORKED"])["FORKED"] > 0  # its children hold its limit now
+        honest = grading.grade(str(honest_dir), isolation="bubblewrap", limits=limits) \
+            if not server else grading.finish(*grading.start(str(honest_dir), "bubblewrap",
+                                                             limits, spawner))
+        assert honest["score"] == MAX, [c["id"] for c in honest["checks"] if c["status"] != "passed"]
+    finally:
+        flood.close()
+        sub.cleanup()
+    assert eventually(lambda: pool_processes() == []), "the flood outlived its worker"
+
+
+def test_uid_slots_are_distinct_and_freed():
+    a, b = uidpool.claim(), uidpool.claim()
+    assert a.uid != b.uid
+    a.release()
+    b.release()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_import_time_and_restarts_count_against_one_budget(tmp_path, mode):
+    source = inject(at_import="import time\ntime.sleep(6)",
+                    in_attend=(ATTACKS / "sleep_then_crash.py").read_text())
+    limits = Limits(call_seconds=5.0, submission_seconds=20.0)
+    g = grade(tmp_path, source, mode, limits)
+    # Each start costs at least 6 s of the 20 s budget: a handful of starts, not 30.
+    assert g.data["metadata"]["worker_starts"] <= 6, g.data["metadata"]["worker_starts"]
+    budget = [c for c, keys in g.keys.items() if "budget" in keys]
+    assert budget, "the budget ran out and said so"
+    assert all(g.statuses[c] != "passed" for c in budget)
+
+
+# -- the wire ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", ["forge_reply_amplified", "forge_reply_wrong_id"])
+def test_a_forged_reply_is_refused_before_it_is_materialised(tmp_path, mode, name):
+    g = grade(tmp_path, attack(name), mode)
+    for check, status in g.statuses.items():
+        if check.startswith("attend."):
+            assert status == "error" and g.keys[check][0] in ("protocol", "crashed"), \
+                (check, g.keys[check])
+    g.assert_honest_parts_pass()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_reserved_keys_in_student_data_stay_data(tmp_path, mode):
+    g = grade(tmp_path, attack("reserved_keys"), mode)
+    assert g.statuses["quiz.format"] == "failed"  # a dict, not the tuple or bool asked for
+    assert g.statuses["quiz.q1_shape"] != "passed"
+    assert g.statuses["quiz.q2_shape_is_enough"] != "passed"
+    assert "protocol" not in {k for keys in g.keys.values() for k in keys}
+    assert g.statuses["attend.scale"] == "passed"
+
+
+def test_wire_escapes_reserved_keys_and_caps_what_it_materialises():
+    import torch
+
+    data = {"$tensor": [0, 4], "dtype": "float32", "shape": [1], "$$x": 1, "t": torch.ones(2)}
+    back = wire.decode(*_split(wire.encode(data)))
+    assert back["$tensor"] == [0, 4] and back["$$x"] == 1 and torch.equal(back["t"], torch.ones(2))
+    span = {"$tensor": [0, 4096], "dtype": "float32", "shape": [1024]}
+    header = json.dumps({"id": 1, "ok": [span] * 2}).encode()
+    with pytest.raises(wire.ProtocolError, match="more bytes"):
+        wire.decode(header, bytes(4096))
+    with pytest.raises(wire.ProtocolError, match="reserved"):
+        wire.decode(json.dumps({"$danger": 1}).encode(), b"")
+    with pytest.raises(wire.ProtocolError, match="out of order"):
+        wire.decode(json.dumps({"id": 8, "ok": [span]}).encode(), bytes(4096), expect_id=7)
+
+
+def _split(frame):
+    _, header_len, payload_len = wire.PREFIX.unpack(frame[:wire.PREFIX.size])
+    header = frame[wire.PREFIX.size:wire.PREFIX.size + header_len]
+    return header, frame[wire.PREFIX.size + header_len:]
+
+
+# -- the judge's inputs -----------------------------------------------------------------------------
+def _zip(path, members):
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members:
+            archive.writestr(name, data)
+
+
+def test_zip_caps_make_an_entry_ungradable_with_the_reason(tmp_path):
+    many = tmp_path / "many.zip"
+    _zip(many, [("attention.py", REFERENCE)] + [(f"junk/{i}.txt", b"") for i in range(1500)])
+    with pytest.raises(submission.SubmissionError, match="1501 members"):
+        submission.load(str(many))
+    large = tmp_path / "large.zip"  # compresses to almost nothing, inflates to 300 MiB
+    _zip(large, [("attention.py", REFERENCE)] + [(f"z{i}.bin", bytes(60 * 2 ** 20))
+                                                 for i in range(5)])
+    with pytest.raises(submission.SubmissionError, match="uncompressed"):
+        submission.load(str(large))
+
+
+def test_a_slow_package_check_stops_at_its_time_cap(tmp_path, monkeypatch):
+    from grader.judge import manifest
+
+    listed = {f"f{i}.py": {"sha256": "0"} for i in range(50)}
+    package = {"kind": manifest.KIND, "student": "s", "files": listed, "work": "attention.py"}
+    slow = tmp_path / "slow.zip"
+    _zip(slow, [("manifest.json", json.dumps(package)), ("attention.py", REFERENCE)]
+         + [(name, b"x") for name in listed])
+    monkeypatch.setattr(submission, "ZIP_SECONDS", -1.0)  # the cap already passed: no clock race
+    with pytest.raises(submission.SubmissionError, match="took too long"):
+        submission.load(str(slow))
+
+
+def test_a_notebook_100k_levels_deep_is_ungradable_with_a_reason(tmp_path):
+    deep = tmp_path / "attention.ipynb"
+    deep.write_text('{"cells": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(submission.SubmissionError, match="not a readable notebook"):
+        submission.load(str(deep))
+
+
+def test_a_notebook_with_a_lone_surrogate_loads(tmp_path):
+    book = tmp_path / "attention.ipynb"
+    book.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "x = '\ud800'\n"}]}))
+    sub = submission.load(str(book))  # was: UnicodeEncodeError writing the work file
+    try:
+        assert "\ud800" in sub.source
+    finally:
+        sub.cleanup()
+    assert not os.path.exists(sub.work_dir)
+
+
+def _deep(folder, depth=1500):
+    fd = os.open(folder, os.O_RDONLY)
+    for _ in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+
+
+def test_a_folder_entry_1500_levels_deep_is_listed_and_ungradable(tmp_path):
+    from grader.batch import entries
+
+    folder = tmp_path / "class"
+    (folder / "deep").mkdir(parents=True)
+    _deep(folder / "deep")
+    (folder / "alice.py").write_text(REFERENCE)
+    listed = {e.student: e for e in entries.list_entries(str(folder))}
+    assert set(listed) == {"alice", "deep"} and len(listed["deep"].digest) == 64
+    with pytest.raises(submission.SubmissionError, match="too deep|no attention"):
+        submission.load(str(folder / "deep"))
+
+
+# -- what the TA reads -------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", MODES)
+def test_a_hostile_message_is_inert_in_every_writer(tmp_path, mode):
+    g = grade(tmp_path, attack("hostile_message"), mode)
+    data = g.data
+    assert g.statuses["attend.scale"] == "failed"
+    message = next(v for c in data["checks"] for v in c["verdicts"] if v["key"] == "raised")
+    assert "\ud800" in message["fields"]["message"]  # the student's string reached the judge whole
+    outputs = {"text": report.to_text(RUBRIC, data, "en")}
+    for fmt, render in report.RENDERERS.items():
+        outputs[fmt] = render(RUBRIC, data, "en")
+    for fmt, text in outputs.items():
+        text.encode("utf-8")  # no lone surrogate left: every writer can write it
+        assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text, fmt
+    assert "\\x1b]52" in outputs["text"]  # made visible, not dropped
+    markdown = outputs["markdown"]
+    assert "\n# Hacked" not in _outside_fences(markdown)
+    assert "<script>" not in _outside_fences(markdown)
+    for test in json.loads(outputs["gradescope"])["tests"]:
+        assert "\n# Hacked" not in _outside_fences(test["output"])
+    assert json.loads(outputs["json"])["checks"]  # valid JSON
+
+
+def _outside_fences(markdown):
+    """The Markdown text outside fenced code blocks (a fence closes only with as many backticks)."""
+    out, fence = [], None
+    for line in markdown.splitlines():
+        run = re.match(r"^(`{3,})", line)
+        if fence is None and run:
+            fence = run.group(1)
+        elif fence is not None and line.strip() == fence:
+            fence = None
+        elif fence is None:
+            out.append(line)
+    return "\n".join(out)
+
+
+def test_inert_rules():
+    assert inert.for_terminal("a\x1b[2Jb\n\tc\x9b\ud800") == "a\\x1b[2Jb\n\tc\\x9b\\ud800"
+    fenced = inert.markdown_fence("x ````` y")
+    assert fenced.startswith("``````text\n") and fenced.endswith("\n``````")
+    assert inert.markdown_inline("# [a](b) <i> x.py") == "\\# \\[a\\](b) \\<i\\> x.py"
+    for start in "=+-@\t\r":
+        assert inert.csv_cell(start + "HYPERLINK(1)").startswith("'")
+    assert inert.csv_cell("alice") == "alice"
+    assert json.loads(inert.json_text({"m": "\ud800é"}, ensure_ascii=False)) == {"m": "\ud800é"}
+    assert "&lt;script&gt;" in inert.html("<script>\x1b")
+
+
+# -- a mixed batch ------------------------------------------------------------------------------------
+SUBMISSIONS = Path(__file__).parent / "submissions"
+HONEST = {"h01": "correct/einsum.py", "h03": "wrong/scale_none.py", "h05": "wrong/mask_missing.py",
+          "h07": "correct/manual_softmax.py", "h09": "correct/view_permute.py"}
+BATCH_ATTACKS = {"x02": "replace_with_fifo", "x04": "deep_tree", "x06": "shm_leftover",
+                 "x08": "fill_tmp", "x10": "fork_flood", "x12": "hostile_message",
+                 "x14": "forge_reply_amplified", "x16": "reserved_keys"}
+BATCH_MODES = {"fork-bubblewrap": ["--isolation", "bubblewrap"],
+               "cold-bubblewrap": ["--isolation", "bubblewrap", "--cold-workers"],
+               "process": ["--isolation", "process"]}
+FORMULA_ENTRY = '=HYPERLINK("evil.example","click").py'  # a name has no "/"
+
+
+def _outcome(checks):
+    return [(c["id"], c["status"], c["score"], [v["key"] for v in c["verdicts"]]) for c in checks]
+
+
+def _make_mixed_class(folder, mode):
+    import hashlib
+
+    from grader.judge import manifest
+
+    folder.mkdir()
+    for name, fixture in HONEST.items():
+        shutil.copy(SUBMISSIONS / fixture, folder / f"{name}.py")
+    for name, snippet in BATCH_ATTACKS.items():
+        if mode == "process" and snippet in ("fill_tmp", "fork_flood"):
+            continue  # a plain subprocess cannot defend them (test_tmp_has_a_size, fork flood)
+        (folder / f"{name}.py").write_text(attack(snippet), encoding="utf-8")
+    (folder / "x18.ipynb").write_text('{"cells": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    _zip(folder / "x20.zip", [("attention.py", REFERENCE)] + [(f"j/{i}", b"") for i in range(1500)])
+    work = REFERENCE.encode()
+    claim = {"format": 1, "kind": manifest.KIND, "student": "h01", "work": "attention.py",
+             "kit_version": RUBRIC.version, "rubric_hash": RUBRIC.hash, "created": "t",
+             "files": {"attention.py": {"sha256": hashlib.sha256(work).hexdigest(),
+                                        "bytes": len(work)}}}
+    _zip(folder / "x22.zip", [("manifest.json", json.dumps(claim)), ("attention.py", work)])
+    (folder / FORMULA_ENTRY).write_text(REFERENCE, encoding="utf-8")
+
+
+@pytest.mark.parametrize("mode", [m for m in BATCH_MODES if m.split("-")[-1] in
+                                  {"process", *(["bubblewrap"] if COLD_BWRAP else [])}
+                                  and (m != "fork-bubblewrap" or FORK_BWRAP)])
+def test_a_mixed_batch_grades_the_honest_as_if_alone_and_leaves_nothing(tmp_path, mode):
+    import csv
+    import subprocess
+    import sys
+
+    source, out = tmp_path / "class", tmp_path / "out"
+    _make_mixed_class(source, mode)
+    scratch = tmp_path / "scratch"  # the batch's temp folder: empty again at the end
+    scratch.mkdir()
+    shm_before = shm_segments()
+    proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(source), "--out", str(out),
+                           "--jobs", "2", "--call-timeout", "20", "--lang", "en",
+                           *BATCH_MODES[mode]], cwd=authoring.ROOT, capture_output=True, text=True,
+                          timeout=1800, env={**os.environ, "TMPDIR": str(scratch)},
+                          errors="surrogateescape")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr  # the progress lines
+    assert eventually(lambda: not os.listdir(scratch)), os.listdir(scratch)
+    assert eventually(lambda: not (shm_segments() - shm_before)), "a segment outlived the batch"
+    assert eventually(lambda: pool_processes() == []), "a worker's process outlived the batch"
+
+    def record(student):
+        return json.loads((out / "students" / student / "report.json").read_text("utf-8"))
+
+    isolation = BATCH_MODES[mode][1]
+    limits = Limits(call_seconds=20.0)
+    for name in HONEST:
+        alone = grading.grade(str(source / f"{name}.py"), isolation=isolation, limits=limits)
+        assert _outcome(record(name)["report"]["checks"]) == _outcome(alone["checks"]), name
+
+    assert record("x18")["status"] == "ungradable" and "notebook" in record("x18")["error"]
+    assert record("x20")["status"] == "ungradable" and "members" in record("x20")["error"]
+    claim = record("x22")
+    assert claim["status"] == "graded" and claim["package"]["identity"]["manifest"] == "h01"
+    assert record("h01")["entry"] == "h01.py" and record("h01")["package"] is None
+    message = record("x12")["report"]
+    assert any("\ud800" in v["fields"].get("message", "") for c in message["checks"]
+               for v in c["verdicts"])
+    feedback = (out / "students" / "x12" / "feedback.md").read_text("utf-8")
+    assert "\x1b" not in feedback and "\n# Hacked" not in _outside_fences(feedback)
+    summary = (out / "summary.md").read_text("utf-8")
+    assert "\x1b" not in summary
+    with open(out / "gradebook.csv", encoding="utf-8", newline="") as handle:
+        rows = {r["entry"]: r for r in csv.DictReader(handle)}
+    assert rows["'" + FORMULA_ENTRY]["status"] == "graded"  # the cell is text, not a formula
+    assert all(not cell.startswith(("=", "+", "-", "@", "\t", "\r"))
+               for row in rows.values() for cell in row.values() if cell)
+    assert "its manifest names student 'h01'" in rows["x22.zip"]["note"]
