@@ -313,7 +313,8 @@ def test_attention_by_hand(student, seed):
             if exc.is_a("LibraryAttentionDisabled"):
                 raise Verdict("forbidden", what="LibraryAttentionDisabled") from None
         except WorkerFailure:
-            pass
+            if student.import_error is not None:
+                raise  # nothing of the file ran (an endless loop or an exit at import)
     library, tamper = source_routes(student.source())
     if library or tamper:
         raise Verdict("forbidden", what=", ".join(library + tamper))
