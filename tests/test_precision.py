@@ -17,17 +17,9 @@ MISTAKES = {key for key in RUBRIC.messages if key not in OUTCOMES
             and not key.startswith("quiz_hint_")}
 OWN_EXERCISES = ("split_heads", "merge_heads", "attend")
 
-# Wrong solutions whose imprecise names come from the CausalSelfAttention checks, which another
-# helper is fixing in parallel: skipped with the reason; the lead clears this after the merge.
-# Their split_heads / merge_heads / attend cards are still held to precision below.
-PENDING_MODULE_HELPER = {
-    "merge_no_transpose.py": "module.causal says mask_missing above weights whose upper triangle is 0",
-    "split_no_transpose.py": "module.causal says mask_missing above weights whose upper triangle is 0",
-    "scores_transposed.py": "module.reference names qkv_order for k @ qᵀ scores (same numbers in the block)",
-    "bias.py": "module.param_count's param_count (what it counted): outcome or mistake is the module's call",
-    "mask_parameter.py": "module.param_count's param_count (what it counted): outcome or mistake is the module's call",
-    "uses_multihead_attention.py": "unknown_layout on three module cards (layout found by parameter names)",
-}
+# Wrong solutions whose cards are not yet precise, each with the reason (empty: every wrong
+# solution is held to precision on every card).
+PENDING = {}
 
 
 def planted(path):
@@ -71,8 +63,8 @@ def test_attend_split_merge_cards_name_only_the_planted_mistake(path):
 
 @pytest.mark.parametrize("path", WRONG, ids=ids(WRONG))
 def test_report_names_exactly_the_planted_mistake(path):
-    if path.name in PENDING_MODULE_HELPER:
-        pytest.skip(PENDING_MODULE_HELPER[path.name])
+    if path.name in PENDING:
+        pytest.skip(PENDING[path.name])
     g = graded(path)
     assert named_keys(g.data["checks"]) == planted(path)
     # ... and no other mistake's words in the rendered text (the planted one's own text is proven

@@ -17,7 +17,8 @@ import re
 
 from grader.authoring.course import ASSIGNMENT, COURSE, NOTEBOOK
 from grader.tools.notebook import render_check
-from grader.authoring.notebook_build import HIDDEN_BEGIN, HIDDEN_END, cell_grade_id, cell_text, dumps, grade_id_of
+from grader.authoring.notebook_build import (HIDDEN_BEGIN, HIDDEN_END, cell_grade_id, cell_text,
+                                             dumps, grade_id_of)
 
 # ------------------------------------------------------------------------------------------------
 # The autograded notebook: what generate_feedback renders

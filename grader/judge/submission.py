@@ -4,6 +4,7 @@ into a clean work folder.
 The work folder holds one file, attention.py, and nothing else of the student's: no conftest.py,
 no pytest.ini, no other modules.  The original is only ever read.
 """
+import ast
 import hashlib
 import io
 import json
@@ -43,6 +44,7 @@ def seed_of(source):
 class Submission:
     container = "file"  # or folder, git, zip: where the attention file came from
     package = None      # a `make submit` zip: what its manifest says and what was verified
+    left_out = ()       # a notebook: its top-level statements that are not definitions, not run
 
     def __init__(self, origin, source, kind):
         self.origin, self.source, self.kind = origin, source, kind
@@ -90,6 +92,41 @@ def notebook_source(raw):
         lines = [("# " + line if MAGIC_LINE.match(line) else line) for line in source.splitlines()]
         chunks.append("\n".join(lines))
     return "\n\n".join(chunks) + "\n"
+
+
+# What a notebook's cell may leave at the top level for the grader to run: the definitions.
+DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+               ast.Assign, ast.AnnAssign, ast.AugAssign)
+
+
+def keep_definitions(source):
+    """(source, left_out): a notebook's code with only its definitions at the top level (imports,
+    functions, classes, assignments), so a stray cell (a training loop, `while True:`, a print of
+    an experiment) cannot stop the definitions from being graded; `left_out` lists each statement
+    dropped as "line N: first line".  Code that does not parse is kept as it is (its import fails
+    and says where)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return source, []
+    lines = source.splitlines()
+    dropped = set()
+    left_out = []
+    for node in tree.body:
+        if isinstance(node, DEFINITIONS):
+            continue
+        dropped.update(range(node.lineno, node.end_lineno + 1))
+        left_out.append(f"line {node.lineno}: {lines[node.lineno - 1].strip()[:80]}")
+    kept = [("# (left out) " + line if number in dropped else line)
+            for number, line in enumerate(lines, start=1)]
+    return "\n".join(kept) + "\n", left_out
+
+
+def _notebook_submission(origin, text):
+    source, left_out = keep_definitions(notebook_source(text))
+    sub = Submission(origin, source, "notebook")
+    sub.left_out = left_out
+    return sub
 
 
 def _read(path):
@@ -230,8 +267,8 @@ def load_zip(path):
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise SubmissionError(f"{path}: {info.filename} is not UTF-8 text") from None
-    source = notebook_source(text) if info.filename.endswith(".ipynb") else text
-    sub = Submission(path, source, "notebook" if info.filename.endswith(".ipynb") else "python")
+    sub = _notebook_submission(path, text) if info.filename.endswith(".ipynb") else \
+        Submission(path, text, "python")
     sub.container = "zip"
     sub.package = package
     return sub
@@ -242,7 +279,7 @@ def load_file(path, origin):
         raise SubmissionError(f"{path}: not readable")
     text = _read(path)
     if path.endswith(".ipynb"):
-        return Submission(origin, notebook_source(text), "notebook")
+        return _notebook_submission(origin, text)
     if not path.endswith(".py"):
         raise SubmissionError(f"{path}: expected a .py or .ipynb file")
     return Submission(origin, text, "python")

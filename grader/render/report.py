@@ -46,6 +46,8 @@ TEXT = {
         "not_run": "未运行",
         "output": "你的代码打印的内容（已截断）",
         "output_end": "（打印内容到此为止）",
+        "left_out": "笔记本里这些顶层语句不是定义（导入、函数、类、赋值），评分时没有运行，"
+                    "以免一个还在运行的实验单元拖住全部定义：",
         "title": "多头注意力 · 评分报告",
     },
     "en": {
@@ -56,6 +58,9 @@ TEXT = {
         "not_run": "not run",
         "output": "what your code printed (truncated)",
         "output_end": "(end of what your code printed)",
+        "left_out": "These top-level statements of the notebook are not definitions (imports, "
+                    "functions, classes, assignments) and were not run, so that a cell still "
+                    "experimenting cannot hold up every definition:",
         "title": "Multi-head attention: grading report",
     },
 }
@@ -161,6 +166,9 @@ def to_text(rubric, report, lang, hidden_not_run=0):
     meta = report["metadata"]
     lines.append(f"[isolation: {meta.get('isolation')}; seed {meta.get('seed')}; "
                  f"torch {meta.get('torch')}; rubric {meta.get('rubric_hash')}]")
+    if meta.get("left_out"):
+        lines.append("\n" + text["left_out"])
+        lines.extend("  " + line for line in meta["left_out"][:20])
     output = meta.get("student_output")
     if output:
         lines.append(f"\n--- {text['output']} ---")
@@ -198,6 +206,9 @@ def to_markdown(rubric, report, lang):
         if text:
             lines += ["", f"### `{r['id']}`", "", inert.markdown_fence(text)]
     meta = report["metadata"]
+    if meta.get("left_out"):
+        lines += ["", TEXT[lang]["left_out"], "",
+                  inert.markdown_fence("\n".join(meta["left_out"][:20]))]
     lines += ["", f"<sub>isolation {meta.get('isolation')} · seed {meta.get('seed')} · "
                   f"torch {meta.get('torch')} · rubric {meta.get('rubric_hash')}</sub>", ""]
     return "\n".join(lines)

@@ -23,7 +23,8 @@ import time
 
 from grader.sandbox import launch as sandbox
 from grader.judge import submission as submission_module
-from grader.tools.hints import exercise_progress, first_unfinished, record_run, source_hash, state_path
+from grader.tools.hints import (exercise_progress, first_unfinished, record_run, source_hash,
+                                state_path)
 from grader.judge.submission import SubmissionError
 from grader.tools.warm import WarmJudge
 

@@ -45,7 +45,8 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None):
         student.close()
         sub.cleanup()
     metadata = {
-        "submission": sub.origin, "kind": sub.kind, "seed": sub.seed, "torch": torch.__version__,
+        "submission": sub.origin, "kind": sub.kind, "seed": sub.seed,
+        "left_out": list(sub.left_out), "torch": torch.__version__,
         "python": platform.python_version(), "rubric_version": rubric.version,
         "rubric_hash": rubric.hash, "isolation": student.isolation,
         "limits": student.limits.describe(), "worker_starts": student.starts,

@@ -5,7 +5,8 @@ import pytest
 
 from grader.judge.secret.reference import ref
 from grader.judge.secret.variants import ATTEND_VARIANTS, attend_variant
-from grader.judge.checks.support import Verdict, attend_any_rank, causal_mask, close, expect_close, fresh_randn, leak_map, tensor
+from grader.judge.checks.support import (Verdict, attend_any_rank, causal_mask, close,
+                                         expect_close, fresh_randn, leak_map, tensor)
 
 T, D_HEAD, D_V = 5, 4, 6
 SHAPES = {"2-D": (), "3-D": (2,), "4-D": (2, 3)}

@@ -9,8 +9,10 @@ import torch
 from grader.sandbox.runtime import copytask
 from grader.judge.student import StudentError, WorkerFailure
 from grader.judge.secret.variants import block, module_candidates, reference_for
-from grader.judge.checks.public.check_module import describe, fresh_weights, inject, run, run_weights, shaped, slice_fields
-from grader.judge.checks.support import Verdict, close, expect_close, fmt, fresh, fresh_randn, tensor
+from grader.judge.checks.public.check_module import (describe, fresh_weights, inject, run,
+                                                     run_weights, shaped, slice_fields)
+from grader.judge.checks.support import (Verdict, close, expect_close, fmt, fresh, fresh_randn,
+                                         tensor)
 
 B, T, D, H, MAX_LEN = 2, 5, 12, 3, 16
 

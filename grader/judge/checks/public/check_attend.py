@@ -8,7 +8,10 @@ import math
 import pytest
 import torch
 
-from grader.judge.checks.support import Verdict, attend_any_rank, causal_mask, close, first_difference, fresh_randn, leak_map, num, record_judged, same, shaped, weights_factor, weights_problem
+from grader.judge.checks.support import (Verdict, attend_any_rank, causal_mask, close,
+                                         first_difference, fresh_randn, leak_map, num,
+                                         record_judged, same, shaped, weights_factor,
+                                         weights_problem)
 
 # Distinct sizes: B, H, T, d all differ, and v's width differs from q's (the scale is q's).
 B, H, T, D_HEAD, D_V = 2, 3, 5, 4, 6

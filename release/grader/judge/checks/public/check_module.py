@@ -12,7 +12,9 @@ import torch
 
 from grader.judge.student import StudentError, WorkerFailure
 from grader.judge.checks.scan import source_routes
-from grader.judge.checks.support import Verdict, causal_mask, close, expect_student_error, first_difference, fmt, fresh_randn, leak_map, shaped, tensor, weights_diagnosis
+from grader.judge.checks.support import (Verdict, causal_mask, close, expect_student_error,
+                                         first_difference, fmt, fresh_randn, leak_map, shaped,
+                                         tensor, weights_diagnosis)
 
 B, T, D, H, MAX_LEN = 2, 5, 12, 3, 8
 CUT = 3  # module.causal changes the input from this position on
