@@ -374,12 +374,15 @@ def test_grading_twice_gives_the_same_report(path, output):
             json.loads(report.to_json(RUBRIC, normalised(first, output), lang))
 
 
-def test_what_the_student_prints_is_captured():
+def test_what_the_student_prints_is_captured(tmp_path):
     # A plain subprocess used to lose it every time (block-buffered pipe, then SIGKILL); the
-    # worker now runs unbuffered.
-    data = grading.grade(str(SUBMISSIONS / "correct" / "notebook.ipynb"), isolation="process",
-                         visibilities=("public",))
-    assert "0.5735" in data["metadata"]["student_output"]  # the notebook prints its weights
+    # worker now runs unbuffered.  (A notebook's top-level prints are left out: only its
+    # definitions run, tests/test_notebook_stray_cells.py.)
+    path = tmp_path / "attention.py"
+    path.write_text((ROOT / "solutions" / "attention.py").read_text(encoding="utf-8")
+                    + "\nprint('weights 0.5735')\n", encoding="utf-8")
+    data = grading.grade(str(path), isolation="process", visibilities=("public",))
+    assert "0.5735" in data["metadata"]["student_output"]
 
 
 def test_a_check_that_cannot_run_says_so_and_names_nothing_else():

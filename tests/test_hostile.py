@@ -250,7 +250,10 @@ def test_shared_memory_dies_with_the_worker(tmp_path, mode):
                     "user's IPC namespace")
     g = grade(tmp_path, attack("shm_leftover"), mode)  # grade() asserts no segment is left
     assert int(re.search(r"SHM_ID (-?\d+)", g.output).group(1)) >= 0, "the segment was made"
-    assert g.data["score"] == MAX
+    # ctypes in the source is reaching into the process for the judge-side scan, which costs the
+    # checks it guards; every other check is the reference's.
+    scanned = {"module.no_library_attention", "module.param_count", "module.mask_buffer"}
+    assert all(c["status"] == "passed" for c in g.data["checks"] if c["id"] not in scanned)
 
 
 @pytest.mark.parametrize("mode", MODES)

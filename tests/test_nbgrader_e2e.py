@@ -55,6 +55,8 @@ TRICKS = {
                           "grader.notebook.autograde_cell = lambda *a, **k: None", "split_heads"),
 }
 ON_THE_STUB = {"x05_input_transformer", "x06_patch_the_kit"}
+# A complete solution plus one stray top-level statement: the kit grades the definitions.
+STRAY_STATEMENTS = {"x01_sys_exit", "x02_os_exit", "x03_endless_loop"}
 
 
 def pieces_of(spec):
@@ -163,8 +165,10 @@ def test_tricks_earn_no_more_than_their_honest_code(course, student):
     total, _ = gradebook_scores(course["dir"], student)
     assert total == pytest.approx(record["final_score"])
     assert total <= honest + 1e-9
-    if student in ON_THE_STUB or student in ("x01_sys_exit", "x02_os_exit", "x03_endless_loop"):
+    if student in ON_THE_STUB:
         assert total == 0  # the trick alone earns nothing
+    if student in STRAY_STATEMENTS:  # the kit keeps the definitions and leaves the statement out
+        assert total == pytest.approx(honest)
 
 
 def test_tricks_that_fooled_the_kernel_were_corrected(course):
@@ -172,7 +176,10 @@ def test_tricks_that_fooled_the_kernel_were_corrected(course):
     for student in ("x01_sys_exit", "x03_endless_loop", "x05_input_transformer", "x06_patch_the_kit"):
         record = records[student]
         assert record["kernel_score"] > 0, student          # nbgrader alone would have given marks
-        assert record["final_score"] == 0, student
+        # A stray exit or loop cannot zero the definitions (the kit leaves the statement out); a
+        # trick on the kit itself earns nothing.
+        expected = course["cli"][student]["score"] if student in STRAY_STATEMENTS else 0
+        assert record["final_score"] == pytest.approx(expected), student
         assert all(d["kernel"] > d["sandbox"] and d["why"].startswith("passed in the kernel")
                    for d in record["disagreements"]), student
     died = records["x02_os_exit"]
@@ -188,11 +195,12 @@ def test_the_report_lists_the_notebooks_that_disagreed_and_why(course):
     with open(os.path.join(course["dir"], "regrade.md"), encoding="utf-8") as handle:
         text = handle.read()
     disagreed = [s for s, r in course["records"].items() if r["disagreements"]]
-    assert sorted(disagreed) == ["x01_sys_exit", "x02_os_exit", "x03_endless_loop",
-                                 "x05_input_transformer", "x06_patch_the_kit"]
+    assert {"x02_os_exit", "x05_input_transformer", "x06_patch_the_kit"} <= set(disagreed)
+    assert set(disagreed) <= {"x01_sys_exit", "x02_os_exit", "x03_endless_loop",
+                              "x05_input_transformer", "x06_patch_the_kit"}
     for student in disagreed:
         assert f"### {student}" in text
-    assert "kernel died" in text and "passed in the kernel but" in text and "timeout" in text
+    assert "kernel died" in text and "passed in the kernel but" in text
     with open(os.path.join(course["dir"], "regrade.json"), encoding="utf-8") as handle:
         assert len(json.load(handle)["notebooks"]) == len(course["records"])
 
@@ -232,7 +240,7 @@ def test_feedback_shows_the_kits_messages_and_no_hidden_test_source(course):
     for student in list(HONEST) + list(TRICKS):
         page = _feedback_text(course, student)
         text = html.unescape(page)
-        for marker in ("BEGIN HIDDEN", "END HIDDEN", "grader/notebook.py", "grader/checks"):
+        for marker in ("BEGIN HIDDEN", "END HIDDEN", "grader/tools/", "grader/judge/"):
             assert marker not in text, (student, marker)  # no traceback runs through the kit
         for check_id in hidden_ids:
             assert not re.search(r"%autograde\s+" + re.escape(check_id) + r"\b", text), check_id
@@ -245,4 +253,5 @@ def test_feedback_shows_the_kits_messages_and_no_hidden_test_source(course):
     assert the_rubric.message("not_implemented", "zh") in untouched
     died = html.unescape(_feedback_text(course, "x02_os_exit"))
     assert "沙箱复评" in died and "kernel died" in died
-    assert re.search(r"Score: 0(\.0)? / 39", died)
+    # The kernel died at the stray os._exit; the kit's regrade kept the definitions.
+    assert re.search(r"Score: 39(\.0)? / 39", died)
