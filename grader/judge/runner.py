@@ -1,6 +1,6 @@
 """Run the checks (ordinary pytest files) in the judge process and map them to the rubric.
 
-pytest collects `grader/checks/public` (and `hidden` when present and asked for); the kit's
+pytest collects `grader/judge/checks/public` (and `hidden` when present and asked for); the kit's
 plugin hands each check the `student` proxy and turns whatever ended a check (a Verdict, the
 student's exception, a dead worker) into plain data, collected by its own report hooks.  A rubric
 check passes only if every test that carries its id ran and passed; one that did not run at all
