@@ -17,6 +17,21 @@ def parse(argv):
     parser = argparse.ArgumentParser(prog="python -m grader",
                                      description="多头注意力练习评分器 · multi-head attention grader")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_grading(sub)
+    _add_watch(sub)
+    _add_hint(sub)
+    _add_submit(sub)
+    try:  # instructors: `batch DIR --out OUTDIR`, `merge OUTDIR... --out MERGED` (not in release/)
+        from grader.batch import engine as batch
+    except ImportError:
+        batch = None
+    if batch is not None:
+        batch.add_arguments(sub)
+    return parser.parse_args(argv)
+
+
+def _add_grading(sub):
+    """`grade` (instructors) and `check` (students): one submission, its report."""
     for name, help_text in (("grade", "every check, public and hidden (instructors)"),
                             ("check", "the public checks only (students)")):
         p = sub.add_parser(name, help=help_text)
@@ -41,6 +56,10 @@ def parse(argv):
         p.add_argument("--max-processes", type=int, default=sandbox.Limits.processes)
         p.add_argument("--output-kb", type=int, default=sandbox.Limits.output_bytes // 1024,
                        help="how much of the student's stdout and stderr is kept")
+
+
+def _add_watch(sub):
+    """`watch`: the public checks on every save."""
     p = sub.add_parser("watch", help="rerun the public checks on every save (students)")
     p.add_argument("submission", nargs="?", default=DEFAULT_EXERCISE, help="the .py file to watch")
     p.add_argument("--lang", choices=("zh", "en"), default="zh")
@@ -56,6 +75,10 @@ def parse(argv):
     p.add_argument("--stats", help=argparse.SUPPRESS)  # JSON lines per screen: tests and bench
     p.add_argument("--worker-start", choices=("auto", "spare"), default="auto",
                    help=argparse.SUPPRESS)  # "spare": never fork (tests and bench of the spares)
+
+
+def _add_hint(sub):
+    """`hint`: the next hint for an exercise."""
     p = sub.add_parser("hint", help="the next hint for an exercise, one level at a time (students)")
     p.add_argument("exercise", nargs="?", help="split_heads, merge_heads, attend, "
                    "CausalSelfAttention or quiz; default: the first unfinished one")
@@ -65,6 +88,10 @@ def parse(argv):
     p.add_argument("--reset", action="store_true", help="start this exercise's hints again")
     p.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default="auto")
     p.add_argument("--call-timeout", type=float, default=sandbox.Limits.call_seconds)
+
+
+def _add_submit(sub):
+    """`submit`: check the work and package it."""
     p = sub.add_parser("submit", help="check your work and package it for handing in (students)")
     p.add_argument("submission", nargs="?", default=DEFAULT_EXERCISE,
                    help="attention.py or attention.ipynb (or a folder holding one)")
@@ -78,13 +105,6 @@ def parse(argv):
     p.add_argument("--lang", choices=("zh", "en"), default="zh")
     p.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default="auto")
     p.add_argument("--call-timeout", type=float, default=sandbox.Limits.call_seconds)
-    try:  # instructors: `batch DIR --out OUTDIR`, `merge OUTDIR... --out MERGED` (not in release/)
-        from grader.batch import engine as batch
-    except ImportError:
-        batch = None
-    if batch is not None:
-        batch.add_arguments(sub)
-    return parser.parse_args(argv)
 
 
 def main(argv=None):
