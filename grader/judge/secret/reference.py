@@ -1,18 +1,36 @@
 """The reference solution, loaded on the judge side from solutions/attention.py (one source).
 
-Never shipped in release/ and never visible to the worker.
+Never shipped in release/ and never visible to the worker.  The source is read once, at import:
+the Gradescope autograder removes solutions/ from the disk before any student code runs, so every
+later copy of the reference (the block variants' `fresh_module`) is compiled from this text.
 """
-import importlib.util
+import ast
+import types
+
 from grader import paths
 
 SOLUTION = paths.SOLUTION
 
+with open(SOLUTION, encoding="utf-8") as _handle:
+    SOURCE = _handle.read()
+_CODE = compile(SOURCE, SOLUTION, "exec")
 
-def _load():
-    spec = importlib.util.spec_from_file_location("reference_attention", SOLUTION)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+
+def fresh_module(name="reference_attention"):
+    """A new module object running the reference's code: its globals are its own to replace."""
+    module = types.ModuleType(name)
+    module.__file__ = SOLUTION
+    exec(_CODE, module.__dict__)
     return module
 
 
-ref = _load()
+def source_of(name):
+    """The source text of the reference's top-level function or class `name` (from SOURCE, never
+    from the disk: inspect.getsource would reread a file that may be gone)."""
+    for node in ast.parse(SOURCE).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+            return ast.get_source_segment(SOURCE, node)
+    raise KeyError(f"the reference has no top-level {name!r}")
+
+
+ref = fresh_module()

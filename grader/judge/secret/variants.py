@@ -10,8 +10,6 @@ replaced in a fresh copy of the reference, its weights' blocks reordered, out_pr
 student's own biases added.
 """
 import functools
-import importlib.util
-import inspect
 import itertools
 import math
 
@@ -88,7 +86,7 @@ DEFAULTS = {"scale": "sqrt_d", "mask_mode": "tril", "softmax_dim": -1, "scores":
 
 def edited(function, edits):
     """`function` of the reference recompiled with `edits` applied to its source text."""
-    source = inspect.getsource(function)
+    source = reference.source_of(function.__name__)
     for old, new in edits:
         if source.count(old) != 1:
             raise ValueError(f"variant edit of {function.__name__}: {old!r} is not found exactly "
@@ -141,9 +139,7 @@ def merge(x, mode="ok"):
 def reference_copy(**overrides):
     """A fresh copy of the reference (solutions/attention.py) with module-level names replaced:
     the block's forward then calls the replaced split_heads, merge_heads or attend."""
-    spec = importlib.util.spec_from_file_location("reference_variant", reference.SOLUTION)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = reference.fresh_module("reference_variant")
     for name, value in overrides.items():
         setattr(module, name, value)
     return module
