@@ -82,7 +82,7 @@ def test_advisory_note_in_the_workflow_and_the_student_readme():
 
 
 def test_instructor_readme_points_to_the_file_instead_of_copying_it():
-    readme = read(os.path.join(ROOT, "README.md"))
+    readme = read(os.path.join(ROOT, "docs", "instructors.md"))
     assert "release/.github/workflows/classroom.yml" in readme
     blocks = re.findall(r"```yaml\n(.*?)```", readme, re.S)
     assert not [b for b in blocks if "grader check" in b or "autograding" in b]

@@ -1,4 +1,4 @@
-"""The house rules, kept by tests instead of docstrings: what may import what, and the README's tree
+"""The house rules, kept by tests instead of docstrings: what may import what, and docs/building.md's tree
 is the tree on disk."""
 import ast
 import os
@@ -170,11 +170,11 @@ def test_the_circle_finder_finds_a_circle():
 
 
 def readme_tree():
-    """The paths named in the README's "How the kit is built" tree."""
-    with open(os.path.join(paths.KIT_ROOT, "README.md"), encoding="utf-8") as handle:
+    """The paths named in the "How the kit is built" tree of docs/building.md."""
+    with open(os.path.join(paths.KIT_ROOT, "docs", "building.md"), encoding="utf-8") as handle:
         text = handle.read()
     block = re.search(r"## How the kit is built.*?```text\n(.*?)```", text, re.S)
-    assert block, "README: a '## How the kit is built' section with a ```text tree"
+    assert block, "docs/building.md: a '## How the kit is built' section with a ```text tree"
     named, stack = set(), []
     for line in block.group(1).splitlines():
         match = re.match(r"^( *)(\S+)", line)

@@ -152,7 +152,7 @@ def _announce(entries, todo, manifest, config, jobs):
           f"{config['isolation']}, workers {workers}", file=sys.stderr)
     if config["isolation"] != "bubblewrap" and todo:
         print("warning: isolation process: submissions run as plain subprocesses, which can read "
-              "what this user can read (README, Security); --require-sandbox refuses instead",
+              "what this user can read (docs/security.md); --require-sandbox refuses instead",
               file=sys.stderr)
 
 

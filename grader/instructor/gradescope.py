@@ -17,7 +17,7 @@ show after the grades are published).  A submission that cannot be graded still 
 Before the student's code starts, the judge holds the reference and every check module in memory,
 removes solutions/ from the (throwaway) container and makes itself non-dumpable, so a worker that
 is not in bubblewrap cannot read the reference from disk or from the judge's memory, nor swap a check
-file under the judge.  What this does not cover is said in the README (Gradescope section).
+file under the judge.  What this does not cover is said in docs/instructors.md (Gradescope) and docs/security.md.
 """
 import argparse
 import ctypes
