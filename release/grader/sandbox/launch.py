@@ -162,8 +162,8 @@ CLONE_NEWIPC = 0x08000000
 
 def _ipc_unsharer():
     """A call that gives the child System V shared memory and semaphores of its own, gone with
-    the worker (root only; as an ordinary user the plain subprocess shares the user's, README:
-    Security).  Resolved here, in the parent: nothing is imported between fork and exec."""
+    the worker (root only; as an ordinary user the plain subprocess shares the user's, see
+    docs/security.md).  Resolved here, in the parent: nothing is imported between fork and exec."""
     if os.geteuid() != 0:
         return lambda: None
     import ctypes

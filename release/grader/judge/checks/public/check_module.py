@@ -175,27 +175,6 @@ def test_mask_is_a_buffer(student, seed):
                                                      "weights != 0 "))
     if mask.get("registered") != "buffer":
         raise Verdict("mask_not_buffer", registered=REGISTERED.get(mask.get("registered"), "—"))
-    _follows_to_dtype(module, x, before)
-
-
-def _follows_to_dtype(module, x, before):
-    """module.to(float64): the block runs in float64 and masks the same positions as before."""
-    module.contract("to_dtype", dtype="float64")
-    try:
-        out = module(x.double(), return_weights=True)
-    except StudentError as exc:
-        if exc.not_implemented:
-            raise
-        raise Verdict("to_dtype_failed", type=exc.type, message=exc.message) from None
-    if not (isinstance(out, tuple) and len(out) == 2) or type(out[0]) is not torch.Tensor \
-            or out[0].dtype != torch.float64:
-        got = out[0].dtype if isinstance(out, tuple) and type(out[0]) is torch.Tensor else out
-        raise Verdict("wrong_type", expected="y: torch.float64",
-                      got=str(got).replace("torch.", "") if not isinstance(got, tuple) else "tuple")
-    weights = tensor(out[1])
-    if weights.shape != before.shape or not torch.equal(weights == 0, before == 0):
-        raise Verdict("wrong_values", **slice_fields((weights != 0).double(),
-                                                     (before != 0).double(), "float64 weights != 0 "))
 
 
 # -- module.shapes ------------------------------------------------------------------------------
