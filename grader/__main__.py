@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 
+from grader import threads
 from grader.sandbox import launch as sandbox
 from grader.judge.submission import SubmissionError
 
@@ -108,6 +109,7 @@ def _add_submit(sub):
 
 
 def main(argv=None):
+    threads.pin_environment()  # before anything imports torch: judges, zygotes, their threads
     args = parse(sys.argv[1:] if argv is None else argv)
     if args.command in ("batch", "merge", "override", "recipes"):
         from grader.batch import engine as batch

@@ -86,9 +86,9 @@ def make_class(folder):
     return marker
 
 
-def run_batch(source, out, *extra, timeout=600):
+def run_batch(source, out, *extra, timeout=600, env=None):
     return subprocess.run([PY, "-m", "grader", "batch", str(source), "--out", str(out), *extra],
-                          cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+                          cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def read_gradebook(path):
@@ -104,7 +104,8 @@ def mixed(tmp_path_factory):
     before = digest_tree(source)
     out = base / "out"
     began = time.monotonic()
-    proc = run_batch(source, out, "--jobs", "2")
+    # An instructor's shell asking for a pool of 4: the judges must still compute on one thread.
+    proc = run_batch(source, out, "--jobs", "2", env=dict(os.environ, OMP_NUM_THREADS="4"))
     seconds = time.monotonic() - began
     assert proc.returncode == 0, proc.stderr
     return {"source": source, "out": out, "proc": proc, "before": before, "marker": marker,
@@ -204,6 +205,9 @@ def test_progress_and_ungradable_lines(mixed):
     assert len(progress) == 9  # one plain line per entry when stderr is no tty
     assert all("/min" in l and "left" in l for l in progress)
     assert progress[-1].startswith("[9/9]") and " 0:00 left" in progress[-1]
+    # The check thread's torch had one compute thread before anything set it: the environment
+    # was pinned before torch started (threads.py), whatever the instructor's shell asked for.
+    assert "compute threads per judge 1\n" in err
 
 
 def test_nothing_in_the_class_folder_is_written_or_run(mixed):

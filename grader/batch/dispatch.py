@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from grader import paths
+from grader import paths, threads
 
 from grader.inert import one_line
 
@@ -80,7 +80,7 @@ class Progress:
 
 class _Judge:
     def __init__(self, number, config, events, log):
-        env = dict(os.environ)
+        env = threads.pin_environment(dict(os.environ))  # one compute thread (threads.py)
         env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         code = "import sys; from grader.batch.judge import judge_main; sys.exit(judge_main(sys.argv[1:]))"
         self.number, self.outstanding, self.open = number, {}, True

@@ -184,7 +184,8 @@ def _report_speed(count, seconds, stats):
         memory = (f"; peak memory: judge {max(s['judge_mb'] for s in stats):.0f} MiB, "
                   f"worker {max(s['worker_mb'] for s in stats):.0f} MiB; CPU per submission: "
                   f"judge {sum(s['judge_cpu'] for s in stats) / graded:.2f} s, "
-                  f"worker {sum(s['worker_cpu'] for s in stats) / graded:.2f} s")
+                  f"worker {sum(s['worker_cpu'] for s in stats) / graded:.2f} s; compute threads "
+                  f"per judge {max((s.get('threads') or 0) for s in stats)}")
     print(f"graded {count} in {seconds:.1f} s ({count / seconds * 60:.1f}/min, "
           f"{len(stats) or '?'} processes){memory}", file=sys.stderr)
 

@@ -130,7 +130,7 @@ def judge_main(argv):
     zygote = _fork_server_ready(zygote)
     graded = _grade_tasks(_task_inbox(), config, limits, zygote, session, answers)
     session.close()
-    _answer(answers, {"stats": _stats(zygote, graded)})
+    _answer(answers, {"stats": dict(_stats(zygote, graded), threads=session.threads_given)})
     return 0
 
 

@@ -4,7 +4,7 @@ The worker is started before the judge imports torch and pytest, so the two impo
 """
 import platform
 
-from grader import rubric as rubric_module
+from grader import rubric as rubric_module, threads
 from grader.sandbox import launch as sandbox
 from grader.judge import submission
 from grader.judge.student import Student
@@ -35,8 +35,7 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None):
 
     torch.manual_seed(SEED)
     student.seed = sub.seed  # the checks' `seed` fixture: fresh inputs, recorded below
-    # Tiny tensors: one thread avoids waking a pool per op (8 ms a tril on a busy 2-core box).
-    torch.set_num_threads(1)
+    threads.one_thread_here()  # tiny tensors: a pool per op only fights the other processes
     rubric = rubric_module.load()
     checks = rubric.select(visibilities)
     try:

@@ -171,6 +171,9 @@ def serve():
 
 
 if __name__ == "__main__":
+    from grader import threads
+
+    threads.pin_environment()  # before torch: the judge's threads too (threads.py)
     code = serve()
     sys.stderr.flush()
     os._exit(code)  # skip torch's interpreter teardown

@@ -15,7 +15,7 @@ import pytest
 
 from grader.judge.checks.support import Verdict
 from grader.judge.student import StudentError, WorkerFailure
-from grader import paths
+from grader import paths, threads
 
 CHECKS_DIR = paths.CHECKS
 STATUS_OF_FAILURE = {"timeout": "timeout", "crashed": "error", "protocol": "error", "budget": "error"}
@@ -100,6 +100,8 @@ class KitPlugin:
         The last item runs with nextitem=None, which tears every fixture down (the session-scoped
         `student` included), so each student starts from nothing, as in a fresh session."""
         owner = self.owner
+        # This thread computes: OpenMP keeps the thread count per thread (threads.py).
+        owner.threads_given = threads.one_thread_here()
         while True:
             student = owner.requests.get()
             if student is None:
@@ -164,6 +166,7 @@ class CheckSession:
         ]
         self.devnull = open(os.devnull, "w")  # pytest's own progress: the kit prints the report
         self.saved_stdout = None
+        self.threads_given = None  # torch's threads on the check thread before it set 1
         # Only the plugins the kit names: no third-party plugin installed beside it (xdist,
         # randomly, ...) is loaded into the judge.  pytest reads the variable while it configures
         # (in the thread), so it is restored only by close().

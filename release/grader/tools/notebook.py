@@ -394,6 +394,9 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    from grader import threads
     from grader.fastexit import exit_now
+
+    threads.pin_environment()  # before torch: the judge's threads too (threads.py)
 
     exit_now(main(sys.argv[1:]))

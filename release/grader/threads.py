@@ -1,0 +1,42 @@
+"""One compute thread per process wherever the kit runs torch (judges, workers, the zygote).
+
+Every tensor the kit computes is tiny: a pool of compute threads only wakes up, spins and fights
+the other processes of a batch for the cores (two judges of a 2-core machine, each with a pool
+per core: 1.5 s of judge CPU per submission instead of 0.15 s).  Two settings, both needed:
+
+- the environment, before torch is imported (pin_environment): torch's OpenMP reads
+  OMP_NUM_THREADS once, at load, as the default of *every* thread, including the threads the
+  kit makes later (the check session runs pytest on a thread of its own, where a
+  torch.set_num_threads(1) made on the main thread never applies: OpenMP keeps it per thread);
+- torch.set_num_threads(1) on the thread that computes (one_thread_here), for a process where
+  torch was imported before the kit could set the environment.
+
+Workers get the same environment from launch.minimal_env.  A student's own notebook kernel is
+never pinned: only the kit's processes are.
+"""
+import os
+
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def pin_environment(env=None):
+    """Set one compute thread in `env` (default: this process's environment, so call it before
+    torch is imported); returns `env`, for a child process's environment."""
+    env = os.environ if env is None else env
+    env.update(ONE_THREAD)
+    return env
+
+
+def one_thread_here():
+    """torch on one compute thread on the calling thread (and, once per process, its inter-op
+    pool); returns the count the thread had before: what the environment gave it (1 where
+    pin_environment came before torch; the batch reports it)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # set already, or parallel work has begun: it can be set only once
+        pass
+    return before
