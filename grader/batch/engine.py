@@ -258,7 +258,7 @@ def merge(args):
     try:
         manifests = _read_manifests(sources)
         chosen = _choose_entries(manifests)
-        carried = overrides.combine([overrides.load(outdir)] + [overrides.load(f) for f in sources])
+        carried, history = overrides.combine([outdir] + sources)
     except ValueError as exc:
         return _refuse(exc)
     os.makedirs(os.path.join(outdir, STUDENTS), exist_ok=True)
@@ -273,8 +273,8 @@ def merge(args):
         _copy_student(folder, outdir, student)
         records.append(record)
     similarity.merge_caches(outdir, sources)
-    if carried:
-        overrides.save(outdir, carried)
+    if carried or history:
+        overrides.save(outdir, carried, history)
     lang = manifests[0][1].get("lang", "zh")
     threshold = args.similarity or manifests[0][1].get("similarity") or THRESHOLD
     manifest = {"format": FORMAT, "merged_from": sources, "grader": manifests[0][1]["grader"],
@@ -354,31 +354,28 @@ def main(args):
 
 
 def override_command(args):
-    """Record the override, then rebuild the gradebook, the summary and the student's page."""
+    """Record the override (set, change or remove), then rebuild the gradebook, the summary and
+    the student's page; or list the overrides and their history."""
     from grader import rubric
-    from grader.batch.overrides import FILE, OverrideError, record_override, validate
+    from grader.batch import overrides
 
-    outdir = os.path.abspath(args.out)
+    outdir = args.out = os.path.abspath(args.out)
     try:
         with open(os.path.join(outdir, MANIFEST), encoding="utf-8") as handle:
             students = {e["student"] for e in json.load(handle)["entries"]}
     except (OSError, ValueError, KeyError):
-        print(f"错误 error: {args.out}: no {MANIFEST} (not a batch output)", file=sys.stderr)
+        print(f"错误 error: {outdir}: no {MANIFEST} (not a batch output)", file=sys.stderr)
         return 2
+    if args.list:
+        print("\n".join(overrides.history_lines(outdir)))
+        return 0
     try:
-        validate(rubric.load(), students, args.student, args.check, args.score)
-        record = read_record(outdir, args.student)
-        if record is None or not record.get("report"):
-            raise OverrideError(f"{args.student} has no graded report here (ungradable or not "
-                                f"graded yet): grade the submission first")
-        if not args.why.strip():
-            raise OverrideError("--why must say why (it is shown to the student)")
-        record_override(outdir, {"student": args.student, "check": args.check,
-                                 "score": args.score, "why": args.why.strip()})
-    except OverrideError as exc:
+        event = overrides.command(args, rubric.load(), students, read_record)
+    except overrides.OverrideError as exc:
         print(f"错误 error: {exc}", file=sys.stderr)
         return 2
     rebuild(outdir)
-    print(f"{args.student} {args.check} -> {args.score:g} ({FILE}); gradebook.csv, summary and "
+    print(f"{event['action']} {args.student} {args.check}: {event['replaced']:g} -> "
+          f"{event['score']:g} ({overrides.FILE}); gradebook.csv, summary and "
           f"students/{args.student}/feedback.html rebuilt", file=sys.stderr)
     return 0

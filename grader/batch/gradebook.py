@@ -10,14 +10,13 @@ import statistics
 import sys
 
 from grader import rubric as rubric_module
-from grader.batch import classpage, overrides as overrides_module, similarity
+from grader.batch import classhtml, classpage, overrides as overrides_module, roster, similarity
 from grader.inert import json_text
 from grader.render.classtext import csv_cell, md_inline
-from grader.batch.mistakes import root_causes
+from grader.batch.mistakes import causes
 from grader.batch.records import MARKDOWN, PAGE, STUDENTS
 from grader.render import feedback_html
 from grader.render.student_markdown import student_markdown
-from grader.render.package import package_notes
 from grader.statefile import write_atomic
 
 def is_named(key):
@@ -25,35 +24,44 @@ def is_named(key):
     return key not in rubric_module.load().outcome_keys
 
 
-STATUS_WORDS = {"graded": "graded", "ungradable": "ungradable", "missing": "not graded"}
+def is_answer(key):
+    """A quiz question answered wrong (quiz_wrong_q1_params): an outcome, yet a cause to reteach."""
+    return key in rubric_module.load().answer_keys
+
+
+def is_cause(key):
+    return is_named(key) or is_answer(key)
+
+
+def causes_of(record):
+    """The student's causes to reteach: root causes, then the quiz questions answered wrong."""
+    return causes(record["report"], is_named, is_answer)
+
+
 BINS = 10
+score_text = roster.score_text
 
 
-def _num(x):
-    return "" if x is None else f"{x:g}"
-
-
-def gradebook_csv(the_rubric, records):
-    """student, entry, one column per check (rubric order), total, max_score, status, note (why an
-    entry was not graded; for a `make submit` package what its manifest check found)."""
+def gradebook_csv(the_rubric, records, lang="en"):
+    """student, entry, one column per check (rubric order), total, max_score, status (roster.RANK:
+    graded, untouched_stub, timed_out, crashed, import_failed, ungradable, not_graded), note (why
+    the entry needs a look, the package's findings, the overrides; in `lang`), parts (the checks
+    scored in part: `check passed/parts`).  Scores have at most two decimals."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     ids = [c.id for c in the_rubric.checks]
-    writer.writerow(["student", "entry"] + ids + ["total", "max_score", "status", "note"])
+    writer.writerow(["student", "entry"] + ids + ["total", "max_score", "status", "note", "parts"])
     max_score = sum(c.points for c in the_rubric.checks)
     for record in sorted(records, key=lambda r: r["student"]):
-        notes = package_notes(record.get("package"))
-        if record.get("overrides"):
-            notes.append(overrides_module.note(record))
-        note = record.get("error") or "; ".join(notes)
         scores = {}
         if record.get("report"):
             scores = {c["id"]: c["score"] for c in record["report"]["checks"]}
         writer.writerow([csv_cell(record["student"]), csv_cell(record["entry"])]
-                        + [_num(scores.get(i)) for i in ids]
-                        + [_num(record.get("score") or 0), _num(record.get("max_score") or max_score),
-                           csv_cell(STATUS_WORDS.get(record["status"], record["status"])),
-                           csv_cell(note)])
+                        + [score_text(scores.get(i)) for i in ids]
+                        + [score_text(record.get("score") or 0),
+                           score_text(record.get("max_score") or max_score),
+                           roster.status_of(record), csv_cell(roster.gradebook_note(record, lang)),
+                           csv_cell(roster.partial_text(record))])
     return out.getvalue()
 
 
@@ -88,7 +96,7 @@ def _per_check(the_rubric, graded):
                 continue
             counts[result["status"]] = counts.get(result["status"], 0) + 1
             for verdict in result["verdicts"]:
-                if not is_named(verdict["key"]):
+                if not is_cause(verdict["key"]):
                     entry = outcomes.setdefault(verdict["key"], {"who": set(), "checks": set()})
                     entry["who"].add(r["student"])
                     entry["checks"].add(check.id)
@@ -100,26 +108,47 @@ def _per_check(the_rubric, graded):
     return checks, outcomes
 
 
-def _root_causes(graded):
-    """Per named mistake, the students whose root cause it is (each counted once per root cause;
-    see mistakes.py) and the cards it was seen on."""
+def _causes(graded):
+    """Per cause to reteach, the students it is a cause of (each counted once per cause; see
+    mistakes.py) and the cards it was seen on."""
     per_key = {}
     for r in graded:
-        for key, cards in root_causes(r["report"], is_named).items():
+        for key, cards in causes_of(r).items():
             entry = per_key.setdefault(key, {"who": set(), "checks": set()})
             entry["who"].add(r["student"])
             entry["checks"].update(cards)
     return per_key
 
 
+def describe_cause(the_rubric, key, checks, lang):
+    """A cause in words: a named mistake's first sentence; a wrong answer's whole message, with
+    the quiz variable it is about."""
+    if is_answer(key) and checks:
+        return the_rubric.message(key, lang, name=the_rubric.by_id[checks[0]].checked[lang])
+    return first_sentence(the_rubric.message(key, lang), lang)
+
+
+def lesson_sections(the_rubric, checks, lang):
+    """The lesson sections of the cards a cause was seen on (rubric order, at most two)."""
+    keys = []
+    for check in the_rubric.checks:
+        if check.id in checks and check.section not in keys:
+            keys.append(check.section)
+    return ("；" if lang == "zh" else "; ").join(the_rubric.section(k, lang) for k in keys[:2])
+
+
 def _items(the_rubric, per_key, graded):
     items = []
     for key, entry in per_key.items():
+        checks = [c.id for c in the_rubric.checks if c.id in entry["checks"]]
         items.append({"key": key, "students": len(entry["who"]),
                       "percent": _percent(len(entry["who"]), len(graded)),
                       "checks": sorted(entry["checks"]), "who": sorted(entry["who"]),
-                      "text": {lang: first_sentence(the_rubric.message(key, lang), lang)
-                               for lang in ("zh", "en")}})
+                      "answer": is_answer(key),
+                      "text": {lang: describe_cause(the_rubric, key, checks, lang)
+                               for lang in ("zh", "en")},
+                      "section": {lang: lesson_sections(the_rubric, checks, lang)
+                                  for lang in ("zh", "en")}})
     return sorted(items, key=lambda item: (-item["students"], item["key"]))
 
 
@@ -143,7 +172,8 @@ def summarize(the_rubric, records, near_copies=None):
         "median": round(statistics.median(totals), 2) if totals else None,
         "full_marks": sum(1 for t in totals if t >= max_score),
         "histogram": _histogram(totals, max_score), "checks": checks,
-        "mistakes": _items(the_rubric, _root_causes(graded), graded),
+        "roster": roster.rows(records, causes_of, (near_copies or {}).get("groups", [])),
+        "mistakes": _items(the_rubric, _causes(graded), graded),
         "outcomes": _items(the_rubric, outcomes, graded),
         "overrides": [dict(o, student=r["student"]) for r in records
                       for o in r.get("overrides", [])],
@@ -159,8 +189,9 @@ def _percent(n, total):
 
 
 def summary_markdown(summary, lang):
-    zh = lang == "zh"
-    t = (lambda a, b: a if zh else b)
+    """summary.md: the counts, the students and what to reteach (classpage), the histogram, the
+    checks, the outcomes that name no cause, then the near-copies and the overrides."""
+    t = (lambda a, b: a if lang == "zh" else b)
     lines = [f"# {t('全班概况', 'Class summary')}", ""]
     m = summary["max_score"]
     lines.append(t(f"学生 {summary['students']} 人 · 已评分 {summary['graded']} · "
@@ -170,63 +201,67 @@ def summary_markdown(summary, lang):
     if summary["mean"] is not None:
         lines += ["", t(f"平均 {summary['mean']:g} / {m:g} · 中位数 {summary['median']:g} / {m:g}",
                         f"mean {summary['mean']:g} / {m:g} · median {summary['median']:g} / {m:g}")]
+    lines += [""] + classpage.students_markdown(summary, lang) + [""]
+    lines += classpage.reteach_markdown(summary, lang)
     lines += ["", f"## {t('分数分布', 'Score histogram')}", "", "```text"]
     top = max([b["count"] for b in summary["histogram"]] + [1])
     for b in summary["histogram"]:
         bar = "█" * round(20 * b["count"] / top)
         lines.append(f"{b['from']:>3}–{b['to']:<3}% | {bar} {b['count']}")
-    lines += ["```", "", f"## {t('常见错误（按人数）', 'Named mistakes (by students)')}", ""]
-    if summary["mistakes"]:
-        lines += [t("| 人数 | 比例 | 错误 | 检查 |", "| students | share | mistake | checks |"),
-                  "|---:|---:|---|---|"]
-        for item in summary["mistakes"]:
-            lines.append(f"| {item['students']} | {item['percent']}% | `{item['key']}` "
-                         f"{item['text'][lang]} | {', '.join(item['checks'])} |")
-    else:
-        lines.append(t("（没有）", "(none)"))
-    lines += ["", f"## {t('各项检查', 'Checks')}", "",
-              t("| 检查 | 分值 | 通过 | 未通过 | 未通过比例 |",
-                "| check | points | passed | not passed | share not passed |"),
-              "|---|---:|---:|---:|---:|"]
+    lines += ["```"] + _checks_markdown(summary, lang)
+    if summary.get("near_copies") is not None:
+        lines += classpage.near_copies_markdown(summary["near_copies"], lang)
+    return "\n".join(lines + classpage.overrides_markdown(summary, lang)) + "\n"
+
+
+def _checks_markdown(summary, lang):
+    t = (lambda a, b: a if lang == "zh" else b)
+    lines = ["", f"## {t('各项检查', 'Checks')}", "",
+             t("| 检查 | 分值 | 通过 | 未通过 | 未通过比例 |",
+               "| check | points | passed | not passed | share not passed |"),
+             "|---|---:|---:|---:|---:|"]
     for c in summary["checks"]:
         lines.append(f"| `{c['id']}` {c['title'][lang]} | {c['points']:g} | {c['passed']} | "
                      f"{c['not_passed']} | {c['percent_not_passed']}% |")
     if summary["outcomes"]:
-        lines += ["", f"## {t('其他结果', 'Other outcomes')}", "",
-                  t("| 人数 | 比例 | 结果 |", "| students | share | outcome |"), "|---:|---:|---|"]
+        lines += ["", f"## {t('其他结果（没有指明错误原因）', 'Other outcomes (no cause named)')}",
+                  "", t("| 人数 | 比例 | 结果 |", "| students | share | outcome |"), "|---:|---:|---|"]
         for item in summary["outcomes"]:
             lines.append(f"| {item['students']} | {item['percent']}% | `{item['key']}` "
                          f"{item['text'][lang]} |")
-    for title, rows in ((t("无法评分", "Could not be graded"), summary["ungradable"]),
-                        (t("未评分（评分器出错，请重跑）", "Not graded (grader error: run again)"),
-                         summary["not_graded"])):
-        if rows:
-            lines += ["", f"## {title}", ""]
-            lines += [f"- {md_inline(r['student'])} ({md_inline(r['entry'])}): "
-                      f"{md_inline(r['error'])}" for r in rows]
-    return "\n".join(lines) + "\n" + classpage.summary_sections_markdown(summary, lang)
+    return lines
+
+
+def summary_html(summary, lang):
+    return feedback_html.summary_page(
+        summary, lang, first=classhtml.students_html(summary),
+        teaching=classhtml.reteach_html(summary), last=classhtml.last_sections_html(summary),
+        head=classhtml.STYLE)
 
 
 def write_class_outputs(outdir, records, lang, threshold=None, jobs=1):
     """gradebook.csv, mistakes.csv, similarity.csv and the summary (JSON, Markdown, HTML), from
-    the records with the folder's overrides applied; the overridden students' pages redrawn."""
+    the records with the folder's overrides applied; the pages of the students an override
+    touches (now or in its history) redrawn."""
     the_rubric = rubric_module.load()
     items = overrides_module.load(outdir)
+    history = overrides_module.load_history(outdir)
     records = [overrides_module.apply(r, items) for r in records]
     near = None if threshold is None else _near_copies(outdir, records, threshold, jobs)
     summary = summarize(the_rubric, records, near)
-    write_atomic(os.path.join(outdir, "gradebook.csv"), gradebook_csv(the_rubric, records))
+    summary["override_history"] = history
+    write_atomic(os.path.join(outdir, "gradebook.csv"), gradebook_csv(the_rubric, records, lang))
     write_atomic(os.path.join(outdir, "mistakes.csv"),
-                 classpage.mistakes_csv(summary, records, is_named))
+                 classpage.mistakes_csv(summary, records, causes_of))
     if near is not None:
         write_atomic(os.path.join(outdir, similarity.TABLE), classpage.similarity_csv(near["rows"]))
     write_atomic(os.path.join(outdir, "summary.json"),
                  json_text(summary, ensure_ascii=False, indent=1) + "\n")
     write_atomic(os.path.join(outdir, "summary.md"), summary_markdown(summary, lang))
-    write_atomic(os.path.join(outdir, "summary.html"), feedback_html.summary_page(
-        summary, lang, extra=classpage.summary_sections_html(summary)))
+    write_atomic(os.path.join(outdir, "summary.html"), summary_html(summary, lang))
+    touched = {e["student"] for e in history} | {o["student"] for o in items}
     for record in records:
-        if record.get("overrides"):
+        if record["student"] in touched and record.get("report"):
             _redraw_student(outdir, the_rubric, record, lang)
     return summary
 
@@ -244,5 +279,5 @@ def _near_copies(outdir, records, threshold, jobs):
 def _redraw_student(outdir, the_rubric, record, lang):
     folder = os.path.join(outdir, STUDENTS, record["student"])
     write_atomic(os.path.join(folder, PAGE), feedback_html.student_page(
-        the_rubric, record, lang, extra=classpage.override_notice_html(record)))
+        the_rubric, record, lang, extra=classhtml.override_notice_html(record)))
     write_atomic(os.path.join(folder, MARKDOWN), student_markdown(the_rubric, record, lang))

@@ -10,7 +10,7 @@ explains every other name seen only on the exercises it reaches.  A name on an e
 cause (a wrong scale in `attend` and a wrong quiz answer are two things to reteach).  A verdict
 marked `follows_from` another mistake counts for that mistake.  Outcome keys (wrong_values,
 wrong_shape, not_implemented, ...) say that something failed, not which mistake it was: they
-never count.
+never count, except a wrong quiz answer (wrong_answers): each question is a cause of its own.
 """
 
 
@@ -43,3 +43,22 @@ def root_causes(report, is_named):
         roots[key] = sorted(seen[key]["cards"])
         reached |= seen[key]["exercises"]
     return roots
+
+
+def wrong_answers(report, is_answer):
+    """{key: [check id]} for each quiz question answered wrong: every question is its own cause
+    (one card each), so none explains another."""
+    found = {}
+    for result in report["checks"]:
+        for verdict in result.get("verdicts") or []:
+            if is_answer(verdict.get("key")):
+                found.setdefault(verdict["key"], [])
+                if result["id"] not in found[verdict["key"]]:
+                    found[verdict["key"]].append(result["id"])
+    return found
+
+
+def causes(report, is_named, is_answer):
+    """Everything to reteach this student: the root causes, then the quiz questions answered
+    wrong."""
+    return {**root_causes(report, is_named), **wrong_answers(report, is_answer)}

@@ -1,40 +1,74 @@
-"""A TA's override of one check for one student, kept as data in the batch's output folder.
+"""A TA's override of one check for one student: a record, kept as data in the batch's output
+folder, with who made it, when, why and the score it replaced; every change is kept as history.
 
-`python -m grader override OUT STUDENT CHECK SCORE --why "..."` records it in OUT/overrides.json;
-every rebuild of the class outputs (a run, a resume, a regrade, a merge, the override command
-itself) applies the overrides to the records read back from report.json: the check's score is
-replaced (the report.json keeps what the grader decided), the total follows, the student's page
-and Markdown show the override and its reason, the gradebook's note and the summary list it.
+    python -m grader override OUT STUDENT CHECK SCORE --why "..."     set (or change) it
+    python -m grader override OUT STUDENT CHECK --remove --why "..."  remove it
+    python -m grader override OUT --list                              the overrides and history
+
+OUT/overrides.json holds {"overrides": [the ones in force], "history": [every set, change and
+remove, oldest first]}.  Every rebuild of the class outputs (a run, a resume, a regrade, a merge,
+the override command itself) applies the overrides to the records read back from report.json:
+the check's score is replaced (the report.json keeps what the grader decided), the total follows,
+the student's page shows the card as overridden beside the grader's own verdict, the gradebook's
+note and the summary list it.
 """
+import datetime
+import getpass
 import json
 import os
 
 from grader.statefile import write_atomic
 
 FILE = "overrides.json"
+FORMAT = 2
 
 
 class OverrideError(ValueError):
     """An override that cannot be recorded: unknown student or check, score out of bounds."""
 
 
-def load(outdir):
-    """[{student, check, score, why}] sorted by student and check ([] when there is none)."""
+def _key(o):
+    return (o["student"], o["check"])
+
+
+def _read(outdir):
     try:
         with open(os.path.join(outdir, FILE), encoding="utf-8") as handle:
             data = json.load(handle)
     except FileNotFoundError:
-        return []
+        return {}
     except (OSError, ValueError) as exc:
         raise OverrideError(f"{os.path.join(outdir, FILE)}: unreadable ({exc})") from None
-    items = data.get("overrides", []) if isinstance(data, dict) else []
-    return sorted(items, key=lambda o: (o["student"], o["check"]))
+    return data if isinstance(data, dict) else {}
 
 
-def save(outdir, items):
-    items = sorted(items, key=lambda o: (o["student"], o["check"]))
+def load(outdir):
+    """[{student, check, score, why, who, when, was}] in force, by student and check ([] when
+    there is none; a format-1 file's items have no who or when)."""
+    return sorted(_read(outdir).get("overrides", []), key=_key)
+
+
+def load_history(outdir):
+    """[{action: set | change | remove, student, check, score, replaced, why, who, when}]."""
+    return list(_read(outdir).get("history", []))
+
+
+def save(outdir, items, history=None):
+    history = load_history(outdir) if history is None else history
     write_atomic(os.path.join(outdir, FILE), json.dumps(
-        {"format": 1, "overrides": items}, ensure_ascii=False, indent=1) + "\n")
+        {"format": FORMAT, "overrides": sorted(items, key=_key), "history": history},
+        ensure_ascii=False, indent=1) + "\n")
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def default_who():
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
 
 
 def validate(the_rubric, students, student, check, score):
@@ -52,28 +86,53 @@ def validate(the_rubric, students, student, check, score):
         raise OverrideError(f"score {score:g} is outside 0..{points:g}, the points of {check}")
 
 
-def record_override(outdir, item):
-    """Add (or replace: one override per student and check) and save."""
-    same = (item["student"], item["check"])
-    items = [o for o in load(outdir) if (o["student"], o["check"]) != same]
-    save(outdir, items + [item])
+def record_override(outdir, item, graded_score):
+    """Set or change (one override per student and check) and keep the event; `graded_score` is
+    the grader's score of that check, what a first override replaces."""
+    items = load(outdir)
+    before = next((o for o in items if _key(o) == _key(item)), None)
+    item = dict(item, was=graded_score)
+    event = {"action": "change" if before else "set", "student": item["student"],
+             "check": item["check"], "score": item["score"],
+             "replaced": before["score"] if before else graded_score,
+             "why": item["why"], "who": item.get("who"), "when": item.get("when")}
+    save(outdir, [o for o in items if _key(o) != _key(item)] + [item],
+         load_history(outdir) + [event])
+    return event
 
 
-def combine(lists):
-    """The overrides of several output folders (a merge); the same student and check overridden
-    differently in two of them is refused."""
-    chosen = {}
-    for items in lists:
-        for o in items:
-            seen = chosen.setdefault((o["student"], o["check"]), o)
+def remove_override(outdir, student, check, why, who, when):
+    """Remove the override in force (OverrideError when there is none) and keep the event."""
+    items = load(outdir)
+    before = next((o for o in items if _key(o) == (student, check)), None)
+    if before is None:
+        raise OverrideError(f"{student} {check} has no override to remove")
+    event = {"action": "remove", "student": student, "check": check,
+             "score": before.get("was"), "replaced": before["score"], "why": why, "who": who,
+             "when": when}
+    save(outdir, [o for o in items if _key(o) != (student, check)],
+         load_history(outdir) + [event])
+    return event
+
+
+def combine(folders):
+    """The overrides and history of several output folders (a merge); the same student and check
+    overridden differently in two of them is refused."""
+    chosen, history = {}, []
+    for folder in folders:
+        for o in load(folder):
+            seen = chosen.setdefault(_key(o), o)
             if (seen["score"], seen["why"]) != (o["score"], o["why"]):
                 raise OverrideError(f"{o['student']} {o['check']} is overridden differently in two "
                                     f"outputs ({seen['score']:g} and {o['score']:g})")
-    return sorted(chosen.values(), key=lambda o: (o["student"], o["check"]))
+        history += [e for e in load_history(folder) if e not in history]
+    history.sort(key=lambda e: (e.get("when") or "", e["student"], e["check"]))
+    return sorted(chosen.values(), key=_key), history
 
 
 def apply(record, items):
-    """The record with its overrides applied (a copy; the record itself is left as read)."""
+    """The record with its overrides applied (a copy; the record itself is left as read): each
+    overridden card keeps the grader's status and score beside the TA's."""
     mine = [o for o in items if o["student"] == record["student"]]
     if not mine or not record.get("report"):
         return record
@@ -84,9 +143,10 @@ def apply(record, items):
         o = by_check.get(result["id"])
         if o is None:
             continue
-        result["override"] = {"score": o["score"], "was": result["score"], "why": o["why"]}
-        applied.append({"check": result["id"], "was": result["score"], "score": o["score"],
-                        "why": o["why"]})
+        done = {"check": result["id"], "was": result["score"], "status": result["status"],
+                "score": o["score"], "why": o["why"], "who": o.get("who"), "when": o.get("when")}
+        result["override"] = {k: v for k, v in done.items() if k != "check"}
+        applied.append(done)
         result["score"] = o["score"]
     record["score"] = round(sum(r["score"] for r in record["report"]["checks"]), 4)
     record["report"]["score"] = record["score"]
@@ -94,19 +154,51 @@ def apply(record, items):
     return record
 
 
-def note(record):
-    """The gradebook's note for an overridden record."""
-    return "; ".join(f"override {o['check']} {o['was']:g} -> {o['score']:g}: {o['why']}"
-                     for o in record.get("overrides", []))
-
-
 # -- the command --------------------------------------------------------------------------------
 def add_arguments(sub):
-    p = sub.add_parser("override", help="change one check's score for one student, with a reason "
-                       "(kept in OUT/overrides.json, applied at every rebuild)")
+    p = sub.add_parser("override", help="set, change or remove one check's score for one student, "
+                       "with a reason (kept with its history in OUT/overrides.json, applied at "
+                       "every rebuild); --list shows them")
     p.add_argument("out", help="the batch's output folder")
-    p.add_argument("student", help="the student id (as in gradebook.csv)")
-    p.add_argument("check", help="the check id (a column of gradebook.csv)")
-    p.add_argument("score", type=float, help="the new score, 0..the check's points")
-    p.add_argument("--why", required=True,
-                   help="the reason, shown to the student and in the summary")
+    p.add_argument("student", nargs="?", help="the student id (as in gradebook.csv)")
+    p.add_argument("check", nargs="?", help="the check id (a column of gradebook.csv)")
+    p.add_argument("score", nargs="?", type=float, help="the new score, 0..the check's points")
+    p.add_argument("--why", help="the reason, shown to the student and in the summary (required "
+                   "to set, change or remove)")
+    p.add_argument("--remove", action="store_true", help="remove the override in force")
+    p.add_argument("--who", default=None, help="who decides (default: the login name)")
+    p.add_argument("--list", action="store_true", help="print the overrides and their history")
+
+
+def history_lines(outdir):
+    lines = [f"in force: {o['student']} {o['check']} {o.get('was', '?')} -> {o['score']:g} "
+             f"({o.get('who') or '?'}, {o.get('when') or '?'}): {o['why']}" for o in load(outdir)]
+    lines += [f"{e.get('when') or '?'} {e.get('who') or '?'} {e['action']} {e['student']} "
+              f"{e['check']}: {e['replaced']} -> {e['score']}: {e['why']}"
+              for e in load_history(outdir)]
+    return lines or ["no overrides"]
+
+
+def command(args, the_rubric, students, read_record):
+    """Validate and record what the command asks (OverrideError when it cannot); the event."""
+    if args.student is None or args.check is None:
+        raise OverrideError("say which student and check (or --list)")
+    why = (args.why or "").strip()
+    if not why:
+        raise OverrideError("--why must say why (it is shown to the student)")
+    who, when = args.who or default_who(), now()
+    if args.remove:
+        if args.student not in students:
+            validate(the_rubric, students, args.student, args.check, 0)
+        return remove_override(args.out, args.student, args.check, why, who, when)
+    if args.score is None:
+        raise OverrideError("give the new SCORE (or --remove)")
+    validate(the_rubric, students, args.student, args.check, args.score)
+    record = read_record(args.out, args.student)
+    if record is None or not record.get("report"):
+        raise OverrideError(f"{args.student} has no graded report here (ungradable or not "
+                            f"graded yet): grade the submission first")
+    graded = next(c["score"] for c in record["report"]["checks"] if c["id"] == args.check)
+    return record_override(args.out, {"student": args.student, "check": args.check,
+                                      "score": args.score, "why": why, "who": who,
+                                      "when": when}, graded)

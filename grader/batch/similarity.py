@@ -35,7 +35,7 @@ WINDOW = 1      # winnowing window: every k-gram (copydetect's default for these
 THRESHOLD = 0.7  # default --similarity: a share of one side's code found in the other
 MIN_SHARED = 200  # filtered characters in common, at least: a few shared lines are idioms
 PARALLEL_FROM = 2000  # pairs to compute before it is worth forking comparers
-SHOWN = 60  # flagged pairs shown side by side on the page (the most similar; the CSV has all)
+SHOWN = 60  # groups whose strongest pair is shown side by side on the page (the CSV has all)
 BOILERPLATE_FILES = ("exercises/attention.py", "release/attention.ipynb",
                      "grader/batch/lesson_given_code.txt")
 QUIZ_LINE = re.compile(r"^[ \t]*Q\d_[A-Z0-9_]*[ \t]*(:[^=\n]*)?=.*$", re.MULTILINE)
@@ -281,10 +281,24 @@ def groups_of(rows):
     return sorted((sorted(m) for m in members.values() if len(m) > 1), key=lambda g: (-len(g), g))
 
 
+def group_figures(groups, rows):
+    """Per group: its members, how many flagged pairs it holds, the strongest and weakest of
+    them and which pair is the strongest (the one shown side by side)."""
+    out = []
+    for members in groups:
+        inside = set(members)
+        flagged = [r for r in rows if r["flagged"] and r["a"] in inside and r["b"] in inside]
+        out.append({"members": members, "pairs": len(flagged),
+                    "strongest": flagged[0]["similarity"], "weakest": flagged[-1]["similarity"],
+                    "pair": [flagged[0]["a"], flagged[0]["b"]]})
+    return out
+
+
 def analyse(outdir, sources, threshold=THRESHOLD, log=None, jobs=1):
     """Every pair of `sources` (dicts from keep_source), the cache updated; the class view:
-    {'threshold', 'flagged' (how many pairs), 'pairs' (the SHOWN most similar flagged ones, with
-    their code and regions), 'groups', 'rows' (every pair, for the CSV), 'computed', 'reused'}."""
+    {'threshold', 'flagged' (how many pairs), 'groups', 'group_figures', 'pairs' (the strongest
+    pair of each of the first SHOWN groups, with their code and regions), 'rows' (every pair, for
+    the CSV), 'computed', 'reused'}."""
     boilerplate = boilerplate_hashes()
     settings = settings_key(boilerplate)
     cache, prints = load_pairs(outdir, settings), {}
@@ -296,7 +310,11 @@ def analyse(outdir, sources, threshold=THRESHOLD, log=None, jobs=1):
               f"{len(pairs) - computed} reused", file=log)
     by_student = {s["student"]: s for s in sources}
     flagged = [r for r in rows if r["flagged"]]
-    shown = [side_by_side(r, by_student, prints, boilerplate) for r in flagged[:SHOWN]]
+    groups = groups_of(rows)
+    figures = group_figures(groups, rows)
+    strongest = {tuple(g["pair"]) for g in figures[:SHOWN]}
+    shown = [side_by_side(r, by_student, prints, boilerplate) for r in flagged
+             if (r["a"], r["b"]) in strongest]
     return {"threshold": threshold, "min_shared": MIN_SHARED, "flagged": len(flagged),
-            "pairs": shown, "groups": groups_of(rows), "rows": rows, "computed": computed,
-            "reused": len(pairs) - computed}
+            "pairs": shown, "groups": groups, "group_figures": figures, "rows": rows,
+            "computed": computed, "reused": len(pairs) - computed}

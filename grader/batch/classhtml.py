@@ -1,0 +1,289 @@
+"""The sections of summary.html that name students, in the order a TA reads them: the students
+(neediest first, filterable, sortable, printable), what to reteach (every cause, the quiz's too),
+then the near-copy groups (one line each, the code side by side on demand) and the overrides with
+their history.  Every student string is escaped (grader/inert.py through classtext); the page
+works without its script (the table comes sorted by need and whole).
+"""
+import urllib.parse
+
+from grader.batch.roster import WORDS, score_text
+from grader.render.classtext import html_escape as esc
+
+STYLE = """<style>
+.controls { display:flex; gap:12px; align-items:center; margin:6px 0 8px; font-size:13px; }
+.controls input, .controls select { font:inherit; padding:3px 6px; }
+table.sortable th[data-sort] { cursor:pointer; user-select:none; }
+table.sortable th[data-sort]::after { content:" ↕"; color:var(--muted); font-size:11px; }
+#students td.status span.st { font-size:12px; font-weight:700; padding:0 6px; border-radius:8px;
+  color:#fff; background:var(--muted); white-space:nowrap; }
+#students tr[data-status=ungradable] span.st, #students tr[data-status=not_graded] span.st,
+#students tr[data-status=untouched_stub] span.st { background:var(--bad); }
+#students tr[data-status=timed_out] span.st, #students tr[data-status=crashed] span.st,
+#students tr[data-status=import_failed] span.st { background:var(--warn); }
+#students tr[data-status=graded] span.st { background:var(--ok); }
+.flag { display:inline-block; font-size:11px; border:1px solid var(--line); border-radius:8px;
+        padding:0 6px; margin:1px 2px; white-space:nowrap; background:#f9fafb; }
+.flag.group { border-color:var(--bad); color:var(--bad); }
+.flag.override { border-color:#6d28d9; color:#6d28d9; }
+.flag.identity { border-color:var(--warn); color:var(--warn); }
+.part { font-size:11px; color:var(--muted); }
+.who-list a, .members a { margin-right:8px; white-space:nowrap; }
+details.group > summary { cursor:pointer; padding:4px 0; }
+.pair-sides { display:flex; gap:12px; } .pair-sides > div { flex:1 1 0; min-width:0; }
+.pair-sides pre { background:#fff; border:1px solid var(--line); border-radius:6px; padding:8px;
+  font:12px/1.4 ui-monospace,"DejaVu Sans Mono","Noto Sans Mono CJK SC",monospace;
+  max-height:420px; overflow:auto; white-space:pre; margin:4px 0; }
+.pair-sides mark { background:#fde68a; } .figure { font-weight:700; color:var(--bad); }
+@media print {
+  header button, .controls, details.group .pair-sides, #per-check ~ * .bar { display:none !important; }
+  body { background:#fff; font-size:11px; } main { max-width:none; padding:0; }
+  table.list tr { break-inside:avoid; } a { color:inherit; text-decoration:none; }
+  #students, #reteach { font-size:11px; }
+}
+</style>"""
+
+SCRIPT = """<script>
+(function () {
+  var table = document.getElementById('students'); if (!table) return;
+  var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+  var text = document.getElementById('student-filter'), status = document.getElementById('status-filter');
+  function filter() {
+    var q = text.value.trim().toLowerCase(), s = status.value;
+    rows.forEach(function (r) {
+      var show = (!q || r.textContent.toLowerCase().indexOf(q) >= 0) && (!s || r.dataset.status === s);
+      r.style.display = show ? '' : 'none'; });
+  }
+  text.addEventListener('input', filter); status.addEventListener('change', filter);
+  Array.prototype.forEach.call(table.querySelectorAll('th[data-sort]'), function (th) {
+    th.addEventListener('click', function () {
+      var key = th.dataset.sort, up = th.dataset.dir !== 'up'; th.dataset.dir = up ? 'up' : 'down';
+      rows.sort(function (a, b) {
+        var x = a.dataset[key], y = b.dataset[key], nx = parseFloat(x), ny = parseFloat(y);
+        var c = (isNaN(nx) || isNaN(ny)) ? x.localeCompare(y) : nx - ny;
+        return up ? c : -c; });
+      rows.forEach(function (r) { body.appendChild(r); }); });
+  });
+  document.querySelector('.controls').hidden = false;
+})();
+</script>"""
+
+
+def both(zh, en):
+    return f'<span class="zh">{esc(zh)}</span><span class="en">{esc(en)}</span>'
+
+
+def page_link(student):
+    href = "students/" + urllib.parse.quote(student, safe="") + "/feedback.html"
+    return f'<a href="{esc(href)}"><code>{esc(student)}</code></a>'
+
+
+def _anchor(key):
+    return "cause-" + urllib.parse.quote(key, safe="")
+
+
+def _percent(x):
+    return f"{round(100 * x)}%"
+
+
+def _heads(*columns):
+    """<tr> of headings: (zh, en, sort key or None)."""
+    return "<tr>" + "".join(f'<th{f" data-sort={chr(34)}{key}{chr(34)}" if key else ""}>'
+                            f"{both(zh, en)}</th>" for zh, en, key in columns) + "</tr>"
+
+
+# -- the students ---------------------------------------------------------------------------------
+def _flags(flags):
+    out = []
+    if "group" in flags:
+        n = flags["group"]
+        out.append(f'<a class="flag group" href="#group-{n}">'
+                   + both(f"近似抄袭组 {n}", f"near-copy group {n}") + "</a>")
+    for check in flags.get("overrides", []):
+        out.append('<span class="flag override">' + both(f"助教改分 {check}", f"override {check}")
+                   + "</span>")
+    if "identity" in flags:
+        out.append('<span class="flag identity">' + both(
+            f"清单写的学生是 {flags['identity']}", f"manifest names {flags['identity']}") + "</span>")
+    if "left_out" in flags:
+        n = flags["left_out"]
+        out.append('<span class="flag left-out">' + both(
+            f"笔记本有 {n} 条语句未运行", f"{n} notebook statements left out") + "</span>")
+    return " ".join(out)
+
+
+def _score_cell(row):
+    parts = "".join(f'<br><span class="part">{esc(check)} {passed}/{total}</span>'
+                    for check, passed, total in row["partial"])
+    return f"{score_text(row['score'])} / {score_text(row['max_score'])}{parts}"
+
+
+def _student_row(need, row):
+    zh, en = WORDS[row["status"]]
+    causes = " ".join(f'<a href="#{esc(_anchor(k))}"><code>{esc(k)}</code></a>'
+                      for k in row["causes"])
+    note = row["note"]
+    return (f'<tr data-student="{esc(row["student"])}" data-status="{row["status"]}" '
+            f'data-need="{need}" data-score="{score_text(row["score"])}" '
+            f'data-causes="{len(row["causes"])}" data-flags="{len(row["flags"])}">'
+            f'<td class="n">{need}</td><td>{page_link(row["student"])}'
+            f'<br><span class="part">{esc(row["entry"])}</span></td>'
+            f'<td class="status"><span class="st">{both(zh, en)}</span>'
+            + (f'<br><span class="part">{both(note["zh"], note["en"])}</span>' if note["en"] else "")
+            + f'</td><td class="n">{_score_cell(row)}</td><td>{causes}</td>'
+            f'<td>{_flags(row["flags"])}</td></tr>')
+
+
+def students_html(summary):
+    """Every student, neediest first: status, score, causes, flags, a link to the page."""
+    roster = summary["roster"]
+    options = "".join(f'<option value="{key}">{esc(zh)} / {esc(en)}</option>'
+                      for key, (zh, en) in WORDS.items()
+                      if any(r["status"] == key for r in roster))
+    out = ['<h2 id="students-head">' + both("学生：先帮谁", "Students: whom to help first") + "</h2>",
+           '<p class="note">' + both(
+               "按需要排序：无法评分、未改动的模板、超时或崩溃，然后按分数从低到高。点击表头可重新排序。",
+               "Sorted by need: cannot be graded, untouched stub, timed out or crashed, then the "
+               "lowest scores first. Click a heading to sort.") + "</p>",
+           '<div class="controls" hidden><label>' + both("筛选", "filter")
+           + ' <input id="student-filter" type="search"></label><label>' + both("状态", "status")
+           + f' <select id="status-filter"><option value="">*</option>{options}</select></label>'
+           "</div>",
+           '<table class="list sortable" id="students"><thead>'
+           + _heads(("#", "#", "need"), ("学生", "student", "student"),
+                    ("状态", "status", "need"), ("得分", "score", "score"),
+                    ("该重讲的", "to reteach", "causes"), ("留意", "look twice", "flags"))
+           + "</thead><tbody>"]
+    out += [_student_row(n, row) for n, row in enumerate(roster, 1)]
+    out.append("</tbody></table>")
+    return "\n".join(out) + SCRIPT
+
+
+# -- what to reteach ------------------------------------------------------------------------------
+def reteach_html(summary):
+    """Every cause, the most frequent first: description, how many, who, where in the lesson."""
+    out = ['<h2 id="reteach-head">' + both("该重讲什么", "What to reteach") + "</h2>",
+           '<p class="note">' + both(
+               "每个原因：每人计一次（一个错误在几张卡片上出现只算一次），检查题的每道题各算一个原因。",
+               "Each cause counts a student once (a mistake seen on several cards is one cause); "
+               "each quiz question is a cause of its own.")
+           + ' · <a href="mistakes.csv">mistakes.csv</a></p>']
+    if not summary["mistakes"]:
+        return "\n".join(out + ["<p>" + both("（没有）", "(none)") + "</p>"])
+    out.append('<table class="list" id="reteach">' + _heads(
+        ("人数", "students", None), ("原因", "cause", None), ("哪些学生", "who", None),
+        ("课上去看", "lesson section", None)))
+    for item in summary["mistakes"]:
+        out.append(f'<tr id="{esc(_anchor(item["key"]))}" data-key="{esc(item["key"])}">'
+                   f'<td class="n"><span class="share" style="width:{item["percent"]}px"></span>'
+                   f'{item["students"]} ({item["percent"]}%)</td>'
+                   f'<td><code>{esc(item["key"])}</code><br>'
+                   f'{both(item["text"]["zh"], item["text"]["en"])}</td>'
+                   f'<td class="who-list">{" ".join(page_link(s) for s in item["who"])}</td>'
+                   f'<td>{both(item["section"]["zh"], item["section"]["en"])}</td></tr>')
+    out.append("</table>")
+    return "\n".join(out)
+
+
+# -- near-copies ----------------------------------------------------------------------------------
+def _marked(code, regions):
+    """The code, escaped, with the shared regions in <mark>."""
+    out, at = [], 0
+    for start, end in regions or []:
+        out.append(esc(code[at:start]) + "<mark>" + esc(code[start:end]) + "</mark>")
+        at = end
+    return "".join(out) + esc(code[at:])
+
+
+def _side_by_side(pair):
+    out = [f'<div class="pair-sides" data-a="{esc(pair["a"])}" data-b="{esc(pair["b"])}">']
+    for side, code, marks in (("a", pair["code_a"], pair["regions"][0]),
+                              ("b", pair["code_b"], pair["regions"][1])):
+        out.append(f'<div><code>{esc(pair[side])}</code><pre>{_marked(code, marks)}</pre></div>')
+    return "".join(out) + "</div>"
+
+
+def _group(n, group, pair):
+    members = " ".join(page_link(s) for s in group["members"])
+    strength = both(f"最相似的一对 {_percent(group['strongest'])}，最弱 {_percent(group['weakest'])}，"
+                    f"{group['pairs']} 对超过阈值",
+                    f"strongest pair {_percent(group['strongest'])}, weakest "
+                    f"{_percent(group['weakest'])}, {group['pairs']} pairs over the threshold")
+    line = (f'<details class="group" id="group-{n}" data-members="{esc(" ".join(group["members"]))}">'
+            f'<summary><span class="figure">{_percent(group["strongest"])}</span> '
+            f'{both("组", "group")} {n}: <span class="members">{members}</span> · {strength}'
+            "</summary>")
+    if pair is not None:
+        line += ('<p class="note">' + both("最相似的一对并排显示，共享部分标黄：",
+                                           "The most similar pair side by side, shared code marked:")
+                 + f" {page_link(pair['a'])} ↔ {page_link(pair['b'])} ({_percent(pair['share_a'])}"
+                 f" / {_percent(pair['share_b'])})</p>" + _side_by_side(pair))
+    return line + "</details>"
+
+
+def near_copies_html(near):
+    """One line per group (members, strength); its strongest pair side by side on demand."""
+    out = ['<h2 id="near-copies">' + both("疑似抄袭：高度相似的提交", "Near-copies")
+           + f'</h2><p class="note">{both("阈值", "threshold")} {_percent(near["threshold"])} · '
+           '<a href="similarity.csv">similarity.csv</a> · '
+           + both(f"共 {near['flagged']} 对超过阈值，连成 {len(near['groups'])} 组。"
+                  "给定代码（模板、课上代码、检查题答案行）不计入。",
+                  f"{near['flagged']} pairs reach the threshold, in {len(near['groups'])} groups. "
+                  "Given code (the stub, the lesson's code, the quiz answer lines) never counts.")
+           + "</p>"]
+    pairs = {(p["a"], p["b"]): p for p in near["pairs"]}
+    for n, group in enumerate(near.get("group_figures") or [], 1):
+        out.append(_group(n, group, pairs.get(tuple(group["pair"]))))
+    if not near["groups"]:
+        out.append("<p>" + both("（没有）", "(none)") + "</p>")
+    return "\n".join(out)
+
+
+# -- overrides ------------------------------------------------------------------------------------
+ACTIONS = {"set": ("设定", "set"), "change": ("修改", "changed"), "remove": ("撤销", "removed")}
+
+
+def overrides_html(summary):
+    """The overrides in force (who, when, why, the score replaced) and every change before."""
+    items, history = summary["overrides"], summary.get("override_history", [])
+    if not items and not history:
+        return ""
+    out = ['<h2 id="overrides">' + both("助教改分", "Overrides") + "</h2>"]
+    if items:
+        out.append('<table class="list" id="overrides-now">' + _heads(
+            ("学生", "student", None), ("检查", "check", None), ("分数", "score", None),
+            ("理由", "why", None), ("谁、何时", "who, when", None)) + "".join(
+            f'<tr data-student="{esc(o["student"])}" data-check="{esc(o["check"])}">'
+            f'<td>{page_link(o["student"])}</td><td><code>{esc(o["check"])}</code></td>'
+            f'<td class="n">{score_text(o["was"])} → {score_text(o["score"])}</td>'
+            f'<td>{esc(o["why"])}</td><td>{esc(o.get("who") or "")} {esc(o.get("when") or "")}'
+            "</td></tr>" for o in items) + "</table>")
+    else:
+        out.append("<p>" + both("目前没有生效的改分。", "No override is in force.") + "</p>")
+    if history:
+        out.append('<details id="override-history"><summary>'
+                   + both(f"改分记录（{len(history)} 条）", f"history ({len(history)} changes)")
+                   + '</summary><table class="list">' + "".join(
+                       f'<tr data-action="{esc(e["action"])}"><td>{esc(e.get("when") or "")}</td>'
+                       f'<td>{esc(e.get("who") or "")}</td><td>{both(*ACTIONS[e["action"]])}</td>'
+                       f'<td>{page_link(e["student"])}</td><td><code>{esc(e["check"])}</code></td>'
+                       f'<td class="n">{score_text(e["replaced"])} → {score_text(e["score"])}</td>'
+                       f'<td>{esc(e["why"])}</td></tr>' for e in history)
+                   + "</table></details>")
+    return "\n".join(out)
+
+
+def last_sections_html(summary):
+    parts = [near_copies_html(summary["near_copies"])] if "near_copies" in summary else []
+    return "\n".join(parts + [overrides_html(summary)])
+
+
+def override_notice_html(record):
+    """On the student's page, above the cards."""
+    if not record.get("overrides"):
+        return ""
+    items = "".join(f'<li><a href="#check-{esc(o["check"])}"><code>{esc(o["check"])}</code></a> '
+                    f'{score_text(o["was"])} → {score_text(o["score"])}: {esc(o["why"])}</li>'
+                    for o in record["overrides"])
+    return ('<article class="card overridden" id="overrides" data-check="overrides">'
+            '<div class="card-head"><h3>'
+            + both("助教改分", "Changed by a TA") + f"</h3></div><ul>{items}</ul></article>")

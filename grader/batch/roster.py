@@ -1,0 +1,144 @@
+"""The class as a list of students, in the order a TA should look at them: who cannot be graded,
+who handed in the untouched stub, whose code timed out or crashed, then everyone else from the
+lowest score up.  Each row says the student's status, score (partial credit readable), what to
+reteach them and what to look at twice (a near-copy group, an override, a manifest naming
+someone else, notebook cells left out).  The gradebook's status and note come from here too.
+"""
+from grader.render.package import package_notes
+
+# The statuses, in the order of need (a lower rank first).
+RANK = {"ungradable": 0, "not_graded": 0, "untouched_stub": 1, "import_failed": 2,
+        "timed_out": 2, "crashed": 2, "graded": 3}
+WORDS = {
+    "ungradable": ("无法评分", "cannot be graded"),
+    "not_graded": ("未评分（评分器出错，请重跑）", "not graded (grader error: run again)"),
+    "untouched_stub": ("未改动的模板", "untouched stub"),
+    "import_failed": ("无法导入", "does not import"),
+    "timed_out": ("超时", "timed out"),
+    "crashed": ("进程崩溃", "crashed"),
+    "graded": ("已评分", "graded"),
+}
+STUB_KEYS = {"not_implemented", "quiz_missing"}
+CRASH_KEYS = {"crashed", "memory_limit", "protocol"}
+
+
+def score_text(x):
+    """Every score of the class outputs, one way: at most two decimals (28.6667 -> 28.67)."""
+    return "" if x is None else f"{round(float(x), 2):g}"
+
+
+def _keys(result):
+    return {v.get("key") for v in result.get("verdicts") or []}
+
+
+def status_of(record):
+    """One word for what happened to the entry (RANK's keys)."""
+    if record["status"] == "ungradable":
+        return "ungradable"
+    if record["status"] != "graded" or not record.get("report"):
+        return "not_graded"
+    checks = record["report"]["checks"]
+    keys = set().union(*(_keys(c) for c in checks)) if checks else set()
+    if "import_failed" in keys:
+        return "import_failed"
+    if checks and not any(c["status"] == "passed" for c in checks) and keys <= STUB_KEYS:
+        return "untouched_stub"
+    if any(c["status"] == "timeout" for c in checks):
+        return "timed_out"
+    if keys & CRASH_KEYS:
+        return "crashed"
+    return "graded"
+
+
+def partial(record):
+    """[(check id, parts passed, parts)] of the checks scored in part (from the report's parts)."""
+    out = []
+    for result in (record.get("report") or {}).get("checks", []):
+        parts = result.get("parts") or []
+        if 0 < result["score"] < result["max_score"] and len(parts) > 1:
+            out.append((result["id"], sum(1 for p in parts if p["status"] == "passed"),
+                        len(parts)))
+    return out
+
+
+def partial_text(record):
+    return "; ".join(f"{check} {passed}/{total}" for check, passed, total in partial(record))
+
+
+def _failed_checks(record, status):
+    return [c["id"] for c in record["report"]["checks"] if c["status"] == status]
+
+
+def status_note(record, status, lang):
+    """Why the entry needs a look, in one sentence of `lang` ('' for a plain graded one)."""
+    zh = lang == "zh"
+    if status in ("ungradable", "not_graded"):
+        return (WORDS[status][0] + "：" if zh else WORDS[status][1] + ": ") + (record.get("error")
+                                                                             or "")
+    if status == "untouched_stub":
+        return ("交上来的是未改动的模板：没有实现任何函数，也没有回答检查题。" if zh else
+                "The untouched stub: no function implemented, no quiz question answered.")
+    if status == "import_failed":
+        return ("attention.py 无法导入，所有检查都没有运行。" if zh else
+                "attention.py does not import: no check could run.")
+    if status in ("timed_out", "crashed"):
+        checks = _failed_checks(record, "timeout" if status == "timed_out" else "error")
+        shown = ", ".join(checks[:4]) + (" …" if len(checks) > 4 else "")
+        if status == "timed_out":
+            return (f"{len(checks)} 项检查超时（死循环或计算量过大？）：{shown}" if zh else
+                    f"{len(checks)} checks timed out (an endless loop, or far too much work?): "
+                    f"{shown}")
+        return (f"运行学生代码的进程在 {len(checks)} 项检查中意外结束（exit 或资源限制？）：{shown}"
+                if zh else f"the process running the code ended unexpectedly in {len(checks)} "
+                f"checks (an exit, or a resource limit?): {shown}")
+    return ""
+
+
+def override_lines(record, lang):
+    zh = lang == "zh"
+    return [(f"助教改分 {o['check']}：{score_text(o['was'])} → {score_text(o['score'])}，"
+             f"理由：{o['why']}" if zh else f"override {o['check']} {score_text(o['was'])} -> "
+             f"{score_text(o['score'])}: {o['why']}")
+            + (f"（{o['who']}，{o['when']}）" if zh else f" ({o['who']}, {o['when']})")
+            * bool(o.get("who")) for o in record.get("overrides", [])]
+
+
+def gradebook_note(record, lang):
+    """The gradebook's note: the status, the package's findings, the overrides (in `lang`)."""
+    status = status_of(record)
+    lines = [status_note(record, status, lang)] if status != "graded" else []
+    lines += package_notes(record.get("package"), lang)
+    lines += override_lines(record, lang)
+    return "; ".join(line for line in lines if line)
+
+
+def flags(record, group_of):
+    """What to look at twice: {'group': n, 'overrides': [check], 'identity': manifest id,
+    'left_out': n statements}, only those that apply."""
+    found = {}
+    if record["student"] in group_of:
+        found["group"] = group_of[record["student"]]
+    if record.get("overrides"):
+        found["overrides"] = [o["check"] for o in record["overrides"]]
+    identity = (record.get("package") or {}).get("identity")
+    if identity:
+        found["identity"] = identity["manifest"]
+    left_out = ((record.get("report") or {}).get("metadata") or {}).get("left_out")
+    if left_out:
+        found["left_out"] = len(left_out)
+    return found
+
+
+def rows(records, causes_of, groups):
+    """One row per student, the neediest first (summary['roster'])."""
+    group_of = {s: n for n, group in enumerate(groups, 1) for s in group}
+    out = []
+    for record in records:
+        status = status_of(record)
+        out.append({"student": record["student"], "entry": record["entry"], "status": status,
+                    "score": record.get("score") or 0, "max_score": record.get("max_score"),
+                    "partial": [list(p) for p in partial(record)],
+                    "causes": list(causes_of(record)) if record.get("report") else [],
+                    "flags": flags(record, group_of),
+                    "note": {lang: status_note(record, status, lang) for lang in ("zh", "en")}})
+    return sorted(out, key=lambda r: (RANK[r["status"]], r["score"], r["student"]))
