@@ -116,7 +116,7 @@ def mixed(tmp_path_factory):
 def test_every_entry_gets_a_row_and_the_right_outcome(mixed):
     rows = read_gradebook(mixed["out"] / "gradebook.csv")
     assert list(rows[0].keys()) == ["student", "entry"] + CHECK_IDS + [
-        "total", "max_score", "status", "note"]
+        "total", "max_score", "status", "note", "parts"]
     by_id = {r["student"]: r for r in rows}
     assert set(by_id) == GRADED | set(UNGRADABLE)  # .DS_Store is no student
     assert [r["student"] for r in rows] == sorted(by_id)
