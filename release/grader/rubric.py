@@ -30,6 +30,8 @@ class Rubric:
         self.messages = data["messages"]
         # Verdicts that say *that* something went wrong, not *which* mistake it was.
         self.outcome_keys = {k for k, m in self.messages.items() if m.get("kind") == "outcome"}
+        # Outcomes that still name what to reteach: the wrong answer to one quiz question.
+        self.answer_keys = {k for k, m in self.messages.items() if m.get("answer")}
         self.hints = data.get("hints", {})
         self.checks = [
             Check(id=c["id"], exercise=c["exercise"], points=float(c["points"]),
