@@ -6,7 +6,7 @@ works without its script (the table comes sorted by need and whole).
 """
 import urllib.parse
 
-from grader.batch.roster import WORDS, score_text
+from grader.batch.roster import ACTIONS, WORDS, score_text
 from grader.render.classtext import html_escape as esc
 
 STYLE = """<style>
@@ -128,7 +128,8 @@ def _student_row(need, row):
             f'<td class="n">{need}</td><td>{page_link(row["student"])}'
             f'<br><span class="part">{esc(row["entry"])}</span></td>'
             f'<td class="status"><span class="st">{both(zh, en)}</span>'
-            + (f'<br><span class="part">{both(note["zh"], note["en"])}</span>' if note["en"] else "")
+            + (f'<br><span class="part">{both(note["zh"], note["en"])}</span>'
+               if note["en"] else "")
             + f'</td><td class="n">{_score_cell(row)}</td><td>{causes}</td>'
             f'<td>{_flags(row["flags"])}</td></tr>')
 
@@ -208,13 +209,15 @@ def _group(n, group, pair):
                     f"{group['pairs']} 对超过阈值",
                     f"strongest pair {_percent(group['strongest'])}, weakest "
                     f"{_percent(group['weakest'])}, {group['pairs']} pairs over the threshold")
-    line = (f'<details class="group" id="group-{n}" data-members="{esc(" ".join(group["members"]))}">'
+    names = esc(" ".join(group["members"]))
+    line = (f'<details class="group" id="group-{n}" data-members="{names}">'
             f'<summary><span class="figure">{_percent(group["strongest"])}</span> '
             f'{both("组", "group")} {n}: <span class="members">{members}</span> · {strength}'
             "</summary>")
     if pair is not None:
-        line += ('<p class="note">' + both("最相似的一对并排显示，共享部分标黄：",
-                                           "The most similar pair side by side, shared code marked:")
+        line += ('<p class="note">' + both(
+            "最相似的一对并排显示，共享部分标黄：",
+            "The most similar pair side by side, shared code marked:")
                  + f" {page_link(pair['a'])} ↔ {page_link(pair['b'])} ({_percent(pair['share_a'])}"
                  f" / {_percent(pair['share_b'])})</p>" + _side_by_side(pair))
     return line + "</details>"
@@ -239,9 +242,6 @@ def near_copies_html(near):
 
 
 # -- overrides ------------------------------------------------------------------------------------
-ACTIONS = {"set": ("设定", "set"), "change": ("修改", "changed"), "remove": ("撤销", "removed")}
-
-
 def overrides_html(summary):
     """The overrides in force (who, when, why, the score replaced) and every change before."""
     items, history = summary["overrides"], summary.get("override_history", [])

@@ -5,7 +5,7 @@ classtext (inert)."""
 import csv
 import io
 
-from grader.batch.roster import WORDS, score_text
+from grader.batch.roster import ACTIONS, WORDS, score_text
 from grader.render.classtext import csv_cell, md_code_block, md_inline
 
 def _percent(x):
@@ -90,11 +90,12 @@ def overrides_markdown(summary, lang):
              "|---|---|---|---|---|"]
     lines += [f"| {md_inline(o['student'])} | `{o['check']}` | {score_text(o['was'])} → "
               f"{score_text(o['score'])} | {md_inline(o['why'])} | "
-              f"{md_inline(o.get('who') or '')} {md_inline(o.get('when') or '')} |" for o in summary["overrides"]]
+              f"{md_inline(o.get('who') or '')} {md_inline(o.get('when') or '')} |"
+              for o in summary["overrides"]]
     if history:
         lines += ["", t("改分记录：", "History:"), ""]
-        lines += [f"- {md_inline(e.get('when') or '')} {md_inline(e.get('who') or '')} {e['action']} "
-                  f"{md_inline(e['student'])} `{e['check']}` {score_text(e['replaced'])} → "
+        lines += [f"- {md_inline(e.get('when') or '')} {md_inline(e.get('who') or '')} "
+                  f"{ACTIONS[e['action']][0 if lang == 'zh' else 1]} {md_inline(e['student'])} `{e['check']}` {score_text(e['replaced'])} → "
                   f"{score_text(e['score'])}: {md_inline(e['why'])}" for e in history]
     return lines
 

@@ -1,16 +1,18 @@
 """`python -m grader batch DIR --out OUTDIR`: a whole class, graded in parallel and resumably.
 
 Each entry of DIR is one student (a .py, an .ipynb, a folder, a .zip or a cloned git repository);
-the student id is the entry's name (for a `make submit` package: the id in its manifest, whose
-hashes are verified; what does not match is noted in the report and the gradebook).  OUTDIR gets:
+the student id is the entry's name, a `make submit` package's too (its manifest's hashes are
+verified and its student id compared: what does not match is a flag in the report, the gradebook
+and the class page, never a rename).  OUTDIR gets:
 
     students/<id>/report.json      the report data, the entry's content hash, the attention maps
     students/<id>/feedback.html    self-contained page, zh with en switchable
     students/<id>/feedback.md      Markdown (--lang)
-    gradebook.csv                  student, entry, one column per check, total, max_score, status
-    summary.json, summary.md, summary.html   histogram, per check, per named mistake and who,
-                                   near-copies side by side, overrides
-    mistakes.csv                   one row per named mistake and student (root causes)
+    gradebook.csv                  student, entry, one column per check, total, max_score, status,
+                                   note, parts
+    summary.json, summary.md, summary.html   the students by need, what to reteach and who, the
+                                   histogram, per check, near-copy groups, overrides and history
+    mistakes.csv                   one row per cause to reteach and student
     similarity.csv, similarity/    every pair's figures; the code compared and the pairs cache
     overrides.json                 the TAs' overrides (`override`), applied at every rebuild
     batch.json                     the manifest: which entries this run (or shard) covers

@@ -3,8 +3,9 @@
 Each entry of the folder is one student (a .py, an .ipynb, a folder, a .zip or a cloned git
 repository); the student id is the entry's name, always: a `make submit` manifest that names
 another id is a flag in the report and the gradebook (manifest.flag_identity), never a rename, so
-one zip cannot move its grade onto another student's row.  Everything here only reads the folder: nothing is ever written inside it, and no
-entry's code runs (zips are read in memory, folders hashed file by file).
+one zip cannot move its grade onto another student's row.  Everything here only reads the
+folder: nothing is ever written inside it, and no entry's code runs (zips are read in memory,
+folders hashed file by file).
 """
 import collections
 import hashlib
@@ -37,12 +38,11 @@ def _safe(name):
     return safe[:120]
 
 
-def assign_ids(names, preferred=None):
-    """{entry name: student id}: the name without .py/.ipynb/.zip (or, for a `make submit`
-    package, the id in its manifest: `preferred`); the full name where two entries would
-    otherwise share an id (alice.py and alice.zip)."""
-    preferred = preferred or {}
-    first = {name: preferred.get(name) or _safe(_stem(name)) for name in names}
+def assign_ids(names):
+    """{entry name: student id}: the name without .py/.ipynb/.zip (a `make submit` package too:
+    its manifest's id is only compared, manifest.flag_identity); the full name where two entries
+    would otherwise share an id (alice.py and alice.zip)."""
+    first = {name: _safe(_stem(name)) for name in names}
     counts = collections.Counter(first.values())
     ids = {name: (first[name] if counts[first[name]] == 1 else _safe(name)) for name in names}
     counts = collections.Counter(ids.values())

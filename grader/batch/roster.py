@@ -18,6 +18,8 @@ WORDS = {
     "crashed": ("进程崩溃", "crashed"),
     "graded": ("已评分", "graded"),
 }
+# An override's history, in words (overrides.py's actions).
+ACTIONS = {"set": ("设定", "set"), "change": ("修改", "changed"), "remove": ("撤销", "removed")}
 STUB_KEYS = {"not_implemented", "quiz_missing"}
 CRASH_KEYS = {"crashed", "memory_limit", "protocol"}
 
