@@ -289,7 +289,7 @@ class Session:
                 # sight, or pytest's gc.collect() at every session end walks them (~0.2 s a run).
                 gc.collect()
                 gc.freeze()
-            self.record_stats(number)
+            self.record_stats(number, outcome)
             while not self.wake.wait(0.5):
                 pass
 
@@ -298,16 +298,19 @@ class Session:
         self.cancel_current()
         self.judge.close()
 
-    def record_stats(self, number):
+    def record_stats(self, number, outcome):
         """--stats FILE: one JSON line per screen, the workers it used (warm = a spare of the
-        pool, started before the save); the tests and `make bench` read it, no student does."""
+        pool, started before the save) and the verdict shown, check by check; the tests and
+        `make bench` read it, no student does."""
         if self.stats is None:
             return
         taken, self.pool.taken = self.pool.taken, []
+        shown = outcome.get("data", {}).get("checks", [])
+        checks = [[c["id"], c["status"], c["score"]] for c in shown]
         with open(self.stats, "a", encoding="utf-8") as handle:
             handle.write(json.dumps({"run": number, "judge_pid": os.getpid(),
                                      "seconds": round(time.monotonic() - self.changed_at, 3),
-                                     "workers": taken}) + "\n")
+                                     "workers": taken, "checks": checks}) + "\n")
 
 
 def resolve_path(submission):
