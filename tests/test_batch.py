@@ -1,4 +1,4 @@
-"""Batch grading (grader/batch.py): a mixed class folder, the gradebook, the summary, resuming
+"""Batch grading (grader/batch/engine.py): a mixed class folder, the gradebook, the summary, resuming
 after kill -9, shards and merge, and that nothing in the class folder is ever written to.
 
 The mixed folder is graded once per module by the real CLI (about 20-40 s on 2 cores: six

@@ -20,7 +20,7 @@ from grader.render import report
 from grader import rubric
 from grader.sandbox.launch import Limits
 
-# "fork-*": the same attack on a worker forked from a batch's warm zygote (grader/zygote.py).
+# "fork-*": the same attack on a worker forked from a batch's warm zygote (grader/sandbox/runtime/zygote.py).
 MODES = ["process", "fork-process"] + (["bubblewrap"] if sandbox.bubblewrap_works() else []) + \
     (["fork-bubblewrap"] if sandbox.bubblewrap_works() and forkserver.supported("bubblewrap") else [])
 PLAIN = ("process", "fork-process")  # no sandbox: the cases they cannot defend are skipped

@@ -206,3 +206,25 @@ def test_the_readme_tree_is_the_tree_on_disk():
 def test_the_names_students_files_use_still_work(old):
     module = __import__(old, fromlist=["main"])
     assert hasattr(module, "main")
+
+
+def named_grader_paths():
+    """Every `grader/...` path named in the kit's code, comments, docstrings, tests and docs."""
+    pattern = re.compile(r"(?<![\w/.])grader/[\w./-]*\w/?")
+    roots = [os.path.join(paths.KIT_ROOT, d) for d in ("grader", "docs", "tests")]
+    files = [os.path.join(paths.KIT_ROOT, "README.md"), os.path.join(paths.KIT_ROOT, "Makefile")]
+    for root in roots:
+        for folder, dirs, names in os.walk(root):
+            dirs[:] = [d for d in dirs if d not in ("__pycache__", "submissions")]
+            files += [os.path.join(folder, n) for n in names
+                      if n.endswith((".py", ".md", ".toml", ".txt", ".yml"))]
+    for path in files:
+        with open(path, encoding="utf-8") as handle:
+            for match in pattern.finditer(handle.read()):
+                yield os.path.relpath(path, paths.KIT_ROOT), match.group(0)
+
+
+def test_every_grader_path_named_in_comments_and_docs_exists():
+    missing = sorted({(where, named) for where, named in named_grader_paths()
+                      if not os.path.exists(os.path.join(paths.KIT_ROOT, named))})
+    assert not missing, missing

@@ -1,4 +1,4 @@
-"""`make submit` (grader/submit.py) and its packages in the grader (grader/manifest.py, batch).
+"""`make submit` (grader/tools/submit.py) and its packages in the grader (grader/judge/manifest.py, batch).
 
 Real runs, each importing the work in a real worker: one good package (a non-ASCII id, packaged
 from a folder full of junk) and its round trip through `batch` with three doctored copies (edited

@@ -5,7 +5,7 @@ answers on stdout (one JSON line per task, then one with its peak memory and CPU
 imports torch and pytest once and grades many submissions: pytest is configured and the checks
 collected once (runner.CheckSession), and each submission's worker is forked from one warm zygote
 (forkserver.py) or, without the fork server, started cold.  Each submission still gets its own
-fresh sandboxed worker (grader/sandbox.py), and the judge starts the next submission's worker
+fresh sandboxed worker (grader/sandbox/launch.py), and the judge starts the next submission's worker
 before it runs the current one's checks, so the worker's torch import overlaps the checks.  The
 page's attention heatmaps are the weights the checks judged (support.record_judged).
 """

@@ -1,7 +1,7 @@
 """`python -m grader recipes --shards N --out DIR`: a class graded on the job arrays courses
 already have, not on a scheduler of ours.
 
-Writes, filled in from grader/recipe_templates/:
+Writes, filled in from grader/batch/recipe_templates/:
     github/grade-class.yml                       GitHub Actions: a matrix of N shards, then a merge
     slurm/slurm-grade-class.sbatch               Slurm: an array of N tasks (SLURM_ARRAY_TASK_ID)
     slurm/slurm-merge-class.sbatch, slurm/slurm-submit.sh   the merge, after every task

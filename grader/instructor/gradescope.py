@@ -9,7 +9,7 @@ its hidden checks, solutions/attention.py (the hidden checks compare against it,
 and requirements.txt (the grader's own pins, taken from the kit's requirements.txt).
 
 `run` grades ROOT/submission (attention.py or .ipynb, alone, in a folder, or in one .zip) and writes
-ROOT/results/results.json in Gradescope's format (grader/report.py to_gradescope): one test per
+ROOT/results/results.json in Gradescope's format (grader/render/report.py to_gradescope): one test per
 check with score, max_score, status, Markdown output and the rubric's visibility (hidden checks
 show after the grades are published).  A submission that cannot be graded still gets a results.json
 (every check at 0, and why).  AUTOGRADER_ROOT / --root replace /autograder, for tests.

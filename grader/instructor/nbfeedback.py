@@ -1,13 +1,13 @@
 """The autograded notebooks as `nbgrader generate_feedback` renders them, and a scan of the
 feedback for hidden test source.
 
-After the sandboxed regrade (grader/nbregrade.py) the autograded notebook's cells for the checks
+After the sandboxed regrade (grader/instructor/nbregrade.py) the autograded notebook's cells for the checks
 where the kernel and the sandbox disagree get the kit's feedback as their output, so
 `generate_feedback` shows the grade that counts; a note cell on top lists them.  A notebook whose
 kernel died (nbgrader removes what it failed on) gets its autograded notebook rebuilt from the
 submission.  The other graded cells keep their output, an error reduced to its name and message.
 
-`make feedback` (grader/nbgrade.py) then runs generate_feedback and scans course/feedback/ for a
+`make feedback` (grader/instructor/nbgrade.py) then runs generate_feedback and scans course/feedback/ for a
 hidden test: nbgrader's hidden-test markers or a hidden check's call (`hidden_leaks`).
 """
 import copy

@@ -7,10 +7,10 @@
   (options: --course DIR, --timeout SECONDS per cell, --jobs N regrades at once)
 
 One module per stage.  This one runs nbgrader (and holds the course's ClearSolutions preprocessor);
-grader/nbregrade.py regrades every submitted notebook with the kit, outside any kernel, and fixes
+grader/instructor/nbregrade.py regrades every submitted notebook with the kit, outside any kernel, and fixes
 up the gradebook where nbgrader's kernel disagrees (its docstring says why a regrade is needed);
-grader/nbfeedback.py rewrites the autograded notebooks that generate_feedback renders and scans the
-feedback for hidden tests; grader/nbcourse.py names the course.
+grader/instructor/nbfeedback.py rewrites the autograded notebooks that generate_feedback renders and scans the
+feedback for hidden tests; grader/authoring/course.py names the course.
 """
 import argparse
 import concurrent.futures

@@ -4,12 +4,12 @@ fixed up where the two disagree.
 Why a regrade.  In nbgrader the student's code and the tests share one kernel: a notebook can
 replace the test helpers, monkeypatch torch, blank later cells with an input transformer, or kill
 the kernel (`os._exit`), and nbgrader believes what the kernel printed.  So after `nbgrader
-autograde` (grader/nbgrade.py runs it), every submitted notebook is graded again by the kit
+autograde` (grader/instructor/nbgrade.py runs it), every submitted notebook is graded again by the kit
 (grader.grading on the .ipynb, the worker sandboxed, the judge in its own process), and where the
 two disagree on a check the kit's score is written to the gradebook through nbgrader's API
 (`Grade.manual_score`; `auto_score` keeps what the kernel claimed).  `regrade.md` / `regrade.json`
 in the course folder list the notebooks that disagreed and why.  The autograded notebooks are then
-rewritten to show the grade that counts (grader/nbfeedback.py).
+rewritten to show the grade that counts (grader/instructor/nbfeedback.py).
 """
 import concurrent.futures
 import json

@@ -9,7 +9,7 @@ attention.ipynb) and manifest.json, nothing else:
      "public_checks": {"score": 22, "max_score": 22, "passed": 18, "total": 18, "not_passed": [],
                        "hidden_not_run": 13, "isolation": "bubblewrap"}}
 
-The grader (grader/submission.py) reads the work file the manifest names, verifies every hash,
+The grader (grader/judge/submission.py) reads the work file the manifest names, verifies every hash,
 lists whatever else is in the zip (it is never read) and compares the kit version and rubric hash
 with today's; grader/render/package.py turns what it found into the lines a report and the gradebook show.
 The hashes catch a package changed after it was made (re-zipped, edited, files added); they are

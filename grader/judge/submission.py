@@ -235,7 +235,7 @@ def _check_zip_caps(archive):
 def load_zip(path):
     """The attention file of a .zip, read in memory (nothing is extracted to disk).  A package
     made by `make submit` gives the file its manifest names, and `sub.package` says whether the
-    zip still holds what the manifest lists (grader/manifest.py)."""
+    zip still holds what the manifest lists (grader/judge/manifest.py)."""
     from grader import rubric
 
     try:

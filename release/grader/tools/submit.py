@@ -11,7 +11,7 @@ then package it for handing in.
 4. The public checks run in the same worker and their summary is shown; failing checks do not
    block the package, they are listed (and recorded in the manifest).
 5. One zip, `<student id>.zip` beside the work (--out elsewhere), holding the work file and
-   manifest.json (grader/manifest.py) and nothing else; it is read back and verified.
+   manifest.json (grader/judge/manifest.py) and nothing else; it is read back and verified.
 6. In a git checkout (GitHub Classroom: the push is the submission) the work file alone is
    committed with a clear message.  Nothing is ever pushed.
 """

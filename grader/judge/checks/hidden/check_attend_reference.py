@@ -1,6 +1,6 @@
-"""Hidden checks of attend and merge_heads against the reference solution (grader/reference.py),
+"""Hidden checks of attend and merge_heads against the reference solution (grader/judge/secret/reference.py),
 on inputs drawn fresh for this grading; a mismatch is named when a known-wrong variant (the
-reference with one knob turned, grader/variants.py) gives the student's numbers."""
+reference with one knob turned, grader/judge/secret/variants.py) gives the student's numbers."""
 import pytest
 
 from grader.judge.secret.reference import ref
