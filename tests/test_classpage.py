@@ -198,6 +198,8 @@ def test_the_card_shows_the_override_beside_the_graders_verdict(graded):
     assert "原判：✗ 未通过 0 / 2" in card and "grader: ✗ failed 0 / 2" in card
     assert '<span class="points">2 / 2</span>' in card and ERIN_WHY in card
     assert "✗ <span" not in card.split('class="was"')[0]  # no red "failed" badge beside 2 / 2
+    md = (graded["out"] / "students" / "erin" / "feedback.md").read_text(encoding="utf-8")
+    assert "| ✎ | `attend.causal`" in md and "| 2/2 | 助教改分（原判：未通过） |" in md
     record = json.loads((graded["out"] / "students" / "erin" / "report.json").read_text())
     applied = overrides.apply(record, overrides.load(str(graded["out"])))
     results = json.loads(report.to_gradescope(RUBRIC, applied["report"], "en"))
@@ -241,6 +243,10 @@ def test_the_page_in_chromium(graded, tmp_path):
     order = [e["attrs"].get("id") for e in dom.elements if e["attrs"].get("id") in (
         "students", "reteach", "checks", "near-copies", "overrides")]
     assert order == ["students", "reteach", "checks", "near-copies", "overrides"]
+    filtered = Dom(chromium(page.as_uri() + "#lang=en&status=timed_out", "--dump-dom").stdout)
+    shown = [r["attrs"]["data-student"] for r in filtered.find("tr", within=filtered.find(
+        "table", id="students")[0])[1:] if "display: none" not in r["attrs"].get("style", "")]
+    assert shown == ["loop"]  # the status menu, preset from the address
     keep = os.environ.get("SUMMARY_SCREENSHOT")
     for name, url in (("summary", page.as_uri()), ("erin", (graded["out"] / "students" / "erin"
                                                            / "feedback.html").as_uri())):

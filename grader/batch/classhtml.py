@@ -12,7 +12,7 @@ from grader.render.classtext import html_escape as esc
 STYLE = """<style>
 .controls { display:flex; gap:12px; align-items:center; margin:6px 0 8px; font-size:13px; }
 .controls input, .controls select { font:inherit; padding:3px 6px; }
-table.sortable th[data-sort] { cursor:pointer; user-select:none; }
+table.sortable th[data-sort] { cursor:pointer; user-select:none; white-space:nowrap; }
 table.sortable th[data-sort]::after { content:" ↕"; color:var(--muted); font-size:11px; }
 #students td.status span.st { font-size:12px; font-weight:700; padding:0 6px; border-radius:8px;
   color:#fff; background:var(--muted); white-space:nowrap; }
@@ -35,7 +35,7 @@ details.group > summary { cursor:pointer; padding:4px 0; }
   max-height:420px; overflow:auto; white-space:pre; margin:4px 0; }
 .pair-sides mark { background:#fde68a; } .figure { font-weight:700; color:var(--bad); }
 @media print {
-  header button, .controls, details.group .pair-sides, #per-check ~ * .bar { display:none !important; }
+  header button, .controls, details.group .pair-sides { display:none !important; }
   body { background:#fff; font-size:11px; } main { max-width:none; padding:0; }
   table.list tr { break-inside:avoid; } a { color:inherit; text-decoration:none; }
   #students, #reteach { font-size:11px; }
@@ -46,14 +46,20 @@ SCRIPT = """<script>
 (function () {
   var table = document.getElementById('students'); if (!table) return;
   var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
-  var text = document.getElementById('student-filter'), status = document.getElementById('status-filter');
+  var text = document.getElementById('student-filter');
+  var status = document.getElementById('status-filter');
   function filter() {
     var q = text.value.trim().toLowerCase(), s = status.value;
     rows.forEach(function (r) {
-      var show = (!q || r.textContent.toLowerCase().indexOf(q) >= 0) && (!s || r.dataset.status === s);
+      var show = (!q || r.textContent.toLowerCase().indexOf(q) >= 0)
+        && (!s || r.dataset.status === s);
       r.style.display = show ? '' : 'none'; });
   }
   text.addEventListener('input', filter); status.addEventListener('change', filter);
+  var preset = /status=([a-z_]+)/.exec(location.hash), q = /q=([^&]*)/.exec(location.hash);
+  if (preset) status.value = preset[1];
+  if (q) text.value = decodeURIComponent(q[1]);
+  if (preset || q) filter();
   Array.prototype.forEach.call(table.querySelectorAll('th[data-sort]'), function (th) {
     th.addEventListener('click', function () {
       var key = th.dataset.sort, up = th.dataset.dir !== 'up'; th.dataset.dir = up ? 'up' : 'down';
@@ -107,7 +113,8 @@ def _flags(flags):
     if "left_out" in flags:
         n = flags["left_out"]
         out.append('<span class="flag left-out">' + both(
-            f"笔记本有 {n} 条语句未运行", f"{n} notebook statements left out") + "</span>")
+            f"笔记本有 {n} 条语句未运行",
+            f"{n} notebook statement{'s' * (n != 1)} left out") + "</span>")
     return " ".join(out)
 
 

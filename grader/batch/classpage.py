@@ -39,9 +39,10 @@ def _flag_words(flags, lang):
     if "identity" in flags:
         words.append(f"清单写的学生是 {flags['identity']}" if zh
                      else f"manifest names {flags['identity']}")
-    if "left_out" in flags:
-        words.append(f"笔记本有 {flags['left_out']} 条语句未运行" if zh
-                     else f"{flags['left_out']} notebook statements left out")
+    n = flags.get("left_out")
+    if n:
+        words.append(f"笔记本有 {n} 条语句未运行" if zh
+                     else f"{n} notebook statement{'s' * (n != 1)} left out")
     return words
 
 
@@ -95,7 +96,8 @@ def overrides_markdown(summary, lang):
     if history:
         lines += ["", t("改分记录：", "History:"), ""]
         lines += [f"- {md_inline(e.get('when') or '')} {md_inline(e.get('who') or '')} "
-                  f"{ACTIONS[e['action']][0 if lang == 'zh' else 1]} {md_inline(e['student'])} `{e['check']}` {score_text(e['replaced'])} → "
+                  f"{ACTIONS[e['action']][0 if lang == 'zh' else 1]} {md_inline(e['student'])} "
+                  f"`{e['check']}` {score_text(e['replaced'])} → "
                   f"{score_text(e['score'])}: {md_inline(e['why'])}" for e in history]
     return lines
 

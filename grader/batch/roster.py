@@ -91,7 +91,7 @@ def status_note(record, status, lang):
                     f"{len(checks)} checks timed out (an endless loop, or far too much work?): "
                     f"{shown}")
         return (f"运行学生代码的进程在 {len(checks)} 项检查中意外结束（exit 或资源限制？）：{shown}"
-                if zh else f"the process running the code ended unexpectedly in {len(checks)} "
+                if zh else f"The process running the code ended unexpectedly in {len(checks)} "
                 f"checks (an exit, or a resource limit?): {shown}")
     return ""
 

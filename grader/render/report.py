@@ -8,6 +8,14 @@ STATUS_MARK = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱"}
 STATUS_ZH = {"passed": "通过", "failed": "未通过", "error": "出错", "timeout": "超时"}
 
 
+def status_of(r, lang):
+    """(mark, words) of a card: the grader's verdict, or a TA's override beside it."""
+    words = STATUS_ZH[r["status"]] if lang == "zh" else r["status"]
+    if not r.get("override"):
+        return STATUS_MARK[r["status"]], words
+    return "✎", (f"助教改分（原判：{words}）" if lang == "zh" else f"changed by a TA (grader: {words})")
+
+
 def build(rubric, checks, parts, metadata):
     """One entry per rubric check: status, score and the verdict data of its failing parts."""
     results = []
@@ -139,6 +147,7 @@ def to_json(rubric, report, lang):
             "score": r["score"], "max_score": r["max_score"], "visibility": r["visibility"],
             "exercise": r["exercise"], "misconception": misconception(r),
             "feedback": feedback(rubric, r, lang), "parts": r["parts"],
+            **({"override": r["override"]} if r.get("override") else {}),
         })
     out.update({k: v for k, v in report.items() if k not in ("score", "max_score", "checks")})
     return inert.json_text(out, ensure_ascii=False, indent=2)
@@ -154,10 +163,10 @@ def to_text(rubric, report, lang, hidden_not_run=0):
             current = r["exercise"]
             lines.append(f"\n== {current} ==")
         check = rubric.by_id[r["id"]]
-        status = STATUS_ZH[r["status"]] if lang == "zh" else r["status"]
+        mark, status = status_of(r, lang)
         if failure:  # the reason is said once, above; the cards only list what did not run
             status = text["not_run"]
-        lines.append(f"{STATUS_MARK[r['status']]} {r['id']}  {check.title[lang]}  "
+        lines.append(f"{mark} {r['id']}  {check.title[lang]}  "
                      f"[{points(r['score'])}/{points(r['max_score'])}] {status}")
         feedback_text = "" if failure else feedback(rubric, r, lang)
         if feedback_text:
@@ -199,8 +208,9 @@ def to_markdown(rubric, report, lang):
              "| | check | points | |", "|---|---|---|---|"]
     for r in report["checks"]:
         check = rubric.by_id[r["id"]]
-        lines.append(f"| {STATUS_MARK[r['status']]} | `{r['id']}` {check.title[lang]} | "
-                     f"{points(r['score'])}/{points(r['max_score'])} | {r['status']} |")
+        mark, status = status_of(r, lang)
+        lines.append(f"| {mark} | `{r['id']}` {check.title[lang]} | "
+                     f"{points(r['score'])}/{points(r['max_score'])} | {status} |")
     for r in report["checks"]:
         text = feedback(rubric, r, lang)
         if text:
