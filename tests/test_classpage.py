@@ -1,7 +1,7 @@
 """The class page as a TA uses it (issue 25): a mixed class graded once per module by the real CLI
-(the untouched stub, an endless loop, an exit in attend, an unreadable zip, quiz mistakes, a
-disguised copy, a package whose manifest names someone else, a notebook with a stray cell), two
-TA overrides set and one removed by the override command; then the students table (order,
+(the untouched stub, an exit at import, an endless loop, an exit in attend, an unreadable zip,
+quiz mistakes, a disguised copy, a package whose manifest names someone else, a notebook with a
+stray cell), two TA overrides set and one removed by the override command; then the students table (order,
 status, flags), the reteach table, the override record and the card's badge, in zh and in en,
 the gradebook, Gradescope's results and the page drawn by headless Chromium.
 
@@ -64,6 +64,8 @@ def make_class(folder):
     (folder / "crash.py").write_text(styled("manual_softmax.py",
                                             attend_replaced("import os; os._exit(3)")))
     (folder / "broken.zip").write_bytes(b"PK\x03\x04 not really a zip")
+    shutil.copy(ROOT / "tests" / "submissions" / "hostile" / "exit_at_import.py",
+                folder / "exits.py")
     (folder / "quiza.py").write_text(styled("view_permute.py", BAD_PARAMS))
     (folder / "quizb.py").write_text(styled("prescale_q.py", BAD_PARAMS
                                             + "Q2_SHAPE_IS_ENOUGH = True\n"))
@@ -111,10 +113,10 @@ def read_csv(path):
 
 def test_the_students_table_puts_the_neediest_first_with_their_flags(graded):
     roster = graded["summary"]["roster"]
-    assert [(r["student"], r["status"]) for r in roster[:4]] == [
-        ("broken", "ungradable"), ("stub", "untouched_stub"), ("crash", "crashed"),
-        ("loop", "timed_out")]  # the last two: the same rank and score, by name
-    rest = roster[4:]
+    assert [(r["student"], r["status"]) for r in roster[:5]] == [
+        ("broken", "ungradable"), ("stub", "untouched_stub"), ("exits", "import_failed"),
+        ("crash", "crashed"), ("loop", "timed_out")]  # one rank: by score, then by name
+    rest = roster[5:]
     assert all(r["status"] == "graded" for r in rest)
     assert [r["score"] for r in rest] == sorted(r["score"] for r in rest)
     assert rest[-1]["score"] == rest[-1]["max_score"]
@@ -122,24 +124,29 @@ def test_the_students_table_puts_the_neediest_first_with_their_flags(graded):
     assert flags["alice"]["group"] == flags["carol"]["group"] == 1
     assert flags["upload-9"] == {"identity": "someone.else"}
     assert flags["nb"] == {"left_out": 1}
-    assert flags["erin"] == {"overrides": ["attend.causal"]}
-    assert flags["quiza"] == {} and flags["stub"] == {} and flags["loop"] == {}
+    # erin's wrong solution and the hostile exit are both the reference with one change each
+    assert flags["erin"] == {"group": 2, "overrides": ["attend.causal"]}
+    assert flags["exits"] == {"group": 2}
+    assert flags["quiza"] == flags["stub"] == flags["loop"] == {}
     causes = {r["student"]: r["causes"] for r in roster}
     assert causes["quizb"] == ["quiz_wrong_q1_params", "quiz_wrong_q2_shape_is_enough"]
     assert causes["erin"] == ["mask_missing"] and causes["alice"] == []
-    assert graded["summary"]["near_copies"]["groups"] == [["alice", "carol"]]
+    assert graded["summary"]["near_copies"]["groups"] == [["alice", "carol"], ["erin", "exits"]]
 
 
 def test_the_gradebook_gives_each_failure_its_status_and_a_note_in_the_language(graded):
     zh, en = read_csv(graded["out"] / "gradebook.csv"), read_csv(graded["en"] / "gradebook.csv")
     statuses = {s: r["status"] for s, r in zh.items()}
     assert statuses == {"broken": "ungradable", "stub": "untouched_stub", "loop": "timed_out",
-                        "crash": "crashed", **{s: "graded" for s in (
+                        "crash": "crashed", "exits": "import_failed", **{s: "graded" for s in (
                             "alice", "carol", "quiza", "quizb", "erin", "upload-9", "nb")}}
     assert zh["stub"]["note"].startswith("交上来的是未改动的模板")
     assert en["stub"]["note"].startswith("The untouched stub")
     assert "超时" in zh["loop"]["note"] and "timed out" in en["loop"]["note"]
     assert "意外结束" in zh["crash"]["note"] and "ended unexpectedly" in en["crash"]["note"]
+    assert zh["exits"]["note"] == "attention.py 无法导入（SystemExit: 0），所有检查都没有运行。"
+    assert en["exits"]["note"] == \
+        "attention.py does not import (SystemExit: 0): no check could run."
     assert "清单写的学生是 'someone.else'" in zh["upload-9"]["note"]
     assert "manifest names student 'someone.else'" in en["upload-9"]["note"]
     for row in list(zh.values()) + list(en.values()):  # two decimals at most, parts readable
@@ -237,7 +244,7 @@ def test_the_page_in_chromium(graded, tmp_path):
         "table", id="reteach")[0]) if "data-key" in r["attrs"]]
     assert reteach[0] == "quiz_wrong_q1_params" and "mask_missing" in reteach
     groups = dom.find("details", cls="group")
-    assert [g["attrs"]["data-members"] for g in groups] == ["alice carol"]
+    assert [g["attrs"]["data-members"] for g in groups] == ["alice carol", "erin exits"]
     sides = dom.find("pre", within=groups[0])
     assert len(sides) == 2 and all(dom.find("mark", within=side) for side in sides)
     order = [e["attrs"].get("id") for e in dom.elements if e["attrs"].get("id") in (

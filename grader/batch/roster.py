@@ -5,6 +5,7 @@ reteach them and what to look at twice (a near-copy group, an override, a manife
 someone else, notebook cells left out).  The gradebook's status and note come from here too.
 """
 from grader.render.package import package_notes
+from grader.render.report import import_failure
 
 # The statuses, in the order of need (a lower rank first).
 RANK = {"ungradable": 0, "not_graded": 0, "untouched_stub": 1, "import_failed": 2,
@@ -22,6 +23,7 @@ WORDS = {
 ACTIONS = {"set": ("设定", "set"), "change": ("修改", "changed"), "remove": ("撤销", "removed")}
 STUB_KEYS = {"not_implemented", "quiz_missing"}
 CRASH_KEYS = {"crashed", "memory_limit", "protocol"}
+TIMEOUT_KEYS = {"timeout", "budget"}  # a call too slow, or the submission's whole time used up
 
 
 def score_text(x):
@@ -45,7 +47,7 @@ def status_of(record):
         return "import_failed"
     if checks and not any(c["status"] == "passed" for c in checks) and keys <= STUB_KEYS:
         return "untouched_stub"
-    if any(c["status"] == "timeout" for c in checks):
+    if any(_timed_out(c) for c in checks):
         return "timed_out"
     if keys & CRASH_KEYS:
         return "crashed"
@@ -67,24 +69,34 @@ def partial_text(record):
     return "; ".join(f"{check} {passed}/{total}" for check, passed, total in partial(record))
 
 
+def _timed_out(result):
+    return result["status"] == "timeout" or bool(_keys(result) & TIMEOUT_KEYS)
+
+
 def _failed_checks(record, status):
-    return [c["id"] for c in record["report"]["checks"] if c["status"] == status]
+    """The checks that timed out (status timed_out) or crashed."""
+    checks = record["report"]["checks"]
+    if status == "timed_out":
+        return [c["id"] for c in checks if _timed_out(c)]
+    return [c["id"] for c in checks if _keys(c) & CRASH_KEYS]
 
 
 def status_note(record, status, lang):
     """Why the entry needs a look, in one sentence of `lang` ('' for a plain graded one)."""
     zh = lang == "zh"
     if status in ("ungradable", "not_graded"):
-        return (WORDS[status][0] + "：" if zh else WORDS[status][1] + ": ") + (record.get("error")
-                                                                             or "")
+        head = WORDS[status][0] + "：" if zh else WORDS[status][1].capitalize() + ": "
+        return head + (record.get("error") or "")
     if status == "untouched_stub":
         return ("交上来的是未改动的模板：没有实现任何函数，也没有回答检查题。" if zh else
                 "The untouched stub: no function implemented, no quiz question answered.")
     if status == "import_failed":
-        return ("attention.py 无法导入，所有检查都没有运行。" if zh else
-                "attention.py does not import: no check could run.")
+        fields = (import_failure(record["report"]) or {}).get("fields", {})
+        why = f"{fields.get('type', '')}: {fields.get('message', '')}".strip(": ")
+        return (f"attention.py 无法导入（{why}），所有检查都没有运行。" if zh else
+                f"attention.py does not import ({why}): no check could run.")
     if status in ("timed_out", "crashed"):
-        checks = _failed_checks(record, "timeout" if status == "timed_out" else "error")
+        checks = _failed_checks(record, status)
         shown = ", ".join(checks[:4]) + (" …" if len(checks) > 4 else "")
         if status == "timed_out":
             return (f"{len(checks)} 项检查超时（死循环或计算量过大？）：{shown}" if zh else
