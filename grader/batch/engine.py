@@ -369,7 +369,9 @@ def override_command(args):
         print(f"错误 error: {outdir}: no {MANIFEST} (not a batch output)", file=sys.stderr)
         return 2
     if args.list:
-        print("\n".join(overrides.history_lines(outdir)))
+        from grader import inert
+
+        print("\n".join(inert.one_line(line) for line in overrides.history_lines(outdir)))
         return 0
     try:
         event = overrides.command(args, rubric.load(), students, read_record)

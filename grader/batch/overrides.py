@@ -17,6 +17,7 @@ import getpass
 import json
 import os
 
+from grader.batch.roster import score_text
 from grader.statefile import write_atomic
 
 FILE = "overrides.json"
@@ -171,10 +172,12 @@ def add_arguments(sub):
 
 
 def history_lines(outdir):
-    lines = [f"in force: {o['student']} {o['check']} {o.get('was', '?')} -> {o['score']:g} "
-             f"({o.get('who') or '?'}, {o.get('when') or '?'}): {o['why']}" for o in load(outdir)]
+    """What `override OUT --list` prints: the overrides in force, then every change."""
+    lines = [f"in force: {o['student']} {o['check']} {score_text(o.get('was'))} -> "
+             f"{score_text(o['score'])} ({o.get('who') or '?'}, {o.get('when') or '?'}): "
+             f"{o['why']}" for o in load(outdir)]
     lines += [f"{e.get('when') or '?'} {e.get('who') or '?'} {e['action']} {e['student']} "
-              f"{e['check']}: {e['replaced']} -> {e['score']}: {e['why']}"
+              f"{e['check']}: {score_text(e['replaced'])} -> {score_text(e['score'])}: {e['why']}"
               for e in load_history(outdir)]
     return lines or ["no overrides"]
 
