@@ -8,6 +8,7 @@ import io
 from grader.batch.roster import ACTIONS, WORDS, score_text
 from grader.render.classtext import csv_cell, md_code_block, md_inline
 
+
 def _percent(x):
     return f"{round(100 * x)}%"
 

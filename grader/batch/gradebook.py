@@ -172,7 +172,8 @@ def summarize(the_rubric, records, near_copies=None):
         "median": round(statistics.median(totals), 2) if totals else None,
         "full_marks": sum(1 for t in totals if t >= max_score),
         "histogram": _histogram(totals, max_score), "checks": checks,
-        "roster": roster.rows(records, causes_of, (near_copies or {}).get("groups", [])),
+        "roster": roster.rows(records, causes_of, (near_copies or {}).get("groups", []),
+                              max_score),
         "mistakes": _items(the_rubric, _causes(graded), graded),
         "outcomes": _items(the_rubric, outcomes, graded),
         "overrides": [dict(o, student=r["student"]) for r in records

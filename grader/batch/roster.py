@@ -143,14 +143,15 @@ def flags(record, group_of):
     return found
 
 
-def rows(records, causes_of, groups):
+def rows(records, causes_of, groups, max_score):
     """One row per student, the neediest first (summary['roster'])."""
     group_of = {s: n for n, group in enumerate(groups, 1) for s in group}
     out = []
     for record in records:
         status = status_of(record)
         out.append({"student": record["student"], "entry": record["entry"], "status": status,
-                    "score": record.get("score") or 0, "max_score": record.get("max_score"),
+                    "score": record.get("score") or 0,
+                    "max_score": record.get("max_score") or max_score,
                     "partial": [list(p) for p in partial(record)],
                     "causes": list(causes_of(record)) if record.get("report") else [],
                     "flags": flags(record, group_of),
