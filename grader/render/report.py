@@ -114,10 +114,16 @@ def import_failure(report):
     """The verdict of a file that could not be imported (every check carries it), or None."""
     for result in report["checks"]:
         for verdict in result["verdicts"]:
-            if verdict.get("key") == "import_failed" or \
-                    "while importing" in verdict.get("fields", {}).get("message", ""):
+            if at_import(verdict):
                 return verdict
     return None
+
+
+def at_import(verdict):
+    """Whether a verdict is about the file's import (nothing after it ran): an error raised at
+    import, or a worker that timed out or died while importing."""
+    return verdict.get("key") == "import_failed" or \
+        verdict.get("fields", {}).get("during") == "import"
 
 
 def import_failure_lines(rubric, verdict, lang):

@@ -152,9 +152,9 @@ TEXT = {
 
 def next_step(failing):
     """What the student should do about the first failing check: import, timeout or next."""
-    if any(v.get("key") == "import_failed"
-           or "while importing" in v.get("fields", {}).get("message", "")
-           for v in failing["verdicts"]):
+    from grader.render import report
+
+    if any(report.at_import(v) for v in failing["verdicts"]):
         return "import"  # nothing ran: the file itself comes first, a hint would not help
     return "timeout" if failing["status"] == "timeout" else "next"
 
