@@ -34,6 +34,7 @@ class Rubric:
         # Outcomes that still name what to reteach: the wrong answer to one quiz question.
         self.answer_keys = {k for k, m in self.messages.items() if m.get("answer")}
         self.hints = data.get("hints", {})
+        self.quiz_forms = data.get("quiz_forms", {})  # answer name -> {zh, en}
         self.checks = [
             Check(id=c["id"], exercise=c["exercise"], points=float(c["points"]),
                   visibility=c["visibility"], section=c["section"],

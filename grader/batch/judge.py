@@ -46,7 +46,7 @@ def attention_maps(student):
         _, expected = ref.attend(q, k, v, mask=mask, return_weights=True)
         entry = {"T": t, "expected": _grid(expected), "allowed": allowed.tolist()}
         if weights is None:
-            entry["error"] = "attend gave the check no weights"
+            entry["error"] = {"zh": "attend 没有把权重交给检查", "en": "attend gave the check no weights"}
         else:
             w = weights.double()
             nan = torch.isnan(w)

@@ -121,7 +121,13 @@ class Student:
         import is at (worker.import_telling_where): the latest is kept for a timeout to show."""
         deadline, self.stuck_line = time.monotonic() + seconds, None
         while True:
-            message = self._receive(max(deadline - time.monotonic(), 0.01))
+            try:
+                message = self._receive(max(deadline - time.monotonic(), 0.01))
+            except WorkerFailure as failure:
+                if failure.kind != "timeout":
+                    raise
+                raise WorkerFailure("timeout", f"no answer within {seconds:g} s",
+                                    f"{seconds:g} 秒内没有完成") from None
             if not (isinstance(message, dict) and set(message) == {"stuck"}):
                 return message
             if isinstance(message["stuck"], int) and not isinstance(message["stuck"], bool):

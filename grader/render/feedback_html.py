@@ -97,6 +97,14 @@ def both(zh, en, tag="span", cls=""):
     return f'<{tag} class="zh{extra}">{esc(zh)}</{tag}><{tag} class="en{extra}">{esc(en)}</{tag}>'
 
 
+def said(value, zh="{}", en="{}"):
+    """A value that is data, or said in both languages ({"zh", "en"}), within a zh and an en
+    frame: each language's element holds only its own words."""
+    pair = value if isinstance(value, dict) and set(value) == {"zh", "en"} else \
+        {"zh": str(value), "en": str(value)}
+    return both(zh.format(pair["zh"]), en.format(pair["en"]))
+
+
 def _page(title, lang, body, head=""):
     lang = "en" if lang == "en" else "zh"
     return (f'<!DOCTYPE html>\n<html class="lang-{lang}" lang="{"zh-CN" if lang == "zh" else "en"}">'
@@ -166,8 +174,8 @@ def heatmaps_figure(maps, probe):
     else:
         n_leaks = 0
         parts.append('<figure><figcaption>' + both("你的权重", "your weights") + "</figcaption>"
-                     + '<p class="probe-error">' + both("无法取得：", "not available: ")
-                     + esc(data.get("error", "")) + "</p></figure>")
+                     + '<p class="probe-error">' + said(data.get("error", ""), "无法取得：{}",
+                                                         "not available: {}") + "</p></figure>")
     parts.append("<figure>" + f"<figcaption>{both('应有的权重', 'expected weights')}</figcaption>"
                  + heatmap_table(data["expected"], data["allowed"], "expected") + "</figure>")
     parts.append("</div>")
@@ -224,7 +232,7 @@ def student_page(the_rubric, record, lang="zh", extra=""):
         if current is not None:
             body.append("</section>")
         if isinstance(maps, dict) and maps.get("error"):
-            body.append(f'<p class="note">{both("热力图：", "heatmaps: ")}{esc(maps["error"])}</p>')
+            body.append(f'<p class="note">{said(maps["error"], "热力图：{}", "heatmaps: {}")}</p>')
         body.append(_footer(data))
     body.append("</main>")
     return _page(f"{student} · attention", lang, "\n".join(body))

@@ -5,12 +5,15 @@ Scores and verdicts are computed once (`build`); every renderer only formats the
 from grader import inert
 
 STATUS_MARK = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱"}
-STATUS_ZH = {"passed": "通过", "failed": "未通过", "error": "出错", "timeout": "超时"}
+STATUS_WORDS = {"zh": {"passed": "通过", "failed": "未通过", "error": "出错", "timeout": "超时"},
+                "en": {"passed": "passed", "failed": "failed", "error": "error",
+                       "timeout": "timed out"}}
+STATUS_ZH = STATUS_WORDS["zh"]
 
 
 def status_of(r, lang):
     """(mark, words) of a card: the grader's verdict, or a TA's override beside it."""
-    words = STATUS_ZH[r["status"]] if lang == "zh" else r["status"]
+    words = STATUS_WORDS[lang][r["status"]]
     if not r.get("override"):
         return STATUS_MARK[r["status"]], words
     return "✎", (f"助教改分（原判：{words}）" if lang == "zh" else f"changed by a TA (grader: {words})")
@@ -51,18 +54,22 @@ TEXT = {
         "score": "得分：{score} / {max_score}（{passed}/{total} 项检查通过）",
         "hidden": "另有 {n} 项隐藏检查没有运行，由老师评分时运行。",
         "import_line": "出错的那一行（第 {line} 行，缩进照原样）：",
+        "stuck_line": "超时的时候正在运行这一行（第 {line} 行）：",
         "not_run": "未运行",
         "output": "你的代码打印的内容（已截断）",
         "output_end": "（打印内容到此为止）",
         "left_out": "笔记本里这些顶层语句不是定义（导入、函数、类、赋值），评分时没有运行，"
                     "以免一个还在运行的实验单元拖住全部定义：",
         "title": "多头注意力 · 评分报告",
+        "table_check": "检查", "table_points": "得分", "table_status": "结果",
+        "meta": "隔离方式 {isolation} · 随机种子 {seed} · torch {torch} · 评分表 {rubric_hash}",
     },
     "en": {
         "checked": "Checked: ", "see": "See: ", "detail": "   detail: ",
         "score": "score: {score} / {max_score} ({passed}/{total} {checks} passed)",
         "hidden": "{n} hidden {checks} {were} not run; your instructor runs them.",
         "import_line": "the line it stopped at (line {line}, indentation as written):",
+        "stuck_line": "the line it was running when time ran out (line {line}):",
         "not_run": "not run",
         "output": "what your code printed (truncated)",
         "output_end": "(end of what your code printed)",
@@ -70,6 +77,8 @@ TEXT = {
                     "functions, classes, assignments) and were not run, so that a cell still "
                     "experimenting cannot hold up every definition:",
         "title": "Multi-head attention: grading report",
+        "table_check": "check", "table_points": "points", "table_status": "result",
+        "meta": "isolation {isolation} · seed {seed} · torch {torch} · rubric {rubric_hash}",
     },
 }
 
@@ -136,7 +145,8 @@ def import_failure_lines(rubric, verdict, lang):
     head, _, code = where.partition(": ")
     number = head.rpartition(":")[2]
     if code and number.isdigit():
-        lines += ["    " + text["import_line"].format(line=number), f"    | {code}"]
+        said = text["stuck_line" if verdict.get("key") == "timeout" else "import_line"]
+        lines += ["    " + said.format(line=number), f"    | {code}"]
     return lines + [""]
 
 
@@ -179,8 +189,7 @@ def to_text(rubric, report, lang, hidden_not_run=0):
             lines.extend("    " + line for line in feedback_text.splitlines())
     lines += _totals(report, lang, hidden_not_run)
     meta = report["metadata"]
-    lines.append(f"[isolation: {meta.get('isolation')}; seed {meta.get('seed')}; "
-                 f"torch {meta.get('torch')}; rubric {meta.get('rubric_hash')}]")
+    lines.append(f"[{meta_line(meta, lang)}]")
     if meta.get("left_out"):
         lines.append("\n" + text["left_out"])
         lines.extend("  " + line for line in meta["left_out"][:20])
@@ -191,6 +200,12 @@ def to_text(rubric, report, lang, hidden_not_run=0):
         lines.append(f"--- {text['output_end']} ---")
     # The student's output, messages and values are in it: no control character reaches a terminal.
     return inert.for_terminal("\n".join(lines).lstrip("\n") + "\n")
+
+
+def meta_line(meta, lang):
+    """How the report was made (the sandbox, the seed, the versions), for a TA's questions."""
+    return TEXT[lang]["meta"].format(**{key: meta.get(key) for key in
+                                        ("isolation", "seed", "torch", "rubric_hash")})
 
 
 def _totals(report, lang, hidden_not_run):
@@ -208,10 +223,11 @@ def _totals(report, lang, hidden_not_run):
 
 
 def to_markdown(rubric, report, lang):
-    title = TEXT[lang]["title"]
-    lines = [f"# {title}", "",
+    text = TEXT[lang]
+    lines = [f"# {text['title']}", "",
              f"**{points(report['score'])} / {points(report['max_score'])}**", "",
-             "| | check | points | |", "|---|---|---|---|"]
+             f"| | {text['table_check']} | {text['table_points']} | {text['table_status']} |",
+             "|---|---|---|---|"]
     for r in report["checks"]:
         check = rubric.by_id[r["id"]]
         mark, status = status_of(r, lang)
@@ -225,8 +241,7 @@ def to_markdown(rubric, report, lang):
     if meta.get("left_out"):
         lines += ["", TEXT[lang]["left_out"], "",
                   inert.markdown_fence("\n".join(meta["left_out"][:20]))]
-    lines += ["", f"<sub>isolation {meta.get('isolation')} · seed {meta.get('seed')} · "
-                  f"torch {meta.get('torch')} · rubric {meta.get('rubric_hash')}</sub>", ""]
+    lines += ["", f"<sub>{meta_line(meta, lang)}</sub>", ""]
     return "\n".join(lines)
 
 
