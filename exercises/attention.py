@@ -17,8 +17,8 @@ def split_heads(x, heads):
 
     每个头仍拥有全部 T 个位置：拆的是特征轴，不是位置轴。
     Every head keeps all T positions: we split the feature axis, not the positions.
-    heads <= 0 或 D 不能被 heads 整除时抛出 ValueError (note: 64 % -2 == 0 in Python).
-    Raise ValueError when heads <= 0 or D is not divisible by heads.
+    heads <= 0 或 D 不能被 heads 整除时抛出 ValueError（注意 Python 中 64 % -2 == 0）。
+    Raise ValueError when heads <= 0 or D is not divisible by heads (note: 64 % -2 == 0 in Python).
     """
     # TODO: 先 reshape 成 [B,T,H,d]，再交换位置轴与头轴 / reshape to [B,T,H,d], then swap T and H
     raise NotImplementedError("split_heads 尚未实现 / not implemented yet")
@@ -72,7 +72,8 @@ class CausalSelfAttention(nn.Module):
         raise NotImplementedError("CausalSelfAttention.forward 尚未实现 / not implemented yet")
 
 
-# 两道检查题 · the lesson's two check questions (seed 000, 两道检查题).
+# 第 12 讲「两道检查题」：每个答案上面的两行注释写着它的格式。
+# The lesson's two check questions: the two comment lines above each answer say its form.
 # 1. X = 0..11 形如 [1,3,4]，只分成 1 个头：形状？头 0 的位置 1 包含哪些数？
 #    正式配置 D=64、H=2：每头宽度？四个投影（无偏置）的参数总数？
 #    X = 0..11 as [1,3,4] split into 1 head: its shape? the numbers at head 0, position 1?
@@ -81,10 +82,24 @@ class CausalSelfAttention(nn.Module):
 #    正确与错误结果中"头 0、位置 1"各是哪两个数？能否只凭形状判定拆头正确？
 #    Two heads of X[0] = [[0,1,2,3],[4,5,6,7]]: head 0, position 1 with and without transpose(1, 2)?
 #    Is the right shape enough to call the split correct?
+# Q1_SHAPE：整数元组，例如 (2, 5, 3)
+# Q1_SHAPE: a tuple of ints, e.g. (2, 5, 3)
 Q1_SHAPE = None  # TODO
+# Q1_HEAD0_POS1：数字列表，例如 [7, 8]
+# Q1_HEAD0_POS1: a list of numbers, e.g. [7, 8]
 Q1_HEAD0_POS1 = None  # TODO
+# Q1_FORMAL_HEAD_WIDTH：整数，例如 10
+# Q1_FORMAL_HEAD_WIDTH: an int, e.g. 10
 Q1_FORMAL_HEAD_WIDTH = None  # TODO
+# Q1_FORMAL_PARAMS：整数，例如 10
+# Q1_FORMAL_PARAMS: an int, e.g. 10
 Q1_FORMAL_PARAMS = None  # TODO
+# Q2_CORRECT：数字列表，例如 [7, 8]
+# Q2_CORRECT: a list of numbers, e.g. [7, 8]
 Q2_CORRECT = None  # TODO
+# Q2_WRONG：数字列表，例如 [7, 8]
+# Q2_WRONG: a list of numbers, e.g. [7, 8]
 Q2_WRONG = None  # TODO
+# Q2_SHAPE_IS_ENOUGH：True 或 False
+# Q2_SHAPE_IS_ENOUGH: True or False
 Q2_SHAPE_IS_ENOUGH = None  # TODO

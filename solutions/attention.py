@@ -17,8 +17,8 @@ def split_heads(x, heads):
 
     每个头仍拥有全部 T 个位置：拆的是特征轴，不是位置轴。
     Every head keeps all T positions: we split the feature axis, not the positions.
-    heads <= 0 或 D 不能被 heads 整除时抛出 ValueError (note: 64 % -2 == 0 in Python).
-    Raise ValueError when heads <= 0 or D is not divisible by heads.
+    heads <= 0 或 D 不能被 heads 整除时抛出 ValueError（注意 Python 中 64 % -2 == 0）。
+    Raise ValueError when heads <= 0 or D is not divisible by heads (note: 64 % -2 == 0 in Python).
     """
     ### BEGIN SOLUTION
     # TODO: 先 reshape 成 [B,T,H,d]，再交换位置轴与头轴 / reshape to [B,T,H,d], then swap T and H
@@ -108,7 +108,8 @@ class CausalSelfAttention(nn.Module):
         ### END SOLUTION
 
 
-# 两道检查题 · the lesson's two check questions (seed 000, 两道检查题).
+# 第 12 讲「两道检查题」：每个答案上面的两行注释写着它的格式。
+# The lesson's two check questions: the two comment lines above each answer say its form.
 # 1. X = 0..11 形如 [1,3,4]，只分成 1 个头：形状？头 0 的位置 1 包含哪些数？
 #    正式配置 D=64、H=2：每头宽度？四个投影（无偏置）的参数总数？
 #    X = 0..11 as [1,3,4] split into 1 head: its shape? the numbers at head 0, position 1?

@@ -16,6 +16,8 @@ from grader.authoring import stubs as authoring, workflow as workflow_module
 from grader.tools import classroom
 from grader import rubric
 
+import words
+
 ROOT = authoring.ROOT
 RELEASE = os.path.join(ROOT, "release")
 SHIPPED = os.path.join(RELEASE, ".github", "workflows", "classroom.yml")
@@ -135,13 +137,19 @@ def run_workflow(workflow, folder):
     raise AssertionError("the workflow has no reporter step")
 
 
-@pytest.mark.parametrize("work, full", [(authoring.SOLUTION, True), (None, False)],
-                         ids=["reference", "stub"])
+NOTEBOOK = os.path.join(ROOT, "tests", "submissions", "correct", "notebook.ipynb")
+
+
+@pytest.mark.parametrize("work, full", [(authoring.SOLUTION, True), (None, False),
+                                        (NOTEBOOK, True)],
+                         ids=["reference", "stub", "notebook only"])
 def test_workflow_commands_give_the_rubric_points(workflow, tmp_path, work, full):
+    """The reference gets every public point, the stub none, and a repository whose work is all
+    in the notebook (attention.py still the stub) its notebook's points."""
     folder = tmp_path / "repo"
     shutil.copytree(RELEASE, folder, ignore=shutil.ignore_patterns(".venv", "__pycache__", "out"))
     if work:
-        shutil.copy(work, folder / "attention.py")
+        shutil.copy(work, folder / os.path.join("attention" + os.path.splitext(work)[1]))
     # Stands in for `make setup`: the bundle's .venv/bin/python is this test's interpreter.
     python = folder / ".venv" / "bin" / "python"
     python.parent.mkdir(parents=True)
@@ -153,6 +161,8 @@ def test_workflow_commands_give_the_rubric_points(workflow, tmp_path, work, full
     assert points == (public if full else 0)
     assert "**" + (f"{public:g}" if full else "0") + f" / {public:g}**" in summary
     assert "仅供参考" in summary
+    graded = "attention.ipynb" if work == NOTEBOOK else "attention.py"
+    assert f"评分的文件：`{graded}`" in summary
     if not full:  # a failing step's log says why, as make check does
         outputs = [r["output"] for r in results]
         assert all("✗" in o and ("还没有实现" in o or "没有找到" in o) for o in outputs)
@@ -160,7 +170,9 @@ def test_workflow_commands_give_the_rubric_points(workflow, tmp_path, work, full
 
 def test_verdict_without_a_report_fails_and_says_where_to_look(tmp_path):
     code, text = classroom.verdict(str(tmp_path / "missing.json"), "attend.scale")
-    assert code == 1 and "public checks" in text
+    assert code == 1 and "public checks" in text and "公开检查" in text
+    assert all(len(words.foreign_lines(line, lang)) == 0
+               for line, lang in zip(text.splitlines(), ("zh", "en")))
     report = tmp_path / "report.json"
     report.write_text(json.dumps({"checks": []}))
     assert classroom.verdict(str(report), "attend.scale")[0] == 1

@@ -10,6 +10,7 @@ import pytest
 
 from grader.render import report
 from test_corpus import RUBRIC, WRONG, graded, header, ids
+import words
 
 # Keys that say what was seen, not which mistake it was.
 OUTCOMES = set(RUBRIC.outcome_keys) | {"follows_from"}
@@ -76,3 +77,15 @@ def test_report_names_exactly_the_planted_mistake(path):
     # present, filled in, by test_corpus.test_wrong_solution_feedback_names_the_mistake).
     for lang in ("zh", "en"):
         assert named_in_text(g.data["checks"], lang) <= planted(path), lang
+
+
+@pytest.mark.parametrize("path", WRONG, ids=ids(WRONG))
+def test_every_report_says_one_language(path):
+    """Every wrong solution's report, as text and as Markdown, read in Chinese holds no English
+    prose and read in English no Chinese (outside code and quoted lesson titles): the real values
+    the checks fill in included."""
+    data = graded(path).data
+    for lang in ("zh", "en"):
+        for text in (report.to_text(RUBRIC, data, lang, hidden_not_run=1),
+                     report.to_markdown(RUBRIC, data, lang)):
+            assert words.foreign_lines(text, lang) == [], lang

@@ -9,15 +9,14 @@ import pytest
 from grader.authoring import release, stubs as authoring
 from grader.tools import hints, submit, watch
 from grader import notebook, rubric
+from grader.judge.checks import support
 from grader.render import report
+from grader.rubric import said
+
+import words
 
 THE_RUBRIC = rubric.load()
 LESSON_TITLES = ("第 12 讲", "「多头自注意力」", "lesson 12", "chapter 「多头自注意力」")
-# Words a Chinese sentence may carry: commands, code and file names, never English prose.
-CODE_WORDS = {"make", "check", "hint", "EX", "watch", "submit", "STUDENT", "SUBMISSION", "CONFIRM",
-              "Ctrl", "C", "attention", "py", "ipynb", "attend", "git", "push", "commit",
-              "raise", "NotImplementedError", "None", "yes", "y", "N", "KiB", "GitHub",
-              "Classroom", "venv", "zip", "id"}
 
 
 @pytest.mark.parametrize("lang", rubric.LANGS)
@@ -40,18 +39,111 @@ def test_the_report_points_to_the_section_not_a_file():
         assert "因果掩码" in where and ".py" not in where and ".txt" not in where
 
 
-def english_words(text):
-    text = re.sub(r"\{\w+(![rs])?\}", "", text)  # placeholders
-    return {w for w in re.findall(r"[A-Za-z]+", text) if w not in CODE_WORDS}
+# -- one language per line: every message key and every UI word, with realistic values --------
+# A realistic value for every placeholder of the rubric's messages, as the checks fill them (a
+# value said in both languages is a pair, as rubric.said makes it).
+FIELDS = {
+    "advice": support.NO_CHECK_ADVICE, "case": "split_heads(x[1,2,6], heads=4)", "d": "4",
+    "expected": "0.2500", "got": "0.5000", "limit": "3 GiB", "losses": "4.12, 3.05, 0.81",
+    "max_len": "8", "message": "shape '[1, 2, 4, 1]' is invalid for input of size 12",
+    "name": "Q1_SHAPE", "names": "W_q, W_k", "params": "qkv.weight[36, 12], out_proj.weight[12, 12]",
+    "rank": "3", "registered": "nn.Parameter", "seen": "1/(t+1)", "t": "2",
+    "type": "RuntimeError", "what": "scaled_dot_product_attention", "where": "context[1, 2, 3] ",
+}
+# Messages whose {message} is the grader's own account (a worker that timed out, died, ...).
+WORKER_WORDS = {"timeout": said("导入 attention.py 时，30 秒内没有完成",
+                                "while importing attention.py: no answer within 30 s"),
+                "crashed": said("进程结束了（退出码 1）", "worker exited (exit code 1)"),
+                "protocol": said("应答的次序或格式不对", "reply out of order or malformed"),
+                "budget": said("这份提交的 120 秒时间预算已经用完",
+                               "the time budget of 120 s for this submission is used up"),
+                "sandbox": said("评分器没能搭好运行代码的沙箱（退出码 70）",
+                                "the grader could not set up its sandbox (exit code 70)")}
+
+
+def example_fields(key):
+    fields = dict(FIELDS)
+    if key in WORKER_WORDS:
+        fields["message"] = WORKER_WORDS[key]
+    if key == "quiz_type":
+        fields["expected"] = THE_RUBRIC.quiz_forms["Q1_SHAPE"]
+    return fields
+
+
+@pytest.mark.parametrize("lang", rubric.LANGS)
+def test_every_message_says_one_language(lang):
+    for key, message in THE_RUBRIC.messages.items():
+        placeholders = set(re.findall(r"\{(\w+)", message.get(lang, "")))
+        assert placeholders <= set(FIELDS), (key, placeholders - set(FIELDS))
+        text = THE_RUBRIC.message(key, lang, **example_fields(key))
+        assert "{" not in text.replace("{losses", ""), (key, text)
+        assert not words.foreign(text, lang), (key, text, words.foreign(text, lang))
+
+
+@pytest.mark.parametrize("lang", rubric.LANGS)
+def test_every_rubric_text_says_one_language(lang):
+    texts = [(c.id, c.title[lang]) for c in THE_RUBRIC.checks]
+    texts += [(c.id, c.checked[lang]) for c in THE_RUBRIC.checks]
+    texts += [(key, THE_RUBRIC.section(key, lang)) for key in THE_RUBRIC.sections]
+    texts += [(ex, hint) for ex, levels in THE_RUBRIC.hints.items() for hint in levels[lang]]
+    texts += [(name, form[lang]) for name, form in THE_RUBRIC.quiz_forms.items()]
+    for where, text in texts:
+        assert text and not words.foreign(text, lang), (where, text, words.foreign(text, lang))
+
+
+def test_section_titles_are_the_lessons_own():
+    """Every title a pointer names is printed in the lesson (when the lesson texts are here) and
+    has an English title; every check points to at least one section."""
+    seeds = "/work/shared/seeds"
+    lesson = "".join(open(os.path.join(seeds, name), encoding="utf-8").read()
+                     for name in sorted(os.listdir(seeds))) if os.path.isdir(seeds) else None
+    for key, where in THE_RUBRIC.sections.items():
+        names = where.get("lesson", []) + where.get("chapter", [])
+        assert names, key
+        for book in ("lesson", "chapter"):
+            for name in where.get(book, []):
+                assert THE_RUBRIC.titles[book][name], name
+                assert lesson is None or name in lesson, name
+    pointed = {THE_RUBRIC.section(c.section, "en") for c in THE_RUBRIC.checks}
+    assert len(pointed) >= 12  # each piece points to the section that teaches it
 
 
 @pytest.mark.parametrize("table", [report.TEXT, watch.TEXT, hints.TEXT, submit.TEXT,
                                    notebook.TEXT], ids=["report", "watch", "hint", "submit",
                                                         "notebook"])
-def test_chinese_tool_words_have_no_english_fragment(table):
-    for key, text in table["zh"].items():
-        assert not english_words(text), (key, text)
+@pytest.mark.parametrize("lang", rubric.LANGS)
+def test_tool_words_say_one_language(table, lang):
+    for key, text in table[lang].items():
+        assert not words.foreign(text, lang), (key, text, words.foreign(text, lang))
     assert set(table["zh"]) == set(table["en"])
+
+
+def test_the_grader_says_its_own_failures_in_both_languages():
+    """Every worker failure the grader raises carries its Chinese words (WorkerFailure(kind,
+    English, Chinese)), so a timeout or a dead worker reads in one language."""
+    import glob
+
+    found = 0
+    for path in glob.glob(os.path.join(authoring.ROOT, "grader", "**", "*.py"), recursive=True):
+        source = open(path, encoding="utf-8").read()
+        for match in re.finditer(r"(?:WorkerFailure|self\._fail)\(\s*\"", source):
+            call = _call_text(source, match.start())
+            found += 1
+            literals = re.findall(r'"((?:[^"\\]|\\.)*)"', call)
+            chinese = [re.sub(r"\{[^}]*\}", "", t) for t in literals if words.chinese_characters(t)]
+            assert chinese, (path, call)
+            for text in chinese:
+                assert not words.foreign(text, "zh"), (path, text)
+    assert found >= 10
+
+
+def _call_text(source, start):
+    depth = 0
+    for end in range(source.index("(", start), len(source)):
+        depth += {"(": 1, ")": -1}.get(source[end], 0)
+        if depth == 0:
+            return source[start:end + 1]
+    return source[start:]
 
 
 def test_plurals_and_numbers():

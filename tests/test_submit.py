@@ -343,6 +343,8 @@ def git(repo, *args):
 
 
 def make_repo(path, bare_remote=None):
+    """A student's checkout; with `bare_remote`, a GitHub Classroom one: its origin is on
+    github.com (pushes go to the local bare repository) and it carries the Classroom workflow."""
     path.mkdir()
     git(path, "init", "-q", "-b", "main")
     git(path, "config", "user.name", "Student")
@@ -350,12 +352,28 @@ def make_repo(path, bare_remote=None):
     shutil.copy(STUB, path / "attention.py")
     (path / "README.md").write_text("lesson 12\n")
     git(path, "add", "attention.py", "README.md")
+    if bare_remote:
+        workflow = path / ".github" / "workflows" / "classroom.yml"
+        workflow.parent.mkdir(parents=True)
+        workflow.write_text("name: public checks\n")
+        git(path, "add", ".github")
     git(path, "commit", "-qm", "starter code")
     if bare_remote:
         subprocess.run(["git", "init", "-q", "--bare", str(bare_remote)], check=True)
-        git(path, "remote", "add", "origin", str(bare_remote))
+        git(path, "remote", "add", "origin", "https://github.com/lesson12-class/attention-zhang.git")
+        git(path, "remote", "set-url", "--push", "origin", str(bare_remote))
         git(path, "push", "-q", "origin", "main")
     return path
+
+
+def test_a_local_git_checkout_without_a_remote_hands_in_the_zip(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    shutil.copy(SOLUTION, repo / "attention.py")
+    proc = run_submit(repo / "attention.py", "--student", "zhang")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "committed to git" in proc.stdout  # kept in the student's own history
+    assert "Upload this one file: zhang.zip" in proc.stdout and "git push" not in proc.stdout
+    assert not submit.classroom_checkout(str(repo))
 
 
 def test_in_a_git_checkout_the_work_is_committed_and_never_pushed(tmp_path):

@@ -30,7 +30,7 @@ NOTEBOOK = os.path.join(KIT_ROOT, "course", "source", "attention", "attention.ip
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 
 # ------------------------------------------------------------------------------------------------
-# The lesson text between the exercises (seed 000, 第 12 讲), in Chinese with a line of English.
+# The lesson text between the exercises (lesson 12's own words), in Chinese with a line of English.
 
 INTRO = """# 第 12 讲 多头注意力 · 练习笔记本
 
@@ -45,12 +45,20 @@ INTRO = """# 第 12 讲 多头注意力 · 练习笔记本
 Fill in each exercise cell, run it, then run the check cell below it: it runs that exercise's public
 checks and prints the same feedback as `make check`.
 
-形状记号 · shapes: B = 样本 batch，T = 位置 positions，D = 表示宽度 model width，H = 头数 heads，
-d = D / H（每头宽度 head width）。"""
+**反馈的语言 · Feedback language.** 检查的反馈默认是中文。要英文反馈，把下一个单元里的 `%lang zh`
+改成 `%lang en` 再运行它；只想让某一次检查用英文，写 `%check attend --lang en`。
+Feedback is in Chinese by default. For English, change `%lang zh` in the next cell to `%lang en`
+and run it; for one check only, write `%check attend --lang en`.
 
-KIT_CELL = """# 练习工具包（grader/ 就在这个笔记本旁边）：%check 运行一个练习的公开检查
-# the kit (grader/ sits beside this notebook): %check runs the public checks of one exercise
-%load_ext grader.notebook"""
+形状记号：B = 样本数，T = 位置数，D = 表示宽度，H = 头数，d = D / H（每头宽度）。
+Shapes: B = batch, T = positions, D = model width, H = heads, d = D / H (the width of one head)."""
+
+KIT_CELL = """# 练习工具包（grader/ 就在这个笔记本旁边）：%check 练习名 运行这个练习的公开检查，只写 %check 检查全部练习
+# The kit (grader/ sits beside this notebook): %check EXERCISE runs its public checks; %check alone runs them all
+# 反馈语言：%lang zh 是中文；改成 %lang en 再运行本单元，反馈就是英文
+# Feedback language: %lang zh is Chinese; change it to %lang en and run this cell for English
+%load_ext grader.notebook
+%lang zh"""
 
 IMPORTS_MD = """运行下面的单元导入 torch（第一次大约需要几秒）。
 Run the imports (torch takes a few seconds the first time)."""
@@ -109,8 +117,8 @@ Project, split, attend, merge, project out; 4·D² parameters; the mask is a buf
 2. 换成两个位置：`X[0] = [[0,1,2,3],[4,5,6,7]]`，仍分成 2 个头。省掉 `transpose(1, 2)` 后，形状仍是
    `[1,2,2,2]`，能否据此认为拆头正确？分别写出正确与错误结果中“头 0、位置 1”的两个数。
 
-把答案写成下面的变量（形状用整数元组，数值用列表）。
-Write your answers into the variables below (a shape as a tuple of ints, values as lists).""",
+把答案写成下面的变量，每个变量上面的注释写着它的格式。
+Write your answers into the variables below; the comments above each say its form.""",
 }
 
 AUTOGRADE_MD = """## 自动评分 · Autograding
@@ -222,14 +230,8 @@ def build(solution_path=None, rubric=None):
             raise ValueError(f"two checks map to the grade id {grade_id}")
         ids.add(grade_id)
         points = int(check.points) if check.points == int(check.points) else check.points
-        title = check.title["zh"]
         call = f"%autograde {check.id}"
-        if check.visibility == "public":
-            text = f"# {check.id}：{title}（{points} 分 points）\n{call}"
-        else:
-            text = (f"# 隐藏检查，老师评分时运行（{points} 分）· a hidden check, run when your "
-                    f"teacher grades ({points} points)\n{HIDDEN_BEGIN}\n# {check.id}：{title}\n"
-                    f"{call}\n{HIDDEN_END}")
+        text = autograde_cell_text(check, points, call)
         cells.append(_cell("code", text, _meta(grade_id, grade=True, points=points),
                            grade_id.replace("_", "-")))
     return {
@@ -243,6 +245,17 @@ def build(solution_path=None, rubric=None):
         "nbformat": 4,
         "nbformat_minor": 5,
     }
+
+
+def autograde_cell_text(check, points, call):
+    """An autograder cell: what it checks and its points, one line in each language."""
+    plural = "point" if points == 1 else "points"
+    if check.visibility == "public":
+        return (f"# {check.id}：{check.title['zh']}（{points} 分）\n"
+                f"# {check.id}: {check.title['en']} ({points} {plural})\n{call}")
+    return (f"# 隐藏检查，老师评分时运行（{points} 分）\n"
+            f"# A hidden check, run when your teacher grades ({points} {plural})\n"
+            f"{HIDDEN_BEGIN}\n# {check.id}：{check.title['zh']}\n{call}\n{HIDDEN_END}")
 
 
 def dumps(notebook):

@@ -48,9 +48,19 @@ def _stub_block(block, name):
     indent, lines = block["indent"], block["lines"]
     todos = [indent + line.strip() for line in lines if line.strip().startswith("# TODO")]
     if indent == "":  # module level: answers become None, so the file still imports
-        return todos + [f"{m.group(1)} = None  # TODO" for m in map(ASSIGNMENT.match, lines) if m]
+        return todos + [line for m in map(ASSIGNMENT.match, lines) if m
+                        for line in _answer_stub(m.group(1))]
     message = f"{name} 尚未实现 / not implemented yet"
     return todos + [f'{indent}raise NotImplementedError("{message}")']
+
+
+def _answer_stub(name):
+    """`NAME = None  # TODO`, after its form in each language (the rubric's [quiz_forms])."""
+    from grader import rubric
+
+    form = rubric.load().quiz_forms.get(name)
+    said = [f"# {name}：{form['zh']}", f"# {name}: {form['en']}"] if form else []
+    return said + [f"{name} = None  # TODO"]
 
 
 def write_stubs():

@@ -52,7 +52,10 @@ TEXT = {
     "zh": {
         "checked": "检查内容：", "see": "去看：", "detail": "   细节：",
         "score": "得分：{score} / {max_score}（{passed}/{total} 项检查通过）",
-        "hidden": "另有 {n} 项隐藏检查没有运行，由老师评分时运行。",
+        "hidden": "另有 {n} 项隐藏检查没有运行，由老师评分时运行；它们还会看：{what}。",
+        "hidden_quiz": "检查题答案的对错（{n} 项）",
+        "hidden_exercise": "{exercise} 与参考实现的对比（{n} 项）",
+        "and": "、",
         "import_line": "出错的那一行（第 {line} 行，缩进照原样）：",
         "stuck_line": "超时的时候正在运行这一行（第 {line} 行）：",
         "not_run": "未运行",
@@ -67,7 +70,11 @@ TEXT = {
     "en": {
         "checked": "Checked: ", "see": "See: ", "detail": "   detail: ",
         "score": "score: {score} / {max_score} ({passed}/{total} {checks} passed)",
-        "hidden": "{n} hidden {checks} {were} not run; your instructor runs them.",
+        "hidden": "{n} hidden {checks} {were} not run; your instructor runs them. They still "
+                  "look at: {what}.",
+        "hidden_quiz": "whether the check-question answers are right ({n})",
+        "hidden_exercise": "{exercise} against the reference ({n})",
+        "and": ", ",
         "import_line": "the line it stopped at (line {line}, indentation as written):",
         "stuck_line": "the line it was running when time ran out (line {line}):",
         "not_run": "not run",
@@ -187,7 +194,7 @@ def to_text(rubric, report, lang, hidden_not_run=0):
         feedback_text = "" if failure else feedback(rubric, r, lang)
         if feedback_text:
             lines.extend("    " + line for line in feedback_text.splitlines())
-    lines += _totals(report, lang, hidden_not_run)
+    lines += _totals(rubric, report, lang, hidden_not_run)
     meta = report["metadata"]
     lines.append(f"[{meta_line(meta, lang)}]")
     if meta.get("left_out"):
@@ -208,7 +215,18 @@ def meta_line(meta, lang):
                                         ("isolation", "seed", "torch", "rubric_hash")})
 
 
-def _totals(report, lang, hidden_not_run):
+def still_hidden(rubric, lang):
+    """What the hidden checks will still look at, by exercise: a public run that passes says it,
+    so a student with wrong quiz answers is not told that everything is done."""
+    text, counts = TEXT[lang], {}
+    for check in rubric.select(("hidden",)):
+        counts[check.exercise] = counts.get(check.exercise, 0) + 1
+    return text["and"].join(
+        text["hidden_quiz" if exercise == "quiz" else "hidden_exercise"].format(exercise=exercise, n=n)
+        for exercise, n in counts.items())
+
+
+def _totals(rubric, report, lang, hidden_not_run):
     text = TEXT[lang]
     passed = sum(1 for r in report["checks"] if r["status"] == "passed")
     total = len(report["checks"])
@@ -218,7 +236,8 @@ def _totals(report, lang, hidden_not_run):
     if hidden_not_run:
         lines.append(text["hidden"].format(n=hidden_not_run,
                                            checks=plural(hidden_not_run, "check", "checks"),
-                                           were=plural(hidden_not_run, "was", "were")))
+                                           were=plural(hidden_not_run, "was", "were"),
+                                           what=still_hidden(rubric, lang)))
     return lines
 
 

@@ -28,6 +28,8 @@ from grader import paths
 from grader.judge.submission import comment_out_magics
 
 KIT_ROOT = paths.KIT_ROOT
+# The feedback's language: Chinese unless the notebook's first code cell says `%lang en` (or one
+# check asks, `%check attend --lang en`).  ATTN_KIT_LANG is the instructors' default for a course.
 LANG = os.environ.get("ATTN_KIT_LANG", "zh")
 # Set by the course's nbgrader_config.py: the kernel is being autograded by nbgrader.
 AUTOGRADE_ENV = "ATTN_KIT_AUTOGRADE"
@@ -36,7 +38,7 @@ AUTOGRADE_ENV = "ATTN_KIT_AUTOGRADE"
 AUTOGRADE_CALL_SECONDS, AUTOGRADE_BUDGET_SECONDS = 5.0, 20.0
 # The kit's own lines in a notebook: its magics (which the CLI grader skips like any magic) and
 # direct calls of its helpers.
-KIT_LINE = re.compile(r"^\s*(%(check|autograde|load_ext\s+grader|reload_ext\s+grader)\b|"
+KIT_LINE = re.compile(r"^\s*(%(check|autograde|lang|load_ext\s+grader|reload_ext\s+grader)\b|"
                       r"from\s+grader[\s.]|import\s+grader\b|kit\s*\.|autograde_cell\s*\()")
 
 # ------------------------------------------------------------------------------------------------
@@ -222,6 +224,9 @@ def _exercise_report(data, exercise):
 TEXT = {
     "zh": {
         "no_exercise": "没有这个练习：{name!r}（可选：{known}）",
+        "usage": "用法：%check [练习] [--lang zh|en]，不写练习就检查全部练习；例如 %check attend",
+        "lang_set": "反馈语言：中文（要英文反馈：%lang en）",
+        "lang_usage": "用法：%lang zh 或 %lang en",
         "autograding": "（自动评分中：公开检查的结果见文末的评分单元格）",
         "could_not_run": "检查没能运行：{message}",
         "hidden": "{id}：这是隐藏检查，老师评分时才运行",
@@ -230,6 +235,10 @@ TEXT = {
     },
     "en": {
         "no_exercise": "no such exercise: {name!r} ({known})",
+        "usage": "usage: %check [EXERCISE] [--lang zh|en]; with no exercise, every exercise is "
+                 "checked; e.g. %check attend",
+        "lang_set": "feedback language: English (for Chinese: %lang zh)",
+        "lang_usage": "usage: %lang zh or %lang en",
         "autograding": "(autograding: the public checks' results are in the graded cells at the end)",
         "could_not_run": "the checks could not run: {message}",
         "hidden": "{id}: a hidden check, run when your teacher grades",
@@ -239,15 +248,54 @@ TEXT = {
 }
 
 
-def check(exercise, lang=None):
-    """Run the public checks of one exercise on the kernel's current code; print the feedback."""
+def parse_check_line(line):
+    """`%check [EXERCISE] [--lang zh|en]` -> (exercise or None for all, lang or None), or None
+    when the line cannot be read that way."""
+    words, exercise, lang = line.split(), None, None
+    while words:
+        word = words.pop(0)
+        if word in ("--lang", "-l") and words and words[0] in TEXT:
+            lang = words.pop(0)
+        elif word.startswith("--lang=") and word.split("=", 1)[1] in TEXT:
+            lang = word.split("=", 1)[1]
+        elif exercise is None and not word.startswith("-"):
+            exercise = word
+        else:
+            return None
+    return exercise, lang
+
+
+def check_magic(line):
+    """`%check`: every exercise; `%check attend`: one; `--lang en` for this one check."""
+    parsed = parse_check_line(line)
+    if parsed is None:
+        print(TEXT[LANG]["usage"])
+        return
+    check(*parsed)
+
+
+def lang_magic(line):
+    """`%lang en` (or zh): the language of every feedback from now on, in this kernel."""
+    global LANG
+    choice = line.strip()
+    if choice not in TEXT:
+        print(TEXT[LANG]["lang_usage"])
+        return
+    LANG = choice
+    print(TEXT[LANG]["lang_set"])
+
+
+def check(exercise=None, lang=None):
+    """Run the public checks of one exercise (None: every exercise) on the kernel's current code;
+    print the feedback."""
     from grader.render import report
     from grader import rubric as rubric_module
 
     lang = lang or LANG
     rubric = rubric_module.load()
-    if exercise not in rubric.exercises():
+    if exercise is not None and exercise not in rubric.exercises():
         print(TEXT[lang]["no_exercise"].format(name=exercise, known=", ".join(rubric.exercises())))
+        print(TEXT[lang]["usage"])
         return
     if os.environ.get(AUTOGRADE_ENV):
         print(TEXT[lang]["autograding"])
@@ -256,8 +304,9 @@ def check(exercise, lang=None):
     if "error" in data:
         print(TEXT[lang]["could_not_run"].format(message=data["error"]))
         return
-    hidden = len([c for c in rubric.select(("hidden",)) if c.exercise == exercise])
-    print(report.to_text(rubric, _exercise_report(data, exercise), lang, hidden), end="")
+    hidden = len([c for c in rubric.select(("hidden",)) if exercise in (None, c.exercise)])
+    shown = data if exercise is None else _exercise_report(data, exercise)
+    print(report.to_text(rubric, shown, lang, hidden), end="")
 
 
 class _Quiet:
@@ -338,7 +387,7 @@ def render_check(rubric, result, lang):
     from grader.render import report
 
     check_ = rubric.by_id[result["id"]]
-    status = report.STATUS_ZH[result["status"]] if lang == "zh" else result["status"]
+    status = report.STATUS_WORDS[lang][result["status"]]
     lines = [f"{report.STATUS_MARK[result['status']]} {result['id']}  {check_.title[lang]}  "
              f"[{report._num(result['score'])}/{report._num(result['max_score'])}] {status}"]
     text = report.feedback(rubric, result, lang)
@@ -350,7 +399,8 @@ def load_ipython_extension(ipython):
     """`%load_ext grader.notebook`: the magics `%check EXERCISE` and `%autograde CHECK_ID`.
     The kernel's judge starts warming up now, while the student reads the first exercise."""
     kernel_judge().start()
-    ipython.register_magic_function(lambda line: check(line.strip()), "line", "check")
+    ipython.register_magic_function(check_magic, "line", "check")
+    ipython.register_magic_function(lang_magic, "line", "lang")
     ipython.register_magic_function(lambda line: autograde_cell(line.strip()), "line", "autograde")
 
 

@@ -27,12 +27,14 @@ class Rubric:
         data = tomllib.loads(raw.decode("utf-8"))
         self.version = data["version"]
         self.sections = data["sections"]
+        self.titles = data["titles"]
         self.messages = data["messages"]
         # Verdicts that say *that* something went wrong, not *which* mistake it was.
         self.outcome_keys = {k for k, m in self.messages.items() if m.get("kind") == "outcome"}
         # Outcomes that still name what to reteach: the wrong answer to one quiz question.
         self.answer_keys = {k for k, m in self.messages.items() if m.get("answer")}
         self.hints = data.get("hints", {})
+        self.quiz_forms = data.get("quiz_forms", {})  # answer name -> {zh, en}
         self.checks = [
             Check(id=c["id"], exercise=c["exercise"], points=float(c["points"]),
                   visibility=c["visibility"], section=c["section"],
@@ -50,12 +52,28 @@ class Rubric:
     def message(self, key, lang, **fields):
         """The zh/en text for `key`, with {placeholders} filled; unknown fields stay visible."""
         template = self.messages.get(key, {}).get(lang) or self.messages.get(key, {}).get("en") or key
-        return template.format_map(_Fields(fields))
+        return template.format_map(_Fields({k: in_lang(v, lang) for k, v in fields.items()}))
 
     def section(self, key, lang):
-        """Where in the lessons to look, by the lessons' own section titles."""
-        where = self.sections.get(key, "")
-        return where.get(lang) or where.get("zh", "") if isinstance(where, dict) else where
+        """Where in the lessons to look, by the lessons' own section titles: in Chinese as the
+        lessons print them; in English by an English title with the Chinese one beside it."""
+        where = self.sections.get(key, {})
+        parts = [self._titles(where.get(book, []), book, lang) for book in ("lesson", "chapter")]
+        if lang == "zh":
+            lesson, chapter = (f"第 12 讲{parts[0]}" if parts[0] else "",
+                               f"「多头自注意力」一章的{parts[1]}" if parts[1] else "")
+            return "；".join(p for p in (lesson, chapter) if p)
+        chapter_title = self._titles(["多头自注意力"], "chapter", "en")
+        lesson, chapter = (f"lesson 12: {parts[0]}" if parts[0] else "",
+                           f"chapter {chapter_title}: {parts[1]}" if parts[1] else "")
+        return "; ".join(p for p in (lesson, chapter) if p)
+
+    def _titles(self, names, book, lang):
+        if lang == "zh":
+            return "".join(f"「{name}」" for name in names)
+        english = [f"\"{self.titles[book][name]}\" (「{name}」)" for name in names]
+        return " and ".join(english) if len(english) < 3 else \
+            ", ".join(english[:-1]) + " and " + english[-1]
 
     def exercises(self):
         seen = []
@@ -63,6 +81,19 @@ class Rubric:
             if c.exercise not in seen:
                 seen.append(c.exercise)
         return seen
+
+
+def said(zh, en):
+    """A field value said in both languages (a check's own words that fill a message): the
+    message picks the reader's language, so no sentence mixes the two."""
+    return {"zh": zh, "en": en}
+
+
+def in_lang(value, lang):
+    """A field value in `lang`: one said in both languages gives its own; any other is data."""
+    if isinstance(value, dict) and set(value) == set(LANGS):
+        return value[lang]
+    return value
 
 
 class _Fields(dict):

@@ -154,9 +154,9 @@ def heatmap(weights, leaks=None):
 # What the error that came instead of ValueError says about the code, in a student's words.
 WRONG_ERROR_ADVICE = {
     "AssertionError": said(
-        "assert 失败时抛出的是 AssertionError（python -O 还会跳过它）：改用 if …: raise ValueError(…)。",
-        "A failing assert raises AssertionError (and python -O skips it): use if …: raise "
-        "ValueError(…) instead."),
+        "assert 失败时抛出的是 AssertionError（python -O 还会跳过它）：改用 `if …: raise ValueError(…)`。",
+        "A failing assert raises AssertionError (and python -O skips it): use `if …: raise "
+        "ValueError(…)` instead."),
     "ZeroDivisionError": said(
         "在检查头数之前就除以了它（D // heads 或 D % heads）：先检查头数，不合法就 raise ValueError。",
         "The number of heads is divided by (D // heads or D % heads) before it is checked: "

@@ -18,13 +18,21 @@ from grader.judge.student import StudentError, WorkerFailure
 from grader import paths, threads
 
 CHECKS_DIR = paths.CHECKS
-STATUS_OF_FAILURE = {"timeout": "timeout", "crashed": "error", "protocol": "error", "budget": "error"}
+STATUS_OF_FAILURE = {"timeout": "timeout", "crashed": "error", "protocol": "error", "budget": "error",
+                     "sandbox": "error"}
+
+
+def plain(value):
+    """A field value as plain text: one said in both languages (rubric.said) stays a pair."""
+    if isinstance(value, dict) and set(value) == {"zh", "en"}:
+        return {lang: str(text) for lang, text in value.items()}
+    return str(value)
 
 
 def classify(exc):
     """Plain data describing why a check ended: status, message key and its fields."""
     if isinstance(exc, Verdict):
-        fields = {k: str(v) for k, v in exc.fields.items()}
+        fields = {k: plain(v) for k, v in exc.fields.items()}
         return {"status": "failed", "key": exc.key, "fields": fields,
                 "detail": str(exc.detail), "heatmap": str(exc.heatmap)}
     if isinstance(exc, StudentError):
@@ -43,7 +51,7 @@ def classify(exc):
         return {"status": "failed", "key": "raised", "fields": fields}
     if isinstance(exc, WorkerFailure):
         return {"status": STATUS_OF_FAILURE.get(exc.kind, "error"), "key": exc.kind,
-                "fields": {"message": exc.message}}
+                "fields": {"message": exc.words(), **{k: plain(v) for k, v in exc.fields.items()}}}
     return {"status": "error", "key": "internal",
             "fields": {"message": f"{type(exc).__name__}: {str(exc)[:300]}"}}
 

@@ -67,7 +67,8 @@ class Student:
         if self.worker is None and self.import_error is None:
             self._check_budget()
             if self.starts >= self.max_starts:
-                raise WorkerFailure("budget", f"worker restarted {self.starts} times; giving up")
+                raise WorkerFailure("budget", f"worker restarted {self.starts} times; giving up",
+                                    f"运行你代码的进程已重启 {self.starts} 次，不再重试")
             self.starts += 1
             self.worker = self._spawn()
             self.hello_pending = True
@@ -79,23 +80,27 @@ class Student:
             return self.spawner(self.work_dir, self.student_name, self.limits)
         return sandbox.WorkerProcess(self.work_dir, self.student_name, self.limits, self.isolation)
 
+    def _budget_used(self):
+        seconds = f"{self.limits.submission_seconds:g}"
+        return WorkerFailure("budget", f"the time budget of {seconds} s for this submission is "
+                             "used up", f"这份提交的 {seconds} 秒时间预算已经用完")
+
     def _check_budget(self):
         if self.spent >= self.limits.submission_seconds:
-            raise WorkerFailure("budget", f"time budget of {self.limits.submission_seconds:g} s "
-                                          "for this submission is used up")
+            raise self._budget_used()
 
     def _await_hello(self):
         """Wait for the worker's greeting: its import time counts against the one budget."""
         began = time.monotonic()
         left = self.limits.submission_seconds - self.spent
         try:
-            hello = self._receive(max(min(self.startup_seconds, left), 0.1))
+            hello = self._receive_hello(max(min(self.startup_seconds, left), 0.1))
         except WorkerFailure as failure:
-            kind, message = failure.kind, failure.message
-            if kind == "timeout" and left < self.startup_seconds:  # the budget cut the wait
-                kind, message = "budget", (f"time budget of {self.limits.submission_seconds:g} s "
-                                           "for this submission is used up")
-            self.import_error = WorkerFailure(kind, "while importing attention.py: " + message)
+            if failure.kind == "timeout" and left < self.startup_seconds:  # the budget cut it
+                failure = self._budget_used()
+            self.import_error = WorkerFailure(
+                failure.kind, "while importing attention.py: " + failure.message,
+                "导入 attention.py 时，" + failure.zh, during="import", **self._stuck_at())
             self._stop()
             raise self.import_error from None
         finally:
@@ -103,13 +108,43 @@ class Student:
         self.hello_pending = False
         if not isinstance(hello, dict) or "hello" not in hello:
             self._stop()
-            raise WorkerFailure("protocol", "worker did not greet")
+            raise WorkerFailure("protocol", "the worker did not greet", "运行你代码的进程没有按约定应答")
         if hello["hello"] is not True:
             self.import_error = StudentError(hello.get("error"), during="import")
             self._stop()
             raise self.import_error
         names = hello.get("names")
         self.names = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+    def _receive_hello(self, seconds):
+        """The worker's hello; before it, the worker may tell the line of the student's file its
+        import is at (worker.import_telling_where): the latest is kept for a timeout to show."""
+        deadline, self.stuck_line = time.monotonic() + seconds, None
+        while True:
+            try:
+                message = self._receive(max(deadline - time.monotonic(), 0.01))
+            except WorkerFailure as failure:
+                if failure.kind != "timeout":
+                    raise
+                raise WorkerFailure("timeout", f"no answer within {seconds:g} s",
+                                    f"{seconds:g} 秒内没有完成") from None
+            if not (isinstance(message, dict) and set(message) == {"stuck"}):
+                return message
+            if isinstance(message["stuck"], int) and not isinstance(message["stuck"], bool):
+                self.stuck_line = message["stuck"]
+
+    def _stuck_at(self):
+        """{"where": "attention.py:N: code"} for the line the import was last seen at, the code
+        taken from the judge's own copy of the file (the worker only names a line number)."""
+        line = getattr(self, "stuck_line", None)
+        if line is None:
+            return {}
+        try:
+            lines = self.source().splitlines()
+        except OSError:
+            lines = []
+        code = lines[line - 1][:200] if 0 < line <= len(lines) else ""
+        return {"where": f"attention.py:{line}: {code}" if code else f"attention.py:{line}"}
 
     def close(self):
         self._stop()
@@ -149,17 +184,27 @@ class Student:
         try:
             return wire.decode(*wire.read_frame(read_exact), expect_id=expect_id)
         except socket.timeout:
-            self._fail("timeout", f"no answer within {seconds:g} s")
+            self._fail("timeout", f"no answer within {seconds:g} s", f"{seconds:g} 秒内没有回答")
         except (EOFError, ConnectionError, OSError):
             self.worker.proc.wait(timeout=5) if self.worker.proc.poll() is None else None
-            self._fail("crashed", f"worker exited ({self.worker.exit_description()})")
+            self._exited()
         except (wire.ProtocolError, ValueError, OverflowError) as exc:
-            self._fail("protocol", f"malformed message from the worker ({exc})")
+            self._fail("protocol", f"malformed message from the worker ({exc})",
+                       f"运行你代码的进程发回了无法解读的数据（{exc}）")
 
-    def _fail(self, kind, message):
+    def _exited(self):
+        """The worker is gone: exit status 70 is the sandbox failing to start (the grader's own
+        failure, never blamed on the student); any other end is the student's process ending."""
+        if self.worker.proc.poll() == sandbox.SANDBOX_FAILED:
+            self._fail("sandbox", "the grader could not set up its sandbox (exit code 70)",
+                       "评分器没能搭好运行代码的沙箱（退出码 70）")
+        self._fail("crashed", f"worker exited ({self.worker.exit_description()})",
+                   f"进程结束了（{self.worker.exit_description('zh')}）")
+
+    def _fail(self, kind, message, zh=None):
         self.events.append({"kind": kind, "message": message})
         self._stop()
-        raise WorkerFailure(kind, message)
+        raise WorkerFailure(kind, message, zh)
 
     def request(self, op, timeout=None, **args):
         if self.import_error is not None:
@@ -173,8 +218,9 @@ class Student:
         except WorkerFailure as failure:
             self.crashes[kind] = self.crashes.get(kind, 0) + 1
             if failure.kind == "timeout" or self.crashes[kind] >= 2:
-                self.poisoned[kind] = WorkerFailure(failure.kind, failure.message
-                                                    + " (an earlier call of the same kind)")
+                self.poisoned[kind] = WorkerFailure(
+                    failure.kind, failure.message + " (an earlier call of the same kind)",
+                    failure.zh + "（同类的前一次调用）", **failure.fields)
             raise
 
     def _request(self, op, timeout, args):
@@ -188,21 +234,21 @@ class Student:
             try:
                 self.worker.channel.sendall(wire.encode({"id": self.next_id, "op": op, "args": args}))
             except OSError:
-                self._fail("crashed", f"worker exited ({self.worker.exit_description()})")
+                self._exited()
             seconds = min(timeout or self.limits.call_seconds,
                           self.limits.submission_seconds - self.spent)
             reply = self._receive(max(seconds, 0.1), expect_id=self.next_id)
         finally:
             self.spent += time.monotonic() - began
         if not isinstance(reply, dict) or reply.get("id") != self.next_id:
-            self._fail("protocol", "reply out of order or malformed")
+            self._fail("protocol", "reply out of order or malformed", "应答的次序或格式不对")
         if "error" in reply:
             error = StudentError(reply["error"])
             if error.is_a("MemoryError") or "can't allocate memory" in error.message:
                 error.memory_limit = self.limits.memory_bytes  # the limit, not the student, said no
             raise error
         if "ok" not in reply:
-            self._fail("protocol", "reply without a result")
+            self._fail("protocol", "reply without a result", "应答里没有结果")
         return reply["ok"]
 
     # -- what the checks call -----------------------------------------------------------------
@@ -261,7 +307,8 @@ class RemoteModule:
 
     def _request(self, op, **args):
         if self.student.starts != self.starts:
-            raise WorkerFailure("crashed", "the worker holding this module was restarted")
+            raise WorkerFailure("crashed", "the worker holding this module was restarted",
+                                "持有这个模块的进程已经重启")
         return self.student.request(op, handle=self.handle, **args)
 
     def describe(self):

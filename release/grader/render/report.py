@@ -5,15 +5,10 @@ Scores and verdicts are computed once (`build`); every renderer only formats the
 from grader import inert
 
 STATUS_MARK = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱"}
-STATUS_ZH = {"passed": "通过", "failed": "未通过", "error": "出错", "timeout": "超时"}
-
-
-def status_of(r, lang):
-    """(mark, words) of a card: the grader's verdict, or a TA's override beside it."""
-    words = STATUS_ZH[r["status"]] if lang == "zh" else r["status"]
-    if not r.get("override"):
-        return STATUS_MARK[r["status"]], words
-    return "✎", (f"助教改分（原判：{words}）" if lang == "zh" else f"changed by a TA (grader: {words})")
+STATUS_WORDS = {"zh": {"passed": "通过", "failed": "未通过", "error": "出错", "timeout": "超时"},
+                "en": {"passed": "passed", "failed": "failed", "error": "error",
+                       "timeout": "timed out"}}
+STATUS_ZH = STATUS_WORDS["zh"]
 
 
 def build(rubric, checks, parts, metadata):
@@ -49,20 +44,31 @@ TEXT = {
     "zh": {
         "checked": "检查内容：", "see": "去看：", "detail": "   细节：",
         "score": "得分：{score} / {max_score}（{passed}/{total} 项检查通过）",
-        "hidden": "另有 {n} 项隐藏检查没有运行，由老师评分时运行。",
+        "hidden": "另有 {n} 项隐藏检查没有运行，由老师评分时运行；它们还会看：{what}。",
+        "hidden_quiz": "检查题答案的对错（{n} 项）",
+        "hidden_exercise": "{exercise} 与参考实现的对比（{n} 项）",
+        "and": "、",
         "import_line": "出错的那一行（第 {line} 行，缩进照原样）：",
+        "stuck_line": "超时的时候正在运行这一行（第 {line} 行）：",
         "not_run": "未运行",
         "output": "你的代码打印的内容（已截断）",
         "output_end": "（打印内容到此为止）",
         "left_out": "笔记本里这些顶层语句不是定义（导入、函数、类、赋值），评分时没有运行，"
                     "以免一个还在运行的实验单元拖住全部定义：",
         "title": "多头注意力 · 评分报告",
+        "table_check": "检查", "table_points": "得分", "table_status": "结果",
+        "meta": "隔离方式 {isolation} · 随机种子 {seed} · torch {torch} · 评分表 {rubric_hash}",
     },
     "en": {
         "checked": "Checked: ", "see": "See: ", "detail": "   detail: ",
         "score": "score: {score} / {max_score} ({passed}/{total} {checks} passed)",
-        "hidden": "{n} hidden {checks} {were} not run; your instructor runs them.",
+        "hidden": "{n} hidden {checks} {were} not run; your instructor runs them. They still "
+                  "look at: {what}.",
+        "hidden_quiz": "whether the check-question answers are right ({n})",
+        "hidden_exercise": "{exercise} against the reference ({n})",
+        "and": ", ",
         "import_line": "the line it stopped at (line {line}, indentation as written):",
+        "stuck_line": "the line it was running when time ran out (line {line}):",
         "not_run": "not run",
         "output": "what your code printed (truncated)",
         "output_end": "(end of what your code printed)",
@@ -70,6 +76,8 @@ TEXT = {
                     "functions, classes, assignments) and were not run, so that a cell still "
                     "experimenting cannot hold up every definition:",
         "title": "Multi-head attention: grading report",
+        "table_check": "check", "table_points": "points", "table_status": "result",
+        "meta": "isolation {isolation} · seed {seed} · torch {torch} · rubric {rubric_hash}",
     },
 }
 
@@ -114,10 +122,16 @@ def import_failure(report):
     """The verdict of a file that could not be imported (every check carries it), or None."""
     for result in report["checks"]:
         for verdict in result["verdicts"]:
-            if verdict.get("key") == "import_failed" or \
-                    "while importing" in verdict.get("fields", {}).get("message", ""):
+            if at_import(verdict):
                 return verdict
     return None
+
+
+def at_import(verdict):
+    """Whether a verdict is about the file's import (nothing after it ran): an error raised at
+    import, or a worker that timed out or died while importing."""
+    return verdict.get("key") == "import_failed" or \
+        verdict.get("fields", {}).get("during") == "import"
 
 
 def import_failure_lines(rubric, verdict, lang):
@@ -130,7 +144,8 @@ def import_failure_lines(rubric, verdict, lang):
     head, _, code = where.partition(": ")
     number = head.rpartition(":")[2]
     if code and number.isdigit():
-        lines += ["    " + text["import_line"].format(line=number), f"    | {code}"]
+        said = text["stuck_line" if verdict.get("key") == "timeout" else "import_line"]
+        lines += ["    " + said.format(line=number), f"    | {code}"]
     return lines + [""]
 
 
@@ -147,7 +162,6 @@ def to_json(rubric, report, lang):
             "score": r["score"], "max_score": r["max_score"], "visibility": r["visibility"],
             "exercise": r["exercise"], "misconception": misconception(r),
             "feedback": feedback(rubric, r, lang), "parts": r["parts"],
-            **({"override": r["override"]} if r.get("override") else {}),
         })
     out.update({k: v for k, v in report.items() if k not in ("score", "max_score", "checks")})
     return inert.json_text(out, ensure_ascii=False, indent=2)
@@ -163,18 +177,17 @@ def to_text(rubric, report, lang, hidden_not_run=0):
             current = r["exercise"]
             lines.append(f"\n== {current} ==")
         check = rubric.by_id[r["id"]]
-        mark, status = status_of(r, lang)
+        status = STATUS_WORDS[lang][r["status"]]
         if failure:  # the reason is said once, above; the cards only list what did not run
             status = text["not_run"]
-        lines.append(f"{mark} {r['id']}  {check.title[lang]}  "
+        lines.append(f"{STATUS_MARK[r['status']]} {r['id']}  {check.title[lang]}  "
                      f"[{points(r['score'])}/{points(r['max_score'])}] {status}")
         feedback_text = "" if failure else feedback(rubric, r, lang)
         if feedback_text:
             lines.extend("    " + line for line in feedback_text.splitlines())
-    lines += _totals(report, lang, hidden_not_run)
+    lines += _totals(rubric, report, lang, hidden_not_run)
     meta = report["metadata"]
-    lines.append(f"[isolation: {meta.get('isolation')}; seed {meta.get('seed')}; "
-                 f"torch {meta.get('torch')}; rubric {meta.get('rubric_hash')}]")
+    lines.append(f"[{meta_line(meta, lang)}]")
     if meta.get("left_out"):
         lines.append("\n" + text["left_out"])
         lines.extend("  " + line for line in meta["left_out"][:20])
@@ -187,7 +200,24 @@ def to_text(rubric, report, lang, hidden_not_run=0):
     return inert.for_terminal("\n".join(lines).lstrip("\n") + "\n")
 
 
-def _totals(report, lang, hidden_not_run):
+def meta_line(meta, lang):
+    """How the report was made (the sandbox, the seed, the versions), for a TA's questions."""
+    return TEXT[lang]["meta"].format(**{key: meta.get(key) for key in
+                                        ("isolation", "seed", "torch", "rubric_hash")})
+
+
+def still_hidden(rubric, lang):
+    """What the hidden checks will still look at, by exercise: a public run that passes says it,
+    so a student with wrong quiz answers is not told that everything is done."""
+    text, counts = TEXT[lang], {}
+    for check in rubric.select(("hidden",)):
+        counts[check.exercise] = counts.get(check.exercise, 0) + 1
+    return text["and"].join(
+        text["hidden_quiz" if exercise == "quiz" else "hidden_exercise"].format(exercise=exercise, n=n)
+        for exercise, n in counts.items())
+
+
+def _totals(rubric, report, lang, hidden_not_run):
     text = TEXT[lang]
     passed = sum(1 for r in report["checks"] if r["status"] == "passed")
     total = len(report["checks"])
@@ -197,20 +227,22 @@ def _totals(report, lang, hidden_not_run):
     if hidden_not_run:
         lines.append(text["hidden"].format(n=hidden_not_run,
                                            checks=plural(hidden_not_run, "check", "checks"),
-                                           were=plural(hidden_not_run, "was", "were")))
+                                           were=plural(hidden_not_run, "was", "were"),
+                                           what=still_hidden(rubric, lang)))
     return lines
 
 
 def to_markdown(rubric, report, lang):
-    title = TEXT[lang]["title"]
-    lines = [f"# {title}", "",
+    text = TEXT[lang]
+    lines = [f"# {text['title']}", "",
              f"**{points(report['score'])} / {points(report['max_score'])}**", "",
-             "| | check | points | |", "|---|---|---|---|"]
+             f"| | {text['table_check']} | {text['table_points']} | {text['table_status']} |",
+             "|---|---|---|---|"]
     for r in report["checks"]:
         check = rubric.by_id[r["id"]]
-        mark, status = status_of(r, lang)
-        lines.append(f"| {mark} | `{r['id']}` {check.title[lang]} | "
-                     f"{points(r['score'])}/{points(r['max_score'])} | {status} |")
+        lines.append(f"| {STATUS_MARK[r['status']]} | `{r['id']}` {check.title[lang]} | "
+                     f"{points(r['score'])}/{points(r['max_score'])} | "
+                     f"{STATUS_WORDS[lang][r['status']]} |")
     for r in report["checks"]:
         text = feedback(rubric, r, lang)
         if text:
@@ -219,89 +251,31 @@ def to_markdown(rubric, report, lang):
     if meta.get("left_out"):
         lines += ["", TEXT[lang]["left_out"], "",
                   inert.markdown_fence("\n".join(meta["left_out"][:20]))]
-    lines += ["", f"<sub>isolation {meta.get('isolation')} · seed {meta.get('seed')} · "
-                  f"torch {meta.get('torch')} · rubric {meta.get('rubric_hash')}</sub>", ""]
+    lines += ["", f"<sub>{meta_line(meta, lang)}</sub>", ""]
     return "\n".join(lines)
 
 
-GRADESCOPE = {
-    "zh": {"score": "得分 {score} / {max_score}。", "first": "先看「{title}」：{where}。",
-           "public_ok": "公开检查全部通过。", "all_ok": "全部检查通过。",
-           "hidden": "隐藏检查 {n} 项，通过 {passed} 项；成绩发布后可以看到每一项。",
-           "override": "助教改分：原判 {was} / {max_score}（{status}），改为 {score}。理由：{why}"},
-    "en": {"score": "Score {score} / {max_score}.", "first": "Look first at “{title}”: {where}.",
-           "public_ok": "Every public check passes.", "all_ok": "Every check passes.",
-           "hidden": "{passed} of {n} hidden checks pass; each shows once the grades are "
-                     "published.",
-           "override": "Changed by a TA: the grader gave {was} / {max_score} ({status}), now "
-                       "{score}. Reason: {why}"},
-}
-
-
-def _passes(r):
-    return r["score"] >= r["max_score"]
-
-
-def gradescope_summary(rubric, report, lang):
-    """The sentence a student reads first on Gradescope: the score, the first public check to look
-    at (where in the lesson) and where the hidden checks stand, without naming them."""
-    words = GRADESCOPE[lang]
-    lines = [words["score"].format(score=points(report["score"]),
-                                   max_score=points(report["max_score"]))]
-    public = [r for r in report["checks"] if r["visibility"] == "public"]
-    hidden = [r for r in report["checks"] if r["visibility"] != "public"]
-    first = next((r for r in public if not _passes(r)), None)
-    if first is not None:
-        check = rubric.by_id[first["id"]]
-        lines.append(words["first"].format(title=check.title[lang],
-                                           where=rubric.section(check.section, lang)))
-    elif hidden and not all(_passes(r) for r in hidden):
-        lines.append(words["public_ok"])
-    else:
-        lines.append(words["all_ok"])
-    if hidden:
-        lines.append(words["hidden"].format(n=len(hidden), passed=sum(map(_passes, hidden))))
-    return ("" if lang == "zh" else " ").join(lines)
-
-
-def _gradescope_output(rubric, r, lang):
-    """A test's Markdown: an override first (the TA's reason), then the feedback, fenced."""
-    output = feedback(rubric, r, lang) if not _passes(r) else ""
-    fenced = inert.markdown_fence(output) if output else ""
-    if r["status"] in ("error", "timeout") and not _passes(r):
-        fenced = f"**{r['status']}**\n\n{fenced}"
-    o = r.get("override")
-    if o:
-        status = STATUS_ZH[o["status"]] if lang == "zh" else o["status"]
-        line = GRADESCOPE[lang]["override"].format(
-            was=points(o["was"]), max_score=points(r["max_score"]), status=status,
-            score=points(r["score"]), why=inert.markdown_inline(o["why"]))
-        fenced = line + ("\n\n" + fenced if fenced else "")
-    return fenced
-
-
 def to_gradescope(rubric, report, lang):
-    """Gradescope's results.json: one test per check (error/timeout shown as failed with why, an
-    override as the TA's score with the grader's beside it), a top-level sentence for the
-    student, the kit's provenance in extra_data."""
+    """Gradescope's results.json: one test per check, error/timeout shown as failed with why."""
     tests = []
     for number, r in enumerate(report["checks"], 1):
         check = rubric.by_id[r["id"]]
+        output = feedback(rubric, r, lang)
+        fenced = inert.markdown_fence(output) if output else ""
+        if r["status"] in ("error", "timeout"):
+            fenced = f"**{r['status']}**\n\n{fenced}"
         tests.append({
             "name": f"{r['id']}: {check.title[lang]}", "number": str(number),
             "score": r["score"], "max_score": r["max_score"],
-            "status": "passed" if _passes(r) else "failed",
-            "output": _gradescope_output(rubric, r, lang),
+            "status": "passed" if r["status"] == "passed" else "failed",
+            "output": fenced,
             "output_format": "md", "tags": [r["id"], r["exercise"]],
             "visibility": "visible" if check.visibility == "public" else "after_published",
         })
     meta = report["metadata"]
-    provenance = {k: meta.get(k) for k in ("isolation", "rubric_hash", "rubric_version", "seed",
-                                           "torch", "python")}
-    provenance["overridden"] = [r["id"] for r in report["checks"] if r.get("override")]
     return inert.json_text({
         "score": report["score"], "output_format": "md", "visibility": "visible", "tests": tests,
-        "output": gradescope_summary(rubric, report, lang), "extra_data": provenance,
+        "output": f"isolation {meta.get('isolation')} · rubric {meta.get('rubric_hash')}",
     }, ensure_ascii=False, indent=2)
 
 

@@ -82,8 +82,8 @@ class ForkedWorker:
         if self.slot is not None:  # its PID namespace is gone: so is every process of its uid
             self.slot.release()
 
-    def exit_description(self):
-        return sandbox.describe_exit(self.proc.poll())
+    def exit_description(self, lang="en"):
+        return sandbox.describe_exit(self.proc.poll(), lang)
 
 
 class ForkServer:
@@ -188,7 +188,7 @@ class ForkServer:
         try:
             self.wait_ready()
         except RuntimeError as exc:
-            raise WorkerFailure("crashed", str(exc)) from None
+            raise WorkerFailure("sandbox", str(exc), f"评分器的沙箱没有启动：{exc}") from None
         spawn_id = next(self.ids)
         copy_dir, slot = None, None
         if self.mode == "namespaces":  # the zygote sees the spool only: copy the file in
@@ -210,8 +210,9 @@ class ForkServer:
             with self.lock:
                 if self.workers.pop(spawn_id, None) is not None:
                     worker.cleanup()
-            raise WorkerFailure("crashed", "the fork server could not fork: "
-                                + str(reply.get("error", "no answer")))
+            why = str(reply.get("error", "no answer"))
+            raise WorkerFailure("sandbox", "the fork server could not fork: " + why,
+                                "评分器的进程服务没能启动新进程：" + why)
         return worker
 
     def _copy_in(self, spawn_id, work_dir, student_name):
@@ -223,7 +224,8 @@ class ForkServer:
                                        safefs.MAX_SOURCE_BYTES)
         except OSError as exc:
             safefs.remove_tree(copy_dir)
-            raise WorkerFailure("crashed", f"the student's file cannot be read: {exc}") from None
+            raise WorkerFailure("crashed", f"the file cannot be read: {exc}",
+                                f"读不了这个文件：{exc}") from None
         path = os.path.join(copy_dir, os.path.basename(student_name))
         with open(path, "wb") as handle:
             handle.write(data)

@@ -26,11 +26,16 @@ UNPRIVILEGED = 65534  # nobody
 
 
 class WorkerFailure(Exception):
-    """The worker did not answer properly: kind is timeout, crashed, protocol or budget."""
+    """The worker did not answer properly: kind is timeout, crashed, protocol, budget or sandbox
+    (the grader's own sandbox could not be set up).  `message` is English, `zh` the same in
+    Chinese (students read either, one language at a time); `fields` fill the rubric message."""
 
-    def __init__(self, kind, message):
-        self.kind, self.message = kind, message
+    def __init__(self, kind, message, zh=None, **fields):
+        self.kind, self.message, self.zh, self.fields = kind, message, zh or message, fields
         super().__init__(f"{kind}: {message}")
+
+    def words(self):
+        return {"zh": self.zh, "en": self.message}
 
 
 @dataclasses.dataclass
@@ -270,17 +275,22 @@ class WorkerProcess:
         if self.slot is not None:
             self.slot.release()
 
-    def exit_description(self):
-        return describe_exit(self.proc.poll())
+    def exit_description(self, lang="en"):
+        return describe_exit(self.proc.poll(), lang)
 
 
-def describe_exit(code):
+SANDBOX_FAILED = 70  # the exit status of a worker whose sandbox could not be set up (zygote.py)
+SIGNAL_WORDS = {"SIGXCPU": ("CPU 时间超限", "CPU time limit"),
+                "SIGXFSZ": ("文件大小超限", "file size limit"), "SIGKILL": ("被强制结束", "killed")}
+
+
+def describe_exit(code, lang="en"):
     """A worker's exit status in words: None (running), an exit code, or -signal."""
+    zh = lang == "zh"
     if code is None:
-        return "still running"
+        return "仍在运行" if zh else "still running"
     if code < 0:
         name = signal.Signals(-code).name
-        hint = {"SIGXCPU": "CPU time limit", "SIGXFSZ": "file size limit",
-                "SIGKILL": "killed"}.get(name, name)
-        return f"{name} ({hint})"
-    return f"exit code {code}"
+        hint = SIGNAL_WORDS.get(name, (name, name))[0 if zh else 1]
+        return f"信号 {name}（{hint}）" if zh else f"{name} ({hint})"
+    return f"退出码 {code}" if zh else f"exit code {code}"

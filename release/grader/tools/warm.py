@@ -161,7 +161,8 @@ class WarmStudent(Student):
     def _spawn(self):
         """The worker is taken from the pool (torch already imported) instead of started cold."""
         if self.cancelled:
-            raise WorkerFailure("budget", "a newer save replaced this run")
+            raise WorkerFailure("budget", "a newer save replaced this run",
+                                "新的保存取代了这次检查")
         if self.forks is not None:
             worker = self.forks.spawn(self.work_dir, self.student_name, self.limits)
             self.pool.taken.append({"pid": worker.id, "warm": True, "start": "fork"})

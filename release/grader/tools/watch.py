@@ -120,7 +120,7 @@ TEXT = {
         "header": "── {name} · 第 {n} 次检查 · {seconds} 秒 ──",
         "progress": "已完成 {done}/{total} 个练习：{marks}",
         "checks": "公开检查：{passed}/{total} 项通过",
-        "all_done": "全部公开检查通过！另有 {hidden} 项隐藏检查由老师评分时运行；make check 显示完整报告。",
+        "all_done": "公开检查全部通过。还不知道的：{hidden} 项隐藏检查，老师评分时运行，它们还会看{what}；make check 显示完整报告。",
         "import": "下一步：让 {name} 能够导入（见上面的行号），保存后自动重新检查。",
         "timeout": "下一步：找找 {ex} 里的死循环，保存后自动重新检查。卡住了？运行 make hint EX={ex}",
         "next": "下一步：修改 {ex} 并保存，检查会自动重新运行。卡住了？运行 make hint EX={ex}",
@@ -135,8 +135,9 @@ TEXT = {
         "header": "── {name} · run {n} · {seconds} s ──",
         "progress": "{done}/{total} exercises done: {marks}",
         "checks": "public checks: {passed}/{total} passed",
-        "all_done": "Every public check passes! {hidden} hidden {checks} {run} when your instructor "
-                    "grades; make check shows the full report.",
+        "all_done": "Every public check passes. Not known yet: {hidden} hidden {checks}, run when "
+                    "your instructor grades, still look at {what}; make check shows the full "
+                    "report.",
         "import": "Next: make {name} import again (see the line above); it is rechecked on save.",
         "timeout": "Next: look for an endless loop in {ex} and save. Stuck? make hint EX={ex}",
         "next": "Next: fix {ex} and save; the checks rerun by themselves. Stuck? make hint EX={ex}",
@@ -152,9 +153,9 @@ TEXT = {
 
 def next_step(failing):
     """What the student should do about the first failing check: import, timeout or next."""
-    if any(v.get("key") == "import_failed"
-           or "while importing" in v.get("fields", {}).get("message", "")
-           for v in failing["verdicts"]):
+    from grader.render import report
+
+    if any(report.at_import(v) for v in failing["verdicts"]):
         return "import"  # nothing ran: the file itself comes first, a hint would not help
     return "timeout" if failing["status"] == "timeout" else "next"
 
@@ -181,7 +182,7 @@ def render(rubric, outcome, lang, name, number, seconds):
         hidden = data["metadata"]["hidden_not_run"]
         lines.append(text["all_done"].format(hidden=hidden,
                                              checks=report.plural(hidden, "check", "checks"),
-                                             run=report.plural(hidden, "runs", "run")))
+                                             what=report.still_hidden(rubric, lang)))
     else:
         check = rubric.by_id[failing["id"]]
         mark = report.STATUS_MARK[failing["status"]]

@@ -8,6 +8,7 @@ import math
 import torch
 
 from grader.judge.student import StudentError
+from grader.rubric import said
 from grader.sandbox.runtime.wire import Opaque
 
 ATOL, RTOL = 1e-5, 1e-4
@@ -43,13 +44,13 @@ def describe_value(value):
     if isinstance(value, torch.Tensor):
         return f"Tensor{list(value.shape)}"
     if isinstance(value, tuple):
-        return f"tuple of {len(value)}"
+        return f"tuple[{len(value)}]"  # code-like, so it reads the same in zh and en
     if isinstance(value, Opaque):
         return value.type_name
     return type(value).__name__
 
 
-def tensor(value, what="a tensor"):
+def tensor(value, what="torch.Tensor"):
     """The value as an exact torch.Tensor, or a Verdict saying what came back instead."""
     if type(value) is not torch.Tensor:
         raise Verdict("wrong_type", expected=what, got=describe_value(value))
@@ -150,6 +151,23 @@ def heatmap(weights, leaks=None):
     return "\n".join(rows)
 
 
+# What the error that came instead of ValueError says about the code, in a student's words.
+WRONG_ERROR_ADVICE = {
+    "AssertionError": said(
+        "assert 失败时抛出的是 AssertionError（python -O 还会跳过它）：改用 `if …: raise ValueError(…)`。",
+        "A failing assert raises AssertionError (and python -O skips it): use `if …: raise "
+        "ValueError(…)` instead."),
+    "ZeroDivisionError": said(
+        "在检查头数之前就除以了它（D // heads 或 D % heads）：先检查头数，不合法就 raise ValueError。",
+        "The number of heads is divided by (D // heads or D % heads) before it is checked: "
+        "check it first and raise ValueError when it is invalid."),
+}
+NO_CHECK_ADVICE = said(
+    "看起来开头没有检查头数，这个错误是后面的运算抛出的：先检查头数大于 0 且能整除宽度，不合法就 raise ValueError。",
+    "It looks like the number of heads is not checked first, and a later operation raised "
+    "this: check that it is above 0 and divides the width, and raise ValueError otherwise.")
+
+
 def expect_student_error(call, case, error="ValueError"):
     """Run `call()`; a Verdict unless the student's code raised `error`."""
     try:
@@ -159,7 +177,10 @@ def expect_student_error(call, case, error="ValueError"):
             raise
         if exc.is_a(error):
             return
-        raise Verdict("wrong_error", case=case, type=exc.type, message=exc.message) from None
+        advice = next((WRONG_ERROR_ADVICE[name] for name in exc.mro if name in WRONG_ERROR_ADVICE),
+                      NO_CHECK_ADVICE)
+        raise Verdict("wrong_error", case=case, type=exc.type, message=exc.message,
+                      advice=advice) from None
     raise Verdict("no_error", case=case)
 
 

@@ -11,6 +11,7 @@ content: the "go") before importing STUDENT_FILE, which need not exist until the
 """
 import os
 import sys
+import threading
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -172,10 +173,43 @@ def prepare():
     return torch
 
 
+STUCK_REPORT_SECONDS = 1.0
+
+
+def student_line(frame, student_file):
+    """The innermost line of the student's own file on a thread's stack, or None."""
+    while frame is not None:
+        if os.path.abspath(frame.f_code.co_filename) == student_file:
+            return frame.f_lineno
+        frame = frame.f_back
+    return None
+
+
+def import_telling_where(channel, student_file):
+    """Import the student's file; while the import runs, each second the judge is told the line
+    of the student's file it is at ({"stuck": line}), so a timeout can say where it was stuck
+    (an endless loop at import would otherwise end with no line at all)."""
+    done, main = threading.Event(), threading.get_ident()
+
+    def tell():
+        while not done.wait(STUCK_REPORT_SECONDS):
+            line = student_line(sys._current_frames().get(main), student_file)
+            if line is not None:
+                channel.send({"stuck": line})
+
+    teller = threading.Thread(target=tell, daemon=True)
+    teller.start()
+    try:
+        return import_student(student_file)
+    finally:
+        done.set()
+        teller.join()  # no frame of its own may interleave with the hello
+
+
 def serve(channel, student_file, torch):
     """Import the student's file, greet the judge, answer requests until the channel closes."""
     try:
-        module = import_student(student_file)
+        module = import_telling_where(channel, student_file)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt at import are the student's too
         channel.send({"hello": False, "error": describe_exception(exc, student_file)})
         return

@@ -1,16 +1,19 @@
 """Public check of the two check questions' format; the answers themselves are hidden checks."""
 import pytest
 
+from grader import rubric
 from grader.judge.checks.support import Verdict
 
+# What each answer must be; its form in words (said in the stub and the notebook too) is the
+# rubric's [quiz_forms].
 FORMATS = {
-    "Q1_SHAPE": ("tuple of ints", lambda v: isinstance(v, tuple) and all(type(i) is int for i in v)),
-    "Q1_HEAD0_POS1": ("list of numbers", lambda v: _numbers(v)),
-    "Q1_FORMAL_HEAD_WIDTH": ("int", lambda v: type(v) is int),
-    "Q1_FORMAL_PARAMS": ("int", lambda v: type(v) is int),
-    "Q2_CORRECT": ("list of numbers", lambda v: _numbers(v)),
-    "Q2_WRONG": ("list of numbers", lambda v: _numbers(v)),
-    "Q2_SHAPE_IS_ENOUGH": ("bool", lambda v: type(v) is bool),
+    "Q1_SHAPE": lambda v: isinstance(v, tuple) and all(type(i) is int for i in v),
+    "Q1_HEAD0_POS1": lambda v: _numbers(v),
+    "Q1_FORMAL_HEAD_WIDTH": lambda v: type(v) is int,
+    "Q1_FORMAL_PARAMS": lambda v: type(v) is int,
+    "Q2_CORRECT": lambda v: _numbers(v),
+    "Q2_WRONG": lambda v: _numbers(v),
+    "Q2_SHAPE_IS_ENOUGH": lambda v: type(v) is bool,
 }
 
 
@@ -21,9 +24,10 @@ def _numbers(v):
 @pytest.mark.check("quiz.format")
 def test_answers_have_the_right_format(student):
     values = student.constants(FORMATS)
-    for name, (expected, ok) in FORMATS.items():
+    forms = rubric.load().quiz_forms
+    for name, ok in FORMATS.items():
         value = values.get(name) if isinstance(values, dict) else None
         if value is None or value == {"$missing": True}:
             raise Verdict("quiz_missing", name=name)
         if not ok(value):
-            raise Verdict("quiz_type", name=name, expected=expected, got=type(value).__name__)
+            raise Verdict("quiz_type", name=name, expected=forms[name], got=type(value).__name__)
