@@ -1,4 +1,5 @@
-"""第 12 讲 多头注意力 · Lesson 12: multi-head attention.
+"""第 12 讲 多头注意力
+Lesson 12: multi-head attention.
 
 手写小模型，看懂大模型。填写下面的函数与类，然后运行 `make check`。
 Fill in the functions and the class below, then run `make check`.
@@ -28,7 +29,8 @@ def merge_heads(x):
     """逆转分头重排，将同一位置的各头结果拼接成 [B,T,H*d]。
     Undo split_heads: concatenate the heads of each position into [B,T,H*d].
 
-    是拼接 [a, b] + [c, d] -> [a, b, c, d]，不是相加。Concatenation, not a sum.
+    是拼接 [a, b] + [c, d] -> [a, b, c, d]，不是相加。
+    Concatenation, not a sum.
     """
     # TODO: 先交换回 [B,T,H,d]，再拼成 [B,T,H*d] / swap back to [B,T,H,d], then reshape to [B,T,H*d]
     raise NotImplementedError("merge_heads 尚未实现 / not implemented yet")
@@ -41,8 +43,9 @@ def attend(q, k, v, mask=None, return_weights=False):
     q, k, v: [..., T, d]。scores = q @ kᵀ / sqrt(d)，d = q.shape[-1]（每头宽度，不是总宽度 D）。
     mask: bool，可广播到 [..., T, T]，True = 可以读取；None 表示因果掩码（含对角线的下三角）。
     mask: bool, broadcastable to [..., T, T], True = may read; None means causal (lower triangle
-    with the diagonal). 被屏蔽的分数在 softmax 之前置为 -inf / masked scores become -inf before
-    the softmax over the last axis.
+    with the diagonal).
+    被屏蔽的分数在 softmax（沿最后一轴）之前置为 -inf。
+    Masked scores become -inf before the softmax over the last axis.
     返回 context [..., T, d]；return_weights=True 时返回 (context, weights [..., T, T])。
     """
     # TODO: 分数 -> 掩码(-inf) -> softmax(最后一轴) -> 加权求和 / scores -> mask with -inf -> softmax(dim=-1) -> weights @ v
@@ -56,7 +59,8 @@ class CausalSelfAttention(nn.Module):
       self.qkv      = Linear(D, 3D)，输出沿最后一轴依次是 [q | k | v] / output splits as [q | k | v]
       self.out_proj = Linear(D, D)，混合各头结果 / mixes the heads
     合计 4·D² 个参数 / 4·D² parameters in all.
-    self.mask: bool [max_len, max_len] 下三角 buffer（不是参数）/ lower-triangular buffer, not a parameter.
+    self.mask: bool [max_len, max_len] 下三角 buffer（不是参数）。
+    self.mask: a lower-triangular bool [max_len, max_len] buffer, not a parameter.
     """
 
     def __init__(self, d_model, n_heads, max_len=128):

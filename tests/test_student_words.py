@@ -206,3 +206,94 @@ def test_make_grade_json_is_json_on_stdout():
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["score"] == data["max_score"] > 0
+
+
+# -- no dead ends ----------------------------------------------------------------------------------
+def test_a_stuck_import_shows_the_line_it_was_stuck_at(tmp_path):
+    """An endless loop at import: the timeout names the line of the student's file the worker
+    was running (the worker tells it while importing), in each language, nothing else of it."""
+    from grader.judge import grading
+
+    work = tmp_path / "attention.py"
+    work.write_text("import math\n\nn = 0\nwhile n >= 0:\n    n += 1\n", encoding="utf-8")
+    sub, student = grading.start(str(work))
+    student.startup_seconds = 8.0
+    data = grading.finish(sub, student, ("public",))
+    verdict = report.import_failure(data)
+    assert verdict["key"] == "timeout" and verdict["fields"]["during"] == "import"
+    assert verdict["fields"]["where"] in ("attention.py:4: while n >= 0:",
+                                          "attention.py:5:     n += 1")
+    for lang in rubric.LANGS:
+        text = report.to_text(THE_RUBRIC, data, lang)
+        head = text.split("== split_heads ==")[0]
+        assert report.TEXT[lang]["stuck_line"].split("（")[0].split("(")[0] in head, head
+        assert "| while n >= 0:" in head or "|     n += 1" in head, head
+        assert words.foreign_lines(text, lang) == [], lang
+        assert "Thread" not in text and "File " not in text  # no stack of the worker's own
+
+
+def test_a_sandbox_that_could_not_start_is_the_graders_failure():
+    """A worker that exits 70 (zygote.py: the sandbox could not be set up) is said as the
+    grader's failure, an error, never blamed on the student's code."""
+    from grader.judge.runner import classify
+    from grader.judge.student import Student
+    from grader.sandbox.launch import WorkerFailure
+
+    class Gone:
+        def poll(self):
+            return 70
+
+    student = Student.__new__(Student)
+    student.events, student.worker = [], type("W", (), {"proc": Gone(), "kill": lambda self: None,
+                                                       "stdout": None})()
+    student._stop = lambda: None
+    with pytest.raises(WorkerFailure) as caught:
+        student._exited()
+    verdict = classify(caught.value)
+    assert verdict["status"] == "error" and verdict["key"] == "sandbox"
+    for lang in rubric.LANGS:
+        text = THE_RUBRIC.message(verdict["key"], lang, **verdict["fields"])
+        assert "70" in text and not words.foreign(text, lang), text
+    assert "你的代码的问题" in THE_RUBRIC.message("sandbox", "zh", **verdict["fields"])
+    assert "exit" not in THE_RUBRIC.message("sandbox", "zh", **verdict["fields"])
+
+
+@pytest.mark.parametrize("line, parsed", [
+    ("", (None, None)), ("attend", ("attend", None)), ("attend --lang en", ("attend", "en")),
+    ("--lang en", (None, "en")), ("--lang=zh split_heads", ("split_heads", "zh")),
+    ("attend merge_heads", None), ("attend --lang fr", None)])
+def test_notebook_check_line(line, parsed):
+    assert notebook.parse_check_line(line) == parsed
+
+
+def test_notebook_says_its_language_and_how_to_change_it_first():
+    from grader.authoring import notebook_build
+
+    cells = notebook_build.build()["cells"]
+    intro, kit = (notebook_build.cell_text(c) for c in cells[:2])
+    assert "%lang en" in intro and "%check attend --lang en" in intro
+    assert kit.splitlines()[-1] == "%lang zh" and "%load_ext grader.notebook" in kit
+    for cell in cells:
+        if cell["cell_type"] != "code":
+            continue
+        for line in notebook_build.cell_text(cell).splitlines():
+            if line.startswith("#") and words.chinese_characters(line):
+                assert not words.foreign(line, "zh"), line
+            elif line.startswith("#"):
+                assert not words.foreign(line, "en"), line
+    assert not [c for c in cells if "points）" in notebook_build.cell_text(c)
+                or "(1 points)" in notebook_build.cell_text(c)]
+
+
+def test_the_stub_says_each_answers_form_and_no_seed_file():
+    stub = open(authoring.EXERCISE, encoding="utf-8").read()
+    for name, form in THE_RUBRIC.quiz_forms.items():
+        assert f"# {name}：{form['zh']}\n# {name}: {form['en']}\n{name} = None  # TODO" in stub
+    for root, _, files in os.walk(os.path.join(authoring.ROOT, "release")):
+        for name in files:
+            path = os.path.join(root, name)
+            if name.endswith((".py", ".md", ".ipynb", ".toml", ".yml")):
+                assert not re.search(r"seed 00\d", open(path, encoding="utf-8").read()), path
+    for line in stub.splitlines():  # one language per comment or docstring line
+        if words.chinese_characters(line):
+            assert not words.foreign(line.split(" / ")[0], "zh"), line

@@ -24,6 +24,7 @@ CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
 CODE_SPAN = re.compile(r"`[^`\n]*`")
 TITLE = re.compile(r"「[^」]*」")
 PLACEHOLDER = re.compile(r"\{\w+(![rsa])?(:[^}]*)?\}")
+TAG = re.compile(r"</?[a-z]+[^>]*>")  # Markdown's <sub>, HTML's own tags
 # An English word in a Chinese line that is code-like: a dotted or called name, snake_case,
 # CamelCase with an inner capital, or any word holding a digit.
 CODE_LIKE = re.compile(r"^(\w*[_\d]\w*|[A-Z][a-z]+[A-Z]\w*)$")
@@ -31,7 +32,7 @@ CODE_LIKE = re.compile(r"^(\w*[_\d]\w*|[A-Z][a-z]+[A-Z]\w*)$")
 
 def strip_quoted(text):
     """The text without its code spans, quoted titles and template placeholders."""
-    for pattern in (CODE_SPAN, TITLE, PLACEHOLDER):
+    for pattern in (CODE_SPAN, TITLE, PLACEHOLDER, TAG):
         text = pattern.sub(" ", text)
     return text
 
@@ -43,6 +44,7 @@ def english_words(text):
         text = re.sub(r"[\w.]*\([^()]*\)|\w+\[[^\[\]]*\]", " ", text)
     text = re.sub(r"[A-Za-z0-9_.+-]*\d[A-Za-z0-9_.+-]*", " ", text)  # versions, 2.13.0+cpu
     text = re.sub(r"[\w.]*\.\w+", " ", text)  # dotted names: torch.ones, .to
+    text = re.sub(r"[\w.-]*/[\w./-]*", " ", text)  # paths: grader/, .github/workflows
     words = re.findall(r"[A-Za-z_][A-Za-z_0-9]*", text)
     return {w for w in words if len(w) > 1 and w not in CODE_WORDS and not CODE_LIKE.match(w)}
 
@@ -59,6 +61,6 @@ def foreign(text, lang):
 
 def foreign_lines(text, lang):
     """Each line of `text` that holds the other language's words, with those words (a Markdown
-    fence's own line, ```text, is code)."""
-    lines = [line for line in text.splitlines() if not line.lstrip().startswith("```")]
+    fence's own line, ```text, is code; a line quoted with `| ` is the student's code or output)."""
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith(("```", "|"))]
     return [(line, foreign(line, lang)) for line in lines if foreign(line, lang)]

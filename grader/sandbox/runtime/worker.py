@@ -173,7 +173,7 @@ def prepare():
     return torch
 
 
-STUCK_REPORT_SECONDS = 1.0
+STUCK_REPORT_SECONDS = 0.5
 
 
 def student_line(frame, student_file):

@@ -26,8 +26,8 @@ def verdict(report_path, check_id):
         with open(report_path, encoding="utf-8") as handle:
             checks = {c["id"]: c for c in json.load(handle)["checks"]}
     except (OSError, ValueError, KeyError) as exc:
-        return 1, (f"没有可读的公开检查结果（{report_path}: {exc}）：请看前面的“公开检查”步骤。\n"
-                   f"No readable public-check report ({report_path}: {exc}): see the earlier "
+        return 1, (f"没有可读的公开检查结果（`{report_path}: {exc}`）：请看前面的“公开检查”步骤。\n"
+                   f"No readable public-check report (`{report_path}: {exc}`): see the earlier "
                    "public checks step.")
     check = checks.get(check_id)
     if check is None:

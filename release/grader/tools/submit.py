@@ -140,7 +140,7 @@ def summarize(data):
 
 
 def summary_lines(the_rubric, data, lang):
-    from grader.render.report import plural, points
+    from grader.render.report import plural, points, still_hidden
 
     words, s = TEXT[lang], summarize(data)
     lines = [words["summary"].format(score=points(s["score"]), max_score=points(s["max_score"]),
@@ -155,7 +155,8 @@ def summary_lines(the_rubric, data, lang):
     if s["hidden_not_run"]:
         n = s["hidden_not_run"]
         lines.append(words["hidden"].format(n=n, checks=plural(n, "check", "checks"),
-                                            are=plural(n, "is", "are")))
+                                            are=plural(n, "is", "are"),
+                                            what=still_hidden(the_rubric, lang)))
     return lines
 
 
@@ -186,6 +187,20 @@ def in_git_checkout(folder):
         return _git(folder, "rev-parse", "--show-toplevel").returncode == 0
     except OSError:  # no git installed
         return False
+
+
+CLASSROOM_WORKFLOW = os.path.join(".github", "workflows", "classroom.yml")
+
+
+def classroom_checkout(folder):
+    """Is this a GitHub Classroom repository?  A remote on github.com and the Classroom workflow
+    the assignment's starter code carries (being in git alone is not: a local `git init`, or a
+    fork of the kit, hands in by the zip)."""
+    top = _git(folder, "rev-parse", "--show-toplevel").stdout.strip()
+    remotes = _git(folder, "remote", "-v").stdout
+    on_github = any("github.com" in line.split()[1] for line in remotes.splitlines()
+                    if len(line.split()) > 1)
+    return bool(top) and on_github and os.path.isfile(os.path.join(top, CLASSROOM_WORKFLOW))
 
 
 def git_commit(work, message):
@@ -232,7 +247,7 @@ TEXT = {
         "summary": "公开检查：{score}/{max_score} 分 · {passed}/{total} 项通过",
         "not_passed": "  未通过（不影响提交，但请看一看）：",
         "full_feedback": "  详细反馈：make check",
-        "hidden": "  另有 {n} 项隐藏检查，由老师评分时运行。",
+        "hidden": "  另有 {n} 项隐藏检查，由老师评分时运行；它们还会看：{what}。",
         "unverified": "打包后校验失败，已删除；请再试一次。",
         "packaged": "✓ 已打包：{target}（{work} + {manifest}，{size} KiB）",
         "upload": "  请上传这一个文件：{name}（不要上传文件夹、.venv 或别的文件）。",
@@ -267,7 +282,8 @@ TEXT = {
         "summary": "public checks: {score}/{max_score} points · {passed}/{total} passed",
         "not_passed": "  not passed (they do not block the package):",
         "full_feedback": "  full feedback: make check",
-        "hidden": "  {n} hidden {checks} {are} run by your instructor.",
+        "hidden": "  {n} hidden {checks} {are} run by your instructor; they still look at: "
+                  "{what}.",
         "unverified": "the package did not verify and was removed; try again.",
         "packaged": "✓ packaged: {target} ({work} + {manifest}, {size} KiB)",
         "upload": "  Upload this one file: {name} (not the folder, not .venv).",
@@ -451,7 +467,8 @@ def commit_message(work, student, data, target, raw):
 
 
 def hand_in_by_git(work, raw, message, target, ui):
-    """GitHub Classroom: commit the work file alone (never push); the push is the submission."""
+    """In a git checkout: commit the work file alone (never push).  In a GitHub Classroom
+    repository the push is the submission; anywhere else the zip is what is handed in."""
     name = os.path.basename(work)
     try:
         with open(work, "rb") as handle:
@@ -467,7 +484,10 @@ def hand_in_by_git(work, raw, message, target, ui):
         ui.line("committed", detail=detail, subject=message.splitlines()[0])
     else:
         ui.line("unchanged", work=name)
-    ui.line("push", name=os.path.basename(target))
+    if classroom_checkout(os.path.dirname(work)):
+        ui.line("push", name=os.path.basename(target))
+    else:
+        ui.line("upload", name=os.path.basename(target))
     return 0
 
 
