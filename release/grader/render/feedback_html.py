@@ -40,6 +40,9 @@ h2 { font-size:17px; margin:26px 0 10px; color:#374151; border-bottom:2px solid 
 .badge { font-size:13px; font-weight:700; padding:1px 8px; border-radius:10px; color:#fff;
          background:var(--ok); white-space:nowrap; }
 .failed .badge { background:var(--bad); } .error .badge, .timeout .badge { background:var(--warn); }
+.card.overridden { border-left-color:#6d28d9; } .card .badge.override { background:#6d28d9; }
+.was { font-size:12px; color:var(--muted); white-space:nowrap; }
+.override-why { margin:8px 0 0; font-size:14px; }
 .points { font-weight:700; white-space:nowrap; }
 .tag { font-size:11px; color:var(--muted); border:1px solid var(--line); border-radius:8px;
        padding:0 6px; }
@@ -102,11 +105,11 @@ def said(value, zh="{}", en="{}"):
     return both(zh.format(pair["zh"]), en.format(pair["en"]))
 
 
-def _page(title, lang, body):
+def _page(title, lang, body, head=""):
     lang = "en" if lang == "en" else "zh"
     return (f'<!DOCTYPE html>\n<html class="lang-{lang}" lang="{"zh-CN" if lang == "zh" else "en"}">'
             f'<head><meta charset="utf-8"><meta name="viewport" content="width=device-width">'
-            f"<title>{esc(title)}</title><style>{CSS}</style></head>\n<body>\n{body}\n"
+            f"<title>{esc(title)}</title><style>{CSS}</style>{head}</head>\n<body>\n{body}\n"
             f"<script>{SCRIPT}</script>\n</body></html>\n")
 
 
@@ -116,6 +119,7 @@ def _toggle():
 
 
 def _num(x):
+    """Scores on the page: at most two decimals, as in the gradebook (28.6667 -> 28.67)."""
     return f"{round(x, 2):g}"
 
 
@@ -236,14 +240,17 @@ def student_page(the_rubric, record, lang="zh", extra=""):
 
 def _card(the_rubric, result, maps):
     check = the_rubric.by_id[result["id"]]
-    mark, zh, en = STATUS[result["status"]]
     hidden = both("隐藏检查", "hidden check", cls="tag") if check.visibility == "hidden" else ""
-    parts = [f'<article class="card {result["status"]}" id="check-{esc(result["id"])}" '
-             f'data-check="{esc(result["id"])}" data-status="{result["status"]}">',
-             '<div class="card-head">', f'<span class="badge">{mark} {both(zh, en)}</span>',
+    override = result.get("override")
+    status = "overridden" if override else result["status"]
+    parts = [f'<article class="card {result["status"]}{" overridden" if override else ""}" '
+             f'id="check-{esc(result["id"])}" data-check="{esc(result["id"])}" '
+             f'data-status="{status}">', '<div class="card-head">', _badge(result),
              f"<h3>{both(check.title['zh'], check.title['en'])}<code>{esc(result['id'])}</code></h3>",
              hidden, f'<span class="points">{_num(result["score"])} / {_num(result["max_score"])}</span>',
              "</div>"]
+    if override:
+        parts.append(_override_line(override))
     if result["status"] != "passed":
         parts.append(f'<pre class="feedback zh">{esc(report.feedback(the_rubric, result, "zh"))}</pre>'
                      f'<pre class="feedback en">{esc(report.feedback(the_rubric, result, "en"))}</pre>')
@@ -251,6 +258,28 @@ def _card(the_rubric, result, maps):
         parts.append(heatmaps_figure(maps, _probe_for(result)))
     parts.append("</article>")
     return "".join(parts)
+
+
+def _badge(result):
+    """The card's badge: the grader's verdict, or for an overridden card the TA's, with the
+    grader's own verdict beside it (never a red "failed" next to full points)."""
+    override = result.get("override")
+    if not override:
+        mark, zh, en = STATUS[result["status"]]
+        return f'<span class="badge">{mark} {both(zh, en)}</span>'
+    mark, zh, en = STATUS[override.get("status") or result["status"]]
+    return ('<span class="badge override">✎ ' + both("助教改分", "changed by a TA") + "</span>"
+            f'<span class="was" data-was="{_num(override["was"])}">'
+            + both(f"原判：{mark} {zh} {_num(override['was'])} / {_num(result['max_score'])}",
+                   f"grader: {mark} {en} {_num(override['was'])} / {_num(result['max_score'])}")
+            + "</span>")
+
+
+def _override_line(override):
+    who = " · ".join(esc(x) for x in (override.get("who"), override.get("when")) if x)
+    return ('<p class="override-why">' + both("助教的理由：", "The TA's reason: ")
+            + f"{esc(override['why'])}" + (f' <span class="note">({who})</span>' if who else "")
+            + "</p>")
 
 
 def _footer(data):
@@ -267,7 +296,10 @@ def _footer(data):
 
 
 # -- the class summary ---------------------------------------------------------------------------
-def summary_page(summary, lang="zh", extra=""):
+def summary_page(summary, lang="zh", first="", teaching="", last="", head=""):
+    """The class page: `first` (the students, grader/batch/classpage.py), `teaching` (what to
+    reteach), the histogram and the per-check table, then `last` (near-copies, overrides);
+    `head` goes into <head> (the page's own style and script)."""
     m = summary["max_score"]
     body = ["<header>", "<h1>" + both("全班概况", "Class summary") + "</h1>",
             '<div class="who">' + both(f"学生 {summary['students']} 人，已评分 {summary['graded']}",
@@ -275,33 +307,25 @@ def summary_page(summary, lang="zh", extra=""):
             + "</div>"]
     if summary["mean"] is not None:
         body.append(f'<div class="total">{both("平均", "mean")} {summary["mean"]:g} / {m:g}</div>')
-    body += [_toggle(), "</header>", "<main>"]
-    body.append("<h2>" + both("分数分布", "Score histogram") + "</h2><div class=\"bars\" id=\"histogram\">")
+    body += [_toggle(), "</header>", "<main>", first, teaching]
+    body.append('<h2 id="scores">' + both("分数分布", "Score histogram")
+                + '</h2><div class="bars" id="histogram">')
     top = max([b["count"] for b in summary["histogram"]] + [1])
     for b in summary["histogram"]:
         body.append(f'<div class="row"><span class="label">{b["from"]}–{b["to"]}%</span>'
                     f'<span class="bar" style="width:{500 * b["count"] / top:.0f}px"></span>'
                     f'<span>{b["count"]}</span></div>')
     body.append("</div>")
-    body.append("<h2>" + both("常见错误：该重讲什么", "Named mistakes: what to reteach") + "</h2>")
-    if summary["mistakes"]:
-        body.append('<table class="list" id="mistakes"><tr><th>' + both("比例", "share") + "</th><th>"
-                    + both("人数", "students") + "</th><th>" + both("错误", "mistake") + "</th><th>"
-                    + both("检查", "checks") + "</th></tr>")
-        for item in summary["mistakes"]:
-            body.append(f'<tr data-key="{esc(item["key"])}"><td class="n"><span class="share" '
-                        f'style="width:{item["percent"]}px"></span>{item["percent"]}%</td>'
-                        f'<td class="n">{item["students"]}</td><td><code>{esc(item["key"])}</code> '
-                        f'{both(item["text"]["zh"], item["text"]["en"])}</td>'
-                        f'<td>{esc(", ".join(item["checks"]))}</td></tr>')
-        body.append("</table>")
-    else:
-        body.append("<p>" + both("（没有）", "(none)") + "</p>")
-    body.append(extra)  # who made each mistake, near-copies, overrides (grader/classpage.py)
-    body.append("<h2>" + both("各项检查", "Checks") + "</h2>")
-    body.append('<table class="list" id="checks"><tr><th>' + both("检查", "check") + "</th><th>"
-                + both("分值", "points") + "</th><th>" + both("通过", "passed") + "</th><th>"
-                + both("未通过", "not passed") + "</th></tr>")
+    body += _checks_table(summary)
+    body += [last, "</main>"]
+    return _page("class summary · attention", lang, "\n".join(body), head)
+
+
+def _checks_table(summary):
+    body = ['<h2 id="per-check">' + both("各项检查", "Checks") + "</h2>",
+            '<table class="list" id="checks"><tr><th>' + both("检查", "check") + "</th><th>"
+            + both("分值", "points") + "</th><th>" + both("通过", "passed") + "</th><th>"
+            + both("未通过", "not passed") + "</th></tr>"]
     for c in summary["checks"]:
         body.append(f'<tr data-check="{esc(c["id"])}"><td><code>{esc(c["id"])}</code> '
                     f'{both(c["title"]["zh"], c["title"]["en"])}</td><td class="n">{c["points"]:g}</td>'
@@ -310,19 +334,12 @@ def summary_page(summary, lang="zh", extra=""):
                     f'({c["percent_not_passed"]}%)</td></tr>')
     body.append("</table>")
     if summary["outcomes"]:
-        body.append("<h2>" + both("其他结果", "Other outcomes") + '</h2><table class="list">')
+        body.append('<h2 id="outcomes">' + both("其他结果（没有指明错误原因）",
+                                                "Other outcomes (no cause named)")
+                    + '</h2><table class="list">')
         for item in summary["outcomes"]:
             body.append(f'<tr><td class="n">{item["percent"]}%</td><td class="n">{item["students"]}'
                         f'</td><td><code>{esc(item["key"])}</code> '
                         f'{both(item["text"]["zh"], item["text"]["en"])}</td></tr>')
         body.append("</table>")
-    for zh, en, rows in (("无法评分", "Could not be graded", summary["ungradable"]),
-                         ("未评分（评分器出错，请重跑）", "Not graded (grader error: run again)",
-                          summary["not_graded"])):
-        if rows:
-            body.append("<h2>" + both(zh, en) + "</h2><ul>")
-            body += [f"<li><code>{esc(r['student'])}</code> ({esc(r['entry'])}): {esc(r['error'])}"
-                     "</li>" for r in rows]
-            body.append("</ul>")
-    body.append("</main>")
-    return _page("class summary · attention", lang, "\n".join(body))
+    return body

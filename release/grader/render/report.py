@@ -11,6 +11,14 @@ STATUS_WORDS = {"zh": {"passed": "通过", "failed": "未通过", "error": "出�
 STATUS_ZH = STATUS_WORDS["zh"]
 
 
+def status_of(r, lang):
+    """(mark, words) of a card: the grader's verdict, or a TA's override beside it."""
+    words = STATUS_WORDS[lang][r["status"]]
+    if not r.get("override"):
+        return STATUS_MARK[r["status"]], words
+    return "✎", (f"助教改分（原判：{words}）" if lang == "zh" else f"changed by a TA (grader: {words})")
+
+
 def build(rubric, checks, parts, metadata):
     """One entry per rubric check: status, score and the verdict data of its failing parts."""
     results = []
@@ -162,6 +170,7 @@ def to_json(rubric, report, lang):
             "score": r["score"], "max_score": r["max_score"], "visibility": r["visibility"],
             "exercise": r["exercise"], "misconception": misconception(r),
             "feedback": feedback(rubric, r, lang), "parts": r["parts"],
+            **({"override": r["override"]} if r.get("override") else {}),
         })
     out.update({k: v for k, v in report.items() if k not in ("score", "max_score", "checks")})
     return inert.json_text(out, ensure_ascii=False, indent=2)
@@ -177,10 +186,10 @@ def to_text(rubric, report, lang, hidden_not_run=0):
             current = r["exercise"]
             lines.append(f"\n== {current} ==")
         check = rubric.by_id[r["id"]]
-        status = STATUS_WORDS[lang][r["status"]]
+        mark, status = status_of(r, lang)
         if failure:  # the reason is said once, above; the cards only list what did not run
             status = text["not_run"]
-        lines.append(f"{STATUS_MARK[r['status']]} {r['id']}  {check.title[lang]}  "
+        lines.append(f"{mark} {r['id']}  {check.title[lang]}  "
                      f"[{points(r['score'])}/{points(r['max_score'])}] {status}")
         feedback_text = "" if failure else feedback(rubric, r, lang)
         if feedback_text:
@@ -240,9 +249,9 @@ def to_markdown(rubric, report, lang):
              "|---|---|---|---|"]
     for r in report["checks"]:
         check = rubric.by_id[r["id"]]
-        lines.append(f"| {STATUS_MARK[r['status']]} | `{r['id']}` {check.title[lang]} | "
-                     f"{points(r['score'])}/{points(r['max_score'])} | "
-                     f"{STATUS_WORDS[lang][r['status']]} |")
+        mark, status = status_of(r, lang)
+        lines.append(f"| {mark} | `{r['id']}` {check.title[lang]} | "
+                     f"{points(r['score'])}/{points(r['max_score'])} | {status} |")
     for r in report["checks"]:
         text = feedback(rubric, r, lang)
         if text:
@@ -255,27 +264,84 @@ def to_markdown(rubric, report, lang):
     return "\n".join(lines)
 
 
+GRADESCOPE = {
+    "zh": {"score": "得分 {score} / {max_score}。", "first": "先看「{title}」：{where}。",
+           "public_ok": "公开检查全部通过。", "all_ok": "全部检查通过。",
+           "hidden": "隐藏检查 {n} 项，通过 {passed} 项；成绩发布后可以看到每一项。",
+           "override": "助教改分：原判 {was} / {max_score}（{status}），改为 {score}。理由：{why}"},
+    "en": {"score": "Score {score} / {max_score}.", "first": "Look first at “{title}”: {where}.",
+           "public_ok": "Every public check passes.", "all_ok": "Every check passes.",
+           "hidden": "{passed} of {n} hidden checks pass; each shows once the grades are "
+                     "published.",
+           "override": "Changed by a TA: the grader gave {was} / {max_score} ({status}), now "
+                       "{score}. Reason: {why}"},
+}
+
+
+def _passes(r):
+    return r["score"] >= r["max_score"]
+
+
+def gradescope_summary(rubric, report, lang):
+    """The sentence a student reads first on Gradescope: the score, the first public check to look
+    at (where in the lesson) and where the hidden checks stand, without naming them."""
+    words = GRADESCOPE[lang]
+    lines = [words["score"].format(score=points(report["score"]),
+                                   max_score=points(report["max_score"]))]
+    public = [r for r in report["checks"] if r["visibility"] == "public"]
+    hidden = [r for r in report["checks"] if r["visibility"] != "public"]
+    first = next((r for r in public if not _passes(r)), None)
+    if first is not None:
+        check = rubric.by_id[first["id"]]
+        lines.append(words["first"].format(title=check.title[lang],
+                                           where=rubric.section(check.section, lang)))
+    elif hidden and not all(_passes(r) for r in hidden):
+        lines.append(words["public_ok"])
+    else:
+        lines.append(words["all_ok"])
+    if hidden:
+        lines.append(words["hidden"].format(n=len(hidden), passed=sum(map(_passes, hidden))))
+    return ("" if lang == "zh" else " ").join(lines)
+
+
+def _gradescope_output(rubric, r, lang):
+    """A test's Markdown: an override first (the TA's reason), then the feedback, fenced."""
+    output = feedback(rubric, r, lang) if not _passes(r) else ""
+    fenced = inert.markdown_fence(output) if output else ""
+    if r["status"] in ("error", "timeout") and not _passes(r):
+        fenced = f"**{r['status']}**\n\n{fenced}"
+    o = r.get("override")
+    if o:
+        status = STATUS_ZH[o["status"]] if lang == "zh" else o["status"]
+        line = GRADESCOPE[lang]["override"].format(
+            was=points(o["was"]), max_score=points(r["max_score"]), status=status,
+            score=points(r["score"]), why=inert.markdown_inline(o["why"]))
+        fenced = line + ("\n\n" + fenced if fenced else "")
+    return fenced
+
+
 def to_gradescope(rubric, report, lang):
-    """Gradescope's results.json: one test per check, error/timeout shown as failed with why."""
+    """Gradescope's results.json: one test per check (error/timeout shown as failed with why, an
+    override as the TA's score with the grader's beside it), a top-level sentence for the
+    student, the kit's provenance in extra_data."""
     tests = []
     for number, r in enumerate(report["checks"], 1):
         check = rubric.by_id[r["id"]]
-        output = feedback(rubric, r, lang)
-        fenced = inert.markdown_fence(output) if output else ""
-        if r["status"] in ("error", "timeout"):
-            fenced = f"**{r['status']}**\n\n{fenced}"
         tests.append({
             "name": f"{r['id']}: {check.title[lang]}", "number": str(number),
             "score": r["score"], "max_score": r["max_score"],
-            "status": "passed" if r["status"] == "passed" else "failed",
-            "output": fenced,
+            "status": "passed" if _passes(r) else "failed",
+            "output": _gradescope_output(rubric, r, lang),
             "output_format": "md", "tags": [r["id"], r["exercise"]],
             "visibility": "visible" if check.visibility == "public" else "after_published",
         })
     meta = report["metadata"]
+    provenance = {k: meta.get(k) for k in ("isolation", "rubric_hash", "rubric_version", "seed",
+                                           "torch", "python")}
+    provenance["overridden"] = [r["id"] for r in report["checks"] if r.get("override")]
     return inert.json_text({
         "score": report["score"], "output_format": "md", "visibility": "visible", "tests": tests,
-        "output": f"isolation {meta.get('isolation')} · rubric {meta.get('rubric_hash')}",
+        "output": gradescope_summary(rubric, report, lang), "extra_data": provenance,
     }, ensure_ascii=False, indent=2)
 
 
