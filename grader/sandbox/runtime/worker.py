@@ -194,8 +194,12 @@ def import_telling_where(channel, student_file):
     def tell():
         while not done.wait(STUCK_REPORT_SECONDS):
             line = student_line(sys._current_frames().get(main), student_file)
-            if line is not None:
+            if line is None:
+                continue
+            try:
                 channel.send({"stuck": line})
+            except Exception:  # the judge has given up and closed the channel: nothing to tell
+                return
 
     teller = threading.Thread(target=tell, daemon=True)
     teller.start()
