@@ -193,9 +193,11 @@ class Student:
                        f"运行你代码的进程发回了无法解读的数据（{exc}）")
 
     def _exited(self):
-        """The worker is gone: exit status 70 is the sandbox failing to start (the grader's own
-        failure, never blamed on the student); any other end is the student's process ending."""
-        if self.worker.proc.poll() == sandbox.SANDBOX_FAILED:
+        """The worker is gone: exit status 70 before its hello is the sandbox failing to start
+        (the grader's own failure, never blamed on the student); any other end is the student's
+        process ending (a student's own exit(70) after the hello included)."""
+        before_hello = getattr(self, "hello_pending", True)
+        if before_hello and self.worker.proc.poll() == sandbox.SANDBOX_FAILED:
             self._fail("sandbox", "the grader could not set up its sandbox (exit code 70)",
                        "评分器没能搭好运行代码的沙箱（退出码 70）")
         self._fail("crashed", f"worker exited ({self.worker.exit_description()})",
