@@ -122,10 +122,12 @@ def build(out=DEFAULT_OUT):
 def find_submission(folder):
     """What to grade in Gradescope's submission folder: the folder itself (attention.py or .ipynb
     anywhere in it, or its only .py/.ipynb), or its only .zip when it holds no code."""
+    from grader.judge import submission
+
     if os.path.isdir(folder):
         entries = [e for e in os.listdir(folder) if not e.startswith(".")]
-        code = [e for e in entries if e.endswith((".py", ".ipynb"))]
-        zips = [e for e in entries if e.lower().endswith(".zip")]
+        code = [e for e in entries if submission.has_suffix(e, ".py", ".ipynb")]
+        zips = [e for e in entries if submission.has_suffix(e, ".zip")]
         if not code and len(zips) == 1 and not any(os.path.isdir(os.path.join(folder, e))
                                                    for e in entries):
             return os.path.join(folder, zips[0])
