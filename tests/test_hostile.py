@@ -562,3 +562,146 @@ def test_a_mixed_batch_grades_the_honest_as_if_alone_and_leaves_nothing(tmp_path
     assert all(not cell.startswith(("=", "+", "-", "@", "\t", "\r"))
                for row in rows.values() for cell in row.values() if cell)
     assert "its manifest names student 'h01'" in rows["x22.zip"]["note"]
+
+
+# -- names a student chooses, through a whole batch (issue 23) --------------------------------------
+RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e"
+                         "\u2066-\u2069]")
+# What the hostile names below carry that a Markdown or HTML reader would act on.
+STUDENT_MARKUP = ("<img", "<script", "<b>", "](", "**b**", "# Title")
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _markdown_outside_code(markdown):
+    """What a Markdown reader renders as markup: fences, code spans and backslash escapes gone."""
+    markdown = re.sub(r"(?ms)^(`{3,}).*?^\1\s*$", "", markdown)
+    markdown = re.sub(r"(`+)(?!`).+?(?<!`)\1(?!`)", "", markdown)
+    return re.sub(r"\\.", "", markdown, flags=re.S)
+
+
+def _scan_file(path):
+    """What in one output file a reader's screen, Markdown, browser or spreadsheet would act on."""
+    import csv
+    import io
+
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return [f"not UTF-8 ({exc.reason})"]
+    problems = []
+    body = text.replace("\r\n", "\n") if path.suffix == ".csv" else text  # csv's own line ends
+    found = RAW_CONTROL.search(body)
+    if found:
+        problems.append(f"raw control {found.group()!r}")
+    if path.suffix == ".md":
+        rendered = _markdown_outside_code(text)
+        problems += [f"markup {m!r}" for m in STUDENT_MARKUP if m in rendered]
+    if path.suffix == ".html":
+        problems += [f"markup {m!r}" for m in ("<img", "<script>alert", "<b>")
+                     if m in text]
+    if path.suffix == ".csv":
+        problems += [f"formula {cell[:30]!r}"
+                     for row in csv.reader(io.StringIO(text, newline="")) for cell in row
+                     if cell.startswith(FORMULA_PREFIXES)]
+    if path.suffix == ".json":
+        json.loads(text)
+    return problems
+
+
+def scan_outputs(folder):
+    """Every file under `folder`, scanned: [problem, ...]."""
+    return [f"{p.relative_to(folder)}: {problem}" for p in sorted(Path(folder).rglob("*"))
+            if p.is_file() for problem in _scan_file(p)]
+
+
+def test_the_scan_finds_what_it_exists_for(tmp_path):
+    (tmp_path / "a.md").write_text("ok `<img x>`\n```\n# Title\n```\n\\<b\\> but <img src=x>\n")
+    (tmp_path / "b.csv").write_text("name,x\r\n'=ok,1\r\n\"=HYPERLINK(1)\",2\r\n")
+    (tmp_path / "c.html").write_text("<p>&lt;img&gt;</p><script>alert(1)</script>")
+    (tmp_path / "d.log").write_text("a\x1b[2J")
+    (tmp_path / "e.txt").write_bytes(b"\xff")
+    assert [p.split(": ", 1)[1] for p in scan_outputs(tmp_path)] == [
+        "markup '<img'", "formula '=HYPERLINK(1)'", "markup '<script>alert'",
+        "raw control '\\x1b'", "not UTF-8 (invalid start byte)"]
+
+
+def _hostile_class(folder):
+    """Entries whose names (and a package's manifest and member names) attack each medium; three
+    are graded in full (two near-copies), the others fail at import or cannot be graded."""
+    import io
+    import zipfile
+
+    from grader.judge import manifest
+
+    wrong = (SUBMISSIONS / "wrong" / "scale_none.py").read_bytes()
+    broken = b"def broken(:\n"
+    files = {"\x1b]52;c;SGFjaw==\x07\x1b[2Jesc.py": wrong,
+             "# Title [l](x\r\ny) **b**.PY": wrong,            # upper case: graded all the same
+             "<img src=x onerror=alert(1)>.py": broken,
+             '=HYPERLINK("e.x","c").py': broken, "@SUM(1)" + "A" * 200 + ".py": broken,
+             "张" * 84 + ".py": broken,                         # 252 bytes: the id must fit
+             "+1.Ipynb": b"{not json", b"\xff\xfebad.py": b"\xff not UTF-8"}
+    member = io.BytesIO()
+    with zipfile.ZipFile(member, "w") as archive:
+        archive.writestr("<script>alert(1)</script>\x1b[31m/attention.py", b"\xff")
+    files["-2|x|`tick`.ZIP"] = member.getvalue()
+    claim = {"format": 1, "kind": manifest.KIND, "student": "<img src=x>\x1b[2J# Title",
+             "work": "attention.py", "kit_version": "=1+1\x07", "rubric_hash": "**b**",
+             "created": "@now\r\n# Title",
+             "files": {"attention.py": {"sha256": "0" * 64, "bytes": 1},
+                       "<script>alert(3)</script>\x1b.py": {"sha256": "0" * 64, "bytes": 1}}}
+    package = io.BytesIO()
+    with zipfile.ZipFile(package, "w") as archive:
+        archive.writestr("manifest.json", json.dumps(claim))
+        archive.writestr("attention.py", wrong)
+        archive.writestr("[l](x)<b>extra\x1b.txt", b"x")
+    files["pkg\u202egpj.zip"] = package.getvalue()
+    folder.mkdir()
+    for name, data in files.items():
+        raw = name if isinstance(name, bytes) else name.encode()
+        (folder / os.fsdecode(raw)).write_bytes(data)
+    (folder / "<b>folder<\\b>\x07").mkdir()  # a folder entry with no attention file
+
+
+def test_hostile_names_are_inert_in_every_class_output(tmp_path):
+    import csv
+    import subprocess
+    import sys
+
+    source, out = tmp_path / "class", tmp_path / "out"
+    _hostile_class(source)
+    proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(source), "--out", str(out),
+                           "--jobs", "2", "--call-timeout", "20", "--lang", "en"],
+                          cwd=authoring.ROOT, capture_output=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stderr = proc.stderr.decode("utf-8")  # the progress lines and the log: inert too
+    assert not RAW_CONTROL.search(stderr.replace("\r", "")), stderr[-2000:]
+    assert scan_outputs(out) == []
+    # The hostile strings did reach the outputs (made inert, not dropped): the scan had work.
+    with open(out / "gradebook.csv", encoding="utf-8", newline="") as handle:
+        rows = {r["entry"]: r for r in csv.DictReader(handle)}
+    assert rows["'=HYPERLINK(\"e.x\",\"c\").py"]["status"] == "graded"
+    assert rows["# Title [l](x\\x0d\ny) **b**.PY"]["status"] == "graded"
+    assert float(rows["# Title [l](x\\x0d\ny) **b**.PY"]["total"]) > 0  # .PY: graded, not refused
+    assert rows["'+1.Ipynb"]["status"] == "ungradable"  # read as a notebook (a broken one)
+    assert "notebook" in rows["'+1.Ipynb"]["note"]
+    assert rows["\\xff\\xfebad.py"]["status"] == "ungradable"
+    summary = (out / "summary.md").read_text("utf-8")
+    assert "\\<script\\>alert(1)\\</script\\>\\\\x1b" in summary  # the zip member's name
+    assert "## Near-copies" in summary and "2Jesc" in summary.split("## Near-copies")[1]
+    page = (out / "students" / "pkg_gpj" / "feedback.md").read_text("utf-8")
+    assert "\\<img src=x\\>\\\\x1b\\[2J\\# Title" in page  # the manifest's student field
+    assert "(&lt;b&gt;folder&lt;\\b&gt;\\x07)" in (out / "summary.html").read_text("utf-8")
+
+
+def test_extensions_are_read_whatever_their_case(tmp_path):
+    book = {"cells": [{"cell_type": "code", "source": REFERENCE}]}
+    (tmp_path / "ALICE.PY").write_text(REFERENCE)
+    (tmp_path / "Bob.IPYNB").write_text(json.dumps(book))
+    (tmp_path / "carol").mkdir()
+    (tmp_path / "carol" / "Attention.PY").write_text(REFERENCE)
+    _zip(tmp_path / "DAVE.ZIP", [("work/ATTENTION.IPYNB", json.dumps(book))])
+    for name, kind in (("ALICE.PY", "python"), ("Bob.IPYNB", "notebook"), ("carol", "python"),
+                       ("DAVE.ZIP", "notebook")):
+        with submission.load(str(tmp_path / name)) as sub:
+            assert sub.kind == kind and "def attend" in sub.source, name

@@ -100,7 +100,7 @@ class _Judge:
     def send(self, task):
         self.outstanding[task["id"]] = task
         try:
-            self.proc.stdin.write(json.dumps(task, ensure_ascii=False) + "\n")
+            self.proc.stdin.write(json.dumps(task) + "\n")  # ASCII: a non-UTF-8 path survives
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # it died: its reader reports EOF and the task is retried

@@ -46,6 +46,7 @@ from grader.batch.records import (FORMAT, MARKDOWN, PAGE, REPORT, STUDENTS, is_c
 from grader.batch import similarity
 from grader.batch.similarity import THRESHOLD, keep_source
 from grader import paths
+from grader.inert import json_text
 from grader.statefile import write_atomic
 
 ROOT = paths.KIT_ROOT
@@ -120,7 +121,7 @@ def run(args):
                 "isolation": isolation, "similarity": args.similarity,
                 "entries": [e.as_dict() for e in entries]}
     write_atomic(os.path.join(outdir, MANIFEST),
-                 json.dumps(manifest, ensure_ascii=False, indent=1) + "\n")
+                 json_text(manifest, ensure_ascii=False, indent=1) + "\n")
     todo = [e for e in entries if not is_current(read_record(outdir, e.student), e, fingerprint)]
     limits = sandbox.Limits(call_seconds=args.call_timeout, memory_bytes=args.memory_mb * 2 ** 20)
     config = {"outdir": outdir, "lang": args.lang, "isolation": isolation,
@@ -283,7 +284,7 @@ def merge(args):
                 "shard": None, "lang": lang, "similarity": threshold,
                 "entries": [dict(chosen[s][1]) for s in sorted(chosen)]}
     write_atomic(os.path.join(outdir, MANIFEST),
-                 json.dumps(manifest, ensure_ascii=False, indent=1) + "\n")
+                 json_text(manifest, ensure_ascii=False, indent=1) + "\n")
     gradebook.write_class_outputs(outdir, records, lang, threshold, default_jobs())
     missing = [r for r in records if r["status"] == "missing"]
     for r in missing:

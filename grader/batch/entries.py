@@ -32,10 +32,14 @@ def _stem(name):
     return name
 
 
+MAX_ID_BYTES = 200  # a file name is at most 255 bytes: room for "~2", ".json" and a temp suffix
+
+
 def _safe(name):
-    """A file-system-safe id: letters (any script), digits, . _ - @ +; nothing else."""
-    safe = re.sub(r"[^\w.@+-]", "_", name).strip(".") or "_"
-    return safe[:120]
+    """A file-system-safe id: letters (any script), digits, . _ - @ +; nothing else; at most 120
+    characters and MAX_ID_BYTES bytes of UTF-8 (84 Chinese characters are 252)."""
+    safe = (re.sub(r"[^\w.@+-]", "_", name).strip(".") or "_")[:120]
+    return safe.encode("utf-8")[:MAX_ID_BYTES].decode("utf-8", "ignore")
 
 
 def assign_ids(names):
@@ -97,13 +101,20 @@ def hash_file(h, path):
         h.update(f"unreadable: {exc.strerror}".encode())
 
 
+def readable_name(name):
+    """The entry's name as text: a byte that is not UTF-8 (os.listdir's surrogate escape) shown
+    as \\xNN, so the name can be written to JSON, CSV and HTML at all; every writer still makes
+    it inert for its medium (inert.py)."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
 def list_entries(folder):
     """Every entry of `folder` (hidden files and OS litter left out), sorted by name."""
     names = sorted(n for n in os.listdir(folder)
                    if not n.startswith(".") and n not in SKIPPED_NAMES)
     ids = assign_ids(names)
-    return [Entry(n, os.path.join(folder, n), ids[n], entry_digest(os.path.join(folder, n)))
-            for n in names]
+    return [Entry(readable_name(n), os.path.join(folder, n), ids[n],
+                  entry_digest(os.path.join(folder, n))) for n in names]
 
 
 def parse_shard(text):

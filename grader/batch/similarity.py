@@ -25,6 +25,7 @@ import os
 import re
 
 from grader import paths
+from grader.inert import json_text
 from grader.statefile import write_atomic
 
 ROOT = paths.KIT_ROOT
@@ -157,7 +158,7 @@ def keep_source(outdir, entry):
             "source": source}
     os.makedirs(os.path.dirname(source_path(outdir, entry.student)), exist_ok=True)
     write_atomic(source_path(outdir, entry.student),
-                 json.dumps(data, ensure_ascii=False) + "\n")
+                 json_text(data, ensure_ascii=False) + "\n")
     return data
 
 
