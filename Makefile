@@ -102,6 +102,7 @@ test: setup sandbox browser
 
 bench: setup sandbox
 	$(PY) tests/bench.py
+	$(PY) tests/bench_judge_memory.py
 
 clean:
 	rm -rf $(VENV)

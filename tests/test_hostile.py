@@ -77,15 +77,33 @@ def shm_segments():
         return {tuple(line.split()[:2]) for line in handle.readlines()[1:]}
 
 
+def _started_by_another_checkout(pid):
+    """Whether `pid` descends from a Python of another checkout of the kit on this machine (a
+    colleague's tests share the uid pool); a process re-parented to init counts as ours."""
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                program = handle.read().split(b"\0")[0].decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as handle:
+                pid = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        if "/.venv/" in program and not program.startswith(ours + "/"):
+            return True
+    return False
+
+
 def pool_processes():
-    """Processes running as one of the workers' own uids (uidpool.py)."""
+    """Processes running as one of the workers' own uids (uidpool.py), but a colleague's."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             uid = os.stat(f"/proc/{pid}").st_uid
         except OSError:
             continue
-        if uidpool.FIRST_UID <= uid < uidpool.FIRST_UID + uidpool.SLOTS:
+        if uidpool.FIRST_UID <= uid < uidpool.FIRST_UID + uidpool.SLOTS \
+                and not _started_by_another_checkout(int(pid)):
             found.append(int(pid))
     return found
 
@@ -243,17 +261,106 @@ def test_tmp_has_a_size(tmp_path, mode):
     assert g.data["score"] == MAX
 
 
+def key_users():
+    """{uid: keys} of every uid that holds kernel keys (/proc/key-users)."""
+    with open("/proc/key-users") as handle:
+        return {int(line.split(":")[0]): int(line.split()[1]) for line in handle}
+
+
 @pytest.mark.parametrize("mode", MODES)
-def test_shared_memory_dies_with_the_worker(tmp_path, mode):
-    if mode in PLAIN and not ROOT:
-        pytest.skip("fallback cannot defend: as an ordinary user a plain subprocess shares the "
-                    "user's IPC namespace")
-    g = grade(tmp_path, attack("shm_leftover"), mode)  # grade() asserts no segment is left
-    assert int(re.search(r"SHM_ID (-?\d+)", g.output).group(1)) >= 0, "the segment was made"
+def test_kernel_state_that_would_outlive_the_worker_is_refused(tmp_path, mode):
+    """System V memory and queues, kernel keys: the syscall filter refuses them in every mode
+    (grader/sandbox/runtime/syscalls.py); grade() also asserts no segment is left."""
+    g = grade(tmp_path, attack("shm_leftover"), mode)
+    made = re.search(r"SHM_ID (-?\d+) MSG_ID (-?\d+) KEYS (-?\d+) (-?\d+) (-?\d+)", g.output)
+    assert made and set(made.groups()) == {"-1"}, g.output[-500:]
+    pool = range(uidpool.FIRST_UID, uidpool.FIRST_UID + uidpool.SLOTS)
+    assert not [uid for uid in key_users() if uid in pool], "a worker's uid holds kernel keys"
     # ctypes in the source is reaching into the process for the judge-side scan, which costs the
     # checks it guards; every other check is the reference's.
     scanned = {"module.no_library_attention", "module.param_count", "module.mask_buffer"}
     assert all(c["status"] == "passed" for c in g.data["checks"] if c["id"] not in scanned)
+
+
+def test_the_syscall_filter_is_well_formed():
+    from grader.sandbox.runtime import syscalls
+
+    for machine in ("x86_64", "aarch64"):
+        raw = syscalls.program(machine)
+        # load arch, check it, load nr, [x32 check], one jump per call, allow, deny: 8 bytes each
+        assert len(raw) == 8 * (len(syscalls.DENIED) + 5 + (machine == "x86_64"))
+    assert syscalls.program("sparc") is None
+    assert {"add_key", "keyctl", "shmget", "msgget", "mq_open", "ptrace"} <= set(syscalls.DENIED)
+
+
+MEET = """
+import socket, time
+TOKEN = {token!r}
+def _tcp_listen():
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", {port}))
+    s.listen()
+    return s
+def _unix_listen():
+    s = socket.socket(socket.AF_UNIX)
+    s.bind("\\0attn-meet-" + TOKEN)
+    s.listen()
+    return s
+def _try(make):
+    try:
+        return make(), "ok"
+    except OSError as exc:
+        return None, type(exc).__name__
+def _tcp_connect():
+    return socket.create_connection(("127.0.0.1", {port}), timeout=2)
+def _unix_connect():
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(2)
+    s.connect("\\0attn-meet-" + TOKEN)
+    return s
+if {listen}:
+    _held = [_try(_tcp_listen), _try(_unix_listen)]
+    MET = {{"tcp": _held[0][1], "unix": _held[1][1]}}
+else:
+    MET = {{"tcp": _try(_tcp_connect)[1], "unix": _try(_unix_connect)[1]}}
+"""
+
+
+def _meeting_student(tmp_path, name, mode, listen, token, port):
+    from grader.judge.student import Student
+
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "attention.py").write_text(MEET.format(token=token, port=port, listen=listen))
+    server = zygote(mode[len("fork-"):]) if mode.startswith("fork-") else None
+    return Student(str(folder), limits=LIMITS, isolation=server.isolation if server else mode,
+                   spawner=server.spawn if server else None).start()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_two_workers_alive_at_once_cannot_meet(tmp_path, mode):
+    """One worker listens on a loopback TCP port and an abstract unix socket; another, started
+    while the first is alive, tries both: each worker has its own network namespace."""
+    if mode in PLAIN and not ROOT:
+        pytest.skip("fallback cannot defend: as an ordinary user a plain subprocess shares the "
+                    "user's network namespace (loopback, abstract unix sockets)")
+    import secrets
+
+    token, port = secrets.token_hex(8), 20000 + secrets.randbelow(20000)
+    host = _meeting_student(tmp_path, "host", mode, True, token, port)
+    guest = None
+    try:
+        hosted = host.constants(["MET"])["MET"]  # the host's sockets are bound and listening now
+        guest = _meeting_student(tmp_path, "guest", mode, False, token, port)
+        met = guest.constants(["MET"])["MET"]
+        assert host.worker.proc.poll() is None, "the host must still be alive"
+    finally:
+        host.close()
+        if guest is not None:
+            guest.close()
+    assert hosted["unix"] == "ok", hosted  # it could listen: the guest had something to reach
+    assert met["tcp"] != "ok" and met["unix"] != "ok", (hosted, met)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -339,6 +446,42 @@ def test_wire_escapes_reserved_keys_and_caps_what_it_materialises():
         wire.decode(json.dumps({"$danger": 1}).encode(), b"")
     with pytest.raises(wire.ProtocolError, match="out of order"):
         wire.decode(json.dumps({"id": 8, "ok": [span]}).encode(), bytes(4096), expect_id=7)
+
+
+def test_a_frame_over_the_caps_is_refused_from_its_prefix_and_one_at_the_caps_is_bounded():
+    import tracemalloc
+
+    import torch
+
+    asked = []
+
+    def reader(frame):
+        data = bytearray(frame)
+
+        def read_exact(n):
+            asked.append(n)
+            out = bytes(data[:n])
+            del data[:n]
+            return out
+        return read_exact
+
+    for header_len, payload_len in ((wire.MAX_HEADER + 1, 0), (10, wire.MAX_PAYLOAD + 1)):
+        asked.clear()
+        with pytest.raises(wire.ProtocolError, match="too large"):
+            wire.read_frame(reader(wire.PREFIX.pack(wire.MAGIC, header_len, payload_len)))
+        assert asked == [wire.PREFIX.size]  # nothing of the body was asked for
+    with pytest.raises(wire.ProtocolError, match="too large to send"):
+        wire.encode({"ok": torch.zeros(wire.MAX_PAYLOAD // 4 + 1)})  # the worker's side refuses too
+    frame = wire.encode({"id": 1, "ok": (torch.zeros(wire.MAX_PAYLOAD // 4),
+                                         [[]] * (wire.MAX_HEADER // 4 - 64))})
+    tracemalloc.start()
+    try:
+        reply = wire.decode(*wire.read_frame(reader(frame)), expect_id=1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert reply["ok"][0].numel() == wire.MAX_PAYLOAD // 4
+    assert peak <= wire.JUDGE_FRAME_BYTES, (peak, wire.JUDGE_FRAME_BYTES)
 
 
 def _split(frame):

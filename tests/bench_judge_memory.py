@@ -1,0 +1,44 @@
+"""make bench, the judge's memory: its peak (ru_maxrss) grading the reference, then a submission
+whose every answer is as large as the wire lets through (tests/submissions/isolation/
+huge_replies.py), in one process; the growth must stay within wire.JUDGE_FRAME_BYTES.
+
+Usage: python tests/bench_judge_memory.py [--isolation process|bubblewrap]
+"""
+import os
+import resource
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+
+def peak_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main():
+    from grader.judge import grading
+    from grader.sandbox.runtime import wire
+    from test_hostile import attack
+
+    isolation = sys.argv[sys.argv.index("--isolation") + 1] if "--isolation" in sys.argv else "auto"
+    grading.grade(os.path.join(ROOT, "solutions", "attention.py"), isolation=isolation)
+    honest = peak_mib()
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "attention.py")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(attack("huge_replies"))
+        data = grading.grade(path, isolation=isolation)
+    hostile = peak_mib()
+    bound = wire.JUDGE_FRAME_BYTES / 2 ** 20
+    print(f"judge peak: {honest:.0f} MiB grading the reference, {hostile:.0f} MiB after a "
+          f"submission answering {wire.MAX_PAYLOAD // 2 ** 20} MiB + {wire.MAX_HEADER // 1024} KiB "
+          f"frames (+{hostile - honest:.0f} MiB; bound per frame {bound:.0f} MiB); "
+          f"its score {data['score']:g}")
+    return 0 if hostile - honest <= bound else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
