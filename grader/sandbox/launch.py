@@ -48,6 +48,7 @@ class Limits:
     file_bytes: int = 64 * 1024 ** 2    # RLIMIT_FSIZE: the largest file the worker may write
     tmp_bytes: int = 32 * 1024 ** 2     # size of the sandbox's /tmp (RAM: it must be bounded)
     output_bytes: int = 16 * 1024       # how much of stdout and stderr is kept, each
+    open_files: int = 256               # RLIMIT_NOFILE: bounds the pipe and socket buffers it can fill
 
     def describe(self):
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -192,6 +193,7 @@ def _apply_limits(limits):
                             (resource.RLIMIT_AS, limits.memory_bytes),
                             (resource.RLIMIT_NPROC, limits.processes),
                             (resource.RLIMIT_FSIZE, limits.file_bytes),
+                            (resource.RLIMIT_NOFILE, limits.open_files),
                             (resource.RLIMIT_CORE, 0)):
             try:
                 resource.setrlimit(kind, (value, value))

@@ -71,6 +71,7 @@ def set_limits(limits):
                         (resource.RLIMIT_AS, limits["memory_bytes"]),
                         (resource.RLIMIT_NPROC, limits["processes"]),
                         (resource.RLIMIT_FSIZE, limits["file_bytes"]),
+                        (resource.RLIMIT_NOFILE, limits.get("open_files", 256)),
                         (resource.RLIMIT_CORE, 0)):
         try:
             resource.setrlimit(kind, (value, value))

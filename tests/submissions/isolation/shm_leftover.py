@@ -1,6 +1,6 @@
 # where: import
 # Kernel state that would outlive the worker: a System V shared-memory segment (RAM outside its
-# memory limit), a message queue, and kernel keys in the uid's user keyring and in the session
+# memory limit), a message queue, a memfd (RAM outside it too), and kernel keys in the uid's user keyring and in the session
 # keyring (kept per uid by the kernel: the next worker with that uid would read them).
 import ctypes
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -11,4 +11,9 @@ _ADD_KEY = {"x86_64": 248, "aarch64": 217}.get(__import__("platform").machine(),
 KEYS = [_libc.syscall(_ADD_KEY, b"user", b"left-%d" % i, b"secret", ctypes.c_size_t(6),
                       ctypes.c_long(ring))
         for i, ring in enumerate((-4, -3, -5))]  # the user, session and user-session keyrings
-print("SHM_ID", SHM_ID, "MSG_ID", MSG_ID, "KEYS", *KEYS)
+import os
+try:  # RAM outside the address space: written, never mapped
+    MEMFD = os.memfd_create("hold")
+except OSError:
+    MEMFD = -1
+print("SHM_ID", SHM_ID, "MSG_ID", MSG_ID, "KEYS", *KEYS, "MEMFD", MEMFD)
