@@ -181,16 +181,27 @@ def _grade(todo, config, jobs):
 
 
 def _report_speed(count, seconds, stats):
-    memory = ""
-    if stats:
-        graded = sum(s["graded"] for s in stats) or 1
-        memory = (f"; peak memory: judge {max(s['judge_mb'] for s in stats):.0f} MiB, "
-                  f"worker {max(s['worker_mb'] for s in stats):.0f} MiB; CPU per submission: "
-                  f"judge {sum(s['judge_cpu'] for s in stats) / graded:.2f} s, "
-                  f"worker {sum(s['worker_cpu'] for s in stats) / graded:.2f} s; compute threads "
-                  f"per judge {max((s.get('threads') or 0) for s in stats)}")
+    """The rate, the judges' and workers' peak memory and where a submission's CPU went."""
     print(f"graded {count} in {seconds:.1f} s ({count / seconds * 60:.1f}/min, "
-          f"{len(stats) or '?'} processes){memory}", file=sys.stderr)
+          f"{len(stats) or '?'} processes){_cpu_split(stats)}", file=sys.stderr)
+
+
+def _cpu_split(stats):
+    """A judge's start (torch, pytest, the checks collected, its zygote) is paid once per judge:
+    the CPU per submission is what each one adds (`make bench` prints the split)."""
+    if not stats:
+        return ""
+    graded = sum(s["graded"] for s in stats) or 1
+
+    def each(key):
+        return sum(s.get(key) or 0 for s in stats) / graded
+    startup = sum(s.get("startup_cpu") or 0 for s in stats)
+    return (f"; peak memory: judge {max(s['judge_mb'] for s in stats):.0f} MiB, worker "
+            f"{max(s['worker_mb'] for s in stats):.0f} MiB; CPU per submission: judge "
+            f"{(sum(s['judge_cpu'] for s in stats) - startup) / graded:.3f} s (checks "
+            f"{each('check_cpu'):.3f} s, pages {each('render_cpu'):.3f} s) + worker "
+            f"{each('worker_cpu'):.3f} s, after a start of {startup / len(stats):.2f} s per "
+            f"judge; compute threads per judge {max((s.get('threads') or 0) for s in stats)}")
 
 
 def _missing(entry, why="not graded (grader error; run again)"):

@@ -79,9 +79,9 @@ def _begin(task, isolation, limits, spawner=None):
     return started
 
 
-def _complete(started, config, session=None):
-    from grader.judge import grading
-
+def _complete(started, config, session=None, split=None):
+    """Grade a started submission and write its files; `split` (the judge's CPU split) gets
+    the CPU of drawing its heatmaps' data and writing its pages."""
     task = started.task
     if started.crash is not None:
         raise started.crash
@@ -90,28 +90,37 @@ def _complete(started, config, session=None):
     if started.error is not None:
         from grader import rubric
 
+        drawing = time.thread_time()
         record.update(status="ungradable", error=started.error, score=0,
                       max_score=sum(c.points for c in rubric.load().checks), container=None,
                       report=None, attention_maps=None)
     else:
-        student = started.student
-        data = grading.finish(started.sub, student, session=session)  # closes the worker
-        maps = attention_maps(student)
-        data["metadata"]["submission"] = task["entry"]
-        package = getattr(started.sub, "package", None)  # a `make submit` zip, verified
-        if package is not None:
-            from grader.judge.manifest import flag_identity
+        from grader.judge import grading
 
-            flag_identity(package, task["student"])  # the entry's name is who it is
-            data["metadata"]["package"] = package
-        record.update(status="graded", error=None, score=data["score"],
-                      max_score=data["max_score"], container=getattr(started.sub, "container", None),
-                      report=data, attention_maps=maps, package=package)
+        data = grading.finish(started.sub, started.student, session=session)  # closes the worker
+        drawing = time.thread_time()
+        record.update(_graded(started, data))
     record["seconds"] = round(time.monotonic() - started.began, 3)
     write_student(config["outdir"], record, config["lang"])
+    if split is not None:
+        split["render_cpu"] += time.thread_time() - drawing
     return {"id": task["id"], "student": task["student"], "status": record["status"],
             "score": record["score"], "max_score": record["max_score"], "error": record["error"],
             "seconds": record["seconds"]}
+
+
+def _graded(started, data):
+    """A graded record's fields: the report, the heatmaps' data, a `make submit` zip's manifest."""
+    data["metadata"]["submission"] = started.task["entry"]
+    package = getattr(started.sub, "package", None)  # a `make submit` zip, verified
+    if package is not None:
+        from grader.judge.manifest import flag_identity
+
+        flag_identity(package, started.task["student"])  # the entry's name is who it is
+        data["metadata"]["package"] = package
+    return {"status": "graded", "error": None, "score": data["score"],
+            "max_score": data["max_score"], "container": getattr(started.sub, "container", None),
+            "report": data, "attention_maps": attention_maps(started.student), "package": package}
 
 
 def judge_main(argv):
@@ -128,10 +137,20 @@ def judge_main(argv):
 
     session = runner.CheckSession()
     zygote = _fork_server_ready(zygote)
-    graded = _grade_tasks(_task_inbox(), config, limits, zygote, session, answers)
+    session.ready.wait(timeout=120)  # a session that failed to start says so at its first run
+    split = {"startup_cpu": _process_cpu(), "render_cpu": 0.0}
+    graded = _grade_tasks(_task_inbox(), config, limits, zygote, session, answers, split)
     session.close()
-    _answer(answers, {"stats": dict(_stats(zygote, graded), threads=session.threads_given)})
+    split.update(check_cpu=session.check_cpu, threads=session.threads_given)
+    _answer(answers, {"stats": dict(_stats(zygote, graded), **split)})
     return 0
+
+
+def _process_cpu():
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
 
 
 def _answer_channel():
@@ -186,9 +205,9 @@ def _task_inbox():
     return inbox
 
 
-def _grade_tasks(inbox, config, limits, zygote, session, answers):
+def _grade_tasks(inbox, config, limits, zygote, session, answers, split):
     """Grade every task, keeping `prefetch` submissions starting behind the one being checked;
-    returns how many were graded."""
+    returns how many were graded (split["render_cpu"] gets the pages' CPU)."""
     spawner = zygote.spawn if zygote else None
     ahead = collections.deque()  # started submissions, oldest first
     done, graded = False, 0
@@ -204,7 +223,7 @@ def _grade_tasks(inbox, config, limits, zygote, session, answers):
             ahead.append(_begin(task, config["isolation"], limits, spawner))
         if not ahead:
             break
-        _answer(answers, _complete_or_report(ahead.popleft(), config, session))
+        _answer(answers, _complete_or_report(ahead.popleft(), config, session, split))
         graded += 1
     for started in ahead:
         if started.student is not None:
@@ -212,9 +231,9 @@ def _grade_tasks(inbox, config, limits, zygote, session, answers):
     return graded
 
 
-def _complete_or_report(started, config, session):
+def _complete_or_report(started, config, session, split):
     try:
-        return _complete(started, config, session)
+        return _complete(started, config, session, split)
     except Exception as exc:  # an internal error: reported, not written, retried next run
         import traceback
 
