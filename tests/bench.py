@@ -1,26 +1,26 @@
-"""make bench: grading time against the floor of any torch process, measured side by side.
+"""make bench: every door's time as a ratio to a bare `import torch` timed in the same run.
 
-Part 1 (one submission): each round runs the three commands one after the other (interleaved, so
-drift hits all alike); medians and ratios to a bare `import torch` are printed.  Targets: grade
-<= 1.5, check <= 1.3.
+Absolute times on a shared machine mean little; ratios measured side by side do.  One run prints:
 
-The student's loop (BENCH_PART=student, also in `all`), as ratios to the same run's `import torch`:
-`make watch` on the reference, BENCH_SAVES (20) saves in a row, BENCH_PAUSE (1.0) s apart (a
-student's shortest pause), save -> screen for each, every worker's warm/cold state (target: every
-save, the 2nd and the 20th alike, <= 0.25); the student notebook of a freshly built bundle with
-the reference filled in, executed top to bottom in a real kernel (targets: each `%check` after
-the first <= 0.25, the whole notebook <= 5).
+single   interleaved rounds (drift hits all alike) of `import torch`, `grade` (every check),
+         `make check` (public checks) and the Gradescope autograder's run on one submission
+student  `make watch` with forked workers and with spares only (what an ordinary user with
+         bubblewrap gets), BENCH_SAVES saves BENCH_PAUSE s apart; the student notebook of a fresh
+         bundle, top to bottom in a real kernel, its first and later `%check` cells
+batch    BENCH_N copies of the corpus's fixtures graded by `python -m grader batch` with default
+         flags, beside one `grader grade` process each and `nbgrader autograde` on the first
+         BENCH_SAMPLE of them; the judges' and workers' peak memory; where a submission's CPU goes
+         (judge: checks, pages; worker; the copy task's training; the class outputs; near-copies)
+jobs     BENCH_JOBS_N submissions graded with --jobs 1 .. cores + 1: the rule behind the default
 
-Part 2 (a class): BENCH_N (200) submissions, copies of the corpus's .py fixtures (the reference,
-the correct styles, the one-mistake ones), graded by `python -m grader batch --jobs 2`, next to
-the same submissions graded one `python -m grader grade` process each (two at a time) and as
-notebooks by `nbgrader autograde`.  The two slow ways grade the first BENCH_SAMPLE (20) of the
-same list unless BENCH_SAMPLE=BENCH_N; seconds per submission are compared.  Target: the batch
-at least 30 times nbgrader's throughput.  BENCH_PART=single|batch runs one part.
+BENCH_PART=single|student|batch|jobs runs one part; BENCH_TINY=1 shrinks every size (the smoke
+test, tests/test_bench_smoke.py, which checks every figure is produced, never its value);
+BENCH_JSON=path also writes the figures as JSON.  Targets are printed, never asserted.
 """
 import concurrent.futures
 import glob
 import json
+import math
 import os
 import re
 import shutil
@@ -31,66 +31,105 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 PY = os.path.join(ROOT, ".venv", "bin", "python")
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
-COMMANDS = {
-    "import torch": [PY, "-c", "import torch"],
-    "grade reference (all checks)": [PY, "-m", "grader", "grade", "solutions/attention.py",
-                                     "--format", "json"],
-    "make check (public checks)": ["make", "-s", "check", "SUBMISSION=solutions/attention.py"],
-}
-TARGETS = {"grade reference (all checks)": 1.5, "make check (public checks)": 1.3}
-# The student's loop: "auto" forks workers where the fork server works, "spare" never does (what
-# an ordinary user with bubblewrap gets): BENCH_WORKER_START=spare measures that path here.
-START = os.environ.get("BENCH_WORKER_START", "auto")
+if not os.path.exists(PY):
+    PY = sys.executable
+TINY = os.environ.get("BENCH_TINY") == "1"
 
 
-def timed(argv):
+def setting(name, full, tiny, kind=int):
+    return kind(os.environ.get(name, tiny if TINY else full))
+
+
+ROUNDS = setting("BENCH_ROUNDS", 5, 1)
+SAVES, PAUSE = setting("BENCH_SAVES", 20, 2), setting("BENCH_PAUSE", 1.0, 0.3, float)
+N, SAMPLE, JOBS_N = setting("BENCH_N", 200, 3), setting("BENCH_SAMPLE", 20, 1), \
+    setting("BENCH_JOBS_N", 40, 2)
+FIGURES = {}  # name -> number: what BENCH_JSON writes and the smoke test reads
+
+
+def figure(name, value, text, target=None):
+    """Record a figure and print its line; target = ("<=" or ">=", bound)."""
+    FIGURES[name] = value
+    verdict = ""
+    if target is not None:
+        sign, bound = target
+        ok = value <= bound if sign == "<=" else value >= bound
+        verdict = f"  (target {sign} {bound:g}: {'ok' if ok else 'MISSED'})"
+    print(f"  {text}{verdict}", flush=True)
+
+
+def timed(argv, env=None):
     began = time.perf_counter()
-    subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=True, env=env)
     return time.perf_counter() - began
 
 
-def bench_single():
-    for argv in COMMANDS.values():  # warm the page cache once
-        timed(argv)
-    times = {name: [] for name in COMMANDS}
-    for _ in range(ROUNDS):
-        for name, argv in COMMANDS.items():
-            times[name].append(timed(argv))
-    floor = statistics.median(times["import torch"])
-    print(f"{'command':32} {'median s':>9} {'min s':>7} {'ratio':>6}  target")
-    for name, values in times.items():
-        median = statistics.median(values)
-        target = TARGETS.get(name)
-        verdict = "" if target is None else f"<= {target}  {'ok' if median / floor <= target else 'MISSED'}"
-        print(f"{name:32} {median:9.2f} {min(values):7.2f} {median / floor:6.2f}  {verdict}")
-    print(f"({ROUNDS} interleaved rounds, {os.cpu_count()} cores)")
-
-
-# -- the student's loop: watch and the notebook ---------------------------------------------------
 def import_torch_floor(rounds=3):
     timed([PY, "-c", "import torch"])  # the page cache
     return statistics.median(timed([PY, "-c", "import torch"]) for _ in range(rounds))
 
 
-def bench_watch(floor, saves, pause):
-    sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+# -- single: one submission through each door ----------------------------------------------------
+def gradescope_root(folder):
+    """An /autograder-like folder holding the reference as the submission."""
+    os.makedirs(os.path.join(folder, "submission"))
+    shutil.copy(os.path.join(ROOT, "solutions", "attention.py"), os.path.join(folder, "submission"))
+    return folder
+
+
+def bench_single():
+    with tempfile.TemporaryDirectory(prefix="attn-bench-gs-") as folder:
+        commands = {
+            "import torch": [PY, "-c", "import torch"],
+            "grade": [PY, "-m", "grader", "grade", "solutions/attention.py", "--format", "json"],
+            # What `make check` runs (make's own few ms aside; its setup step is not timed).
+            "check": [PY, "-m", "grader", "check", "solutions/attention.py"],
+            "gradescope": [PY, "-m", "grader.instructor.gradescope", "run", "--root",
+                           gradescope_root(folder)],
+        }
+        for argv in commands.values():  # the page cache, once
+            timed(argv)
+        times = {name: [] for name in commands}
+        for _ in range(ROUNDS):
+            for name, argv in commands.items():
+                times[name].append(timed(argv))
+    median = {name: statistics.median(values) for name, values in times.items()}
+    floor = median["import torch"]
+    print(f"\none submission ({ROUNDS} interleaved rounds, {os.cpu_count()} cores); bare "
+          f"`import torch` {floor:.2f} s")
+    figure("grade_x", median["grade"] / floor,
+           f"grade (every check): {median['grade']:.2f} s = {median['grade'] / floor:.2f}x",
+           ("<=", 1.05))
+    figure("check_x", median["check"] / floor,
+           f"make check (public checks): {median['check']:.2f} s = "
+           f"{median['check'] / floor:.2f}x", ("<=", 1.0))
+    figure("gradescope_vs_grade", median["gradescope"] / median["grade"],
+           f"Gradescope autograder run, one submission: {median['gradescope']:.2f} s = "
+           f"{median['gradescope'] / floor:.2f}x, {median['gradescope'] / median['grade']:.2f}x "
+           f"grade")
+
+
+# -- student: watch and the notebook -------------------------------------------------------------
+def bench_watch(floor, start):
     import test_watch  # its Watcher drives the real watch process, as the tests do
 
+    done = (lambda b: "5/5 exercises done" in b)
     with tempfile.TemporaryDirectory(prefix="attn-bench-watch-") as folder:
         target, scratch = os.path.join(folder, "attention.py"), os.path.join(folder, "tmp")
         os.makedirs(scratch)
         stats = os.path.join(folder, "stats.jsonl")
         test_watch.save(target, test_watch.SOLUTION)
-        watcher = test_watch.Watcher(target, scratch, "--stats", stats, "--worker-start", START)
+        watcher = test_watch.Watcher(target, scratch, "--stats", stats, "--worker-start", start)
         try:
-            watcher.next_block(0, lambda b: "5/5 exercises done" in b, seconds=300)
+            watcher.next_block(0, done, seconds=300)
             seen = []
-            for n in range(saves):
-                time.sleep(pause)
+            for n in range(SAVES):
+                time.sleep(PAUSE)
                 _, seconds = watcher.save_and_wait(target, test_watch.SOLUTION + f"# {n}\n",
-                                                   lambda b: "5/5 exercises done" in b, 300)
+                                                   done, 300)
                 seen.append(seconds)
             watcher.interrupt()
         finally:
@@ -98,25 +137,26 @@ def bench_watch(floor, saves, pause):
         with open(stats, encoding="utf-8") as handle:
             runs = [json.loads(line) for line in handle][1:]
     workers = [w for r in runs for w in r["workers"]]
-    cold = sum(1 for w in workers if not w["warm"])
-    worst = max(seen)
-    print(f"make watch, {saves} saves {pause:g} s apart (save -> screen): median "
-          f"{statistics.median(seen):.2f} s = {statistics.median(seen) / floor:.2f}x, 2nd save "
-          f"{seen[1] / floor:.2f}x, last {seen[-1] / floor:.2f}x, worst {worst / floor:.2f}x  "
-          f"(target each <= 0.25: {'ok' if worst / floor <= 0.25 else 'MISSED'}); "
-          f"{len(workers) - cold}/{len(workers)} workers warm")
+    warm = sum(1 for w in workers if w["warm"])
+    worst, middle = max(seen), statistics.median(seen)
+    name = "fork" if start == "auto" else "spare"
+    figure(f"watch_{name}_worst_x", worst / floor,
+           f"make watch, workers {'forked' if start == 'auto' else 'spares only'}, {SAVES} saves "
+           f"{PAUSE:g} s apart (save -> screen): median {middle / floor:.2f}x, last "
+           f"{seen[-1] / floor:.2f}x, worst {worst / floor:.2f}x; {warm}/{len(workers)} workers "
+           f"warm", ("<=", 0.15 if start == "auto" else 0.25))
 
 
 def student_notebook(folder):
     """A freshly built student bundle's notebook with the reference in its solution cells."""
-    from grader.authoring import stubs as authoring, notebook_build
+    from grader.authoring import notebook_build, release
 
-    bundle = authoring.build_release(os.path.join(folder, "bundle"))
+    bundle = release.build_release(os.path.join(folder, "bundle"))
     with open(os.path.join(bundle, "attention.ipynb"), encoding="utf-8") as handle:
-        release = json.load(handle)
-    with open(authoring.SOLUTION, encoding="utf-8") as handle:
+        released = json.load(handle)
+    with open(release.SOLUTION, encoding="utf-8") as handle:
         pieces = dict(notebook_build.split_source(handle.read())[2])
-    return bundle, notebook_build.handed_in(release, pieces)
+    return bundle, notebook_build.handed_in(released, pieces)
 
 
 def cell_seconds(cell):
@@ -130,48 +170,52 @@ def cell_seconds(cell):
     return (end - begin).total_seconds()
 
 
-def bench_notebook(floor):
-    import nbformat
+def run_notebook(bundle, node):
     from nbclient import NotebookClient
 
-    sys.path.insert(0, ROOT)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ATTN_KIT_AUTOGRADE")}
+    saved, os.environ = os.environ, env  # the kernel inherits the environment
+    began = time.perf_counter()
+    try:
+        NotebookClient(node, timeout=600, kernel_name="python3", allow_errors=True,
+                       resources={"metadata": {"path": bundle}}).execute()
+    finally:
+        os.environ = saved
+    return time.perf_counter() - began
+
+
+def bench_notebook(floor):
+    import nbformat
+
     with tempfile.TemporaryDirectory(prefix="attn-bench-nb-") as folder:
         bundle, nb = student_notebook(folder)
         node = nbformat.reads(json.dumps(nb), as_version=4)
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ATTN_KIT_AUTOGRADE")}
-        env["ATTN_KIT_WORKER_START"] = START
-        began = time.perf_counter()
-        saved, os.environ = os.environ, env  # the kernel inherits the environment
-        try:
-            NotebookClient(node, timeout=600, kernel_name="python3", allow_errors=True,
-                           resources={"metadata": {"path": bundle}}).execute()
-        finally:
-            os.environ = saved
-        whole = time.perf_counter() - began
+        whole = run_notebook(bundle, node)
     checks = [cell_seconds(c) for c in node.cells
               if c.cell_type == "code" and c.source.startswith("%check")]
-    later = checks[1:]
-    print("  %check cells, s:", " ".join(f"{c:.2f}" for c in checks))
-    print(f"student notebook, top to bottom (kernel start included): {whole:.1f} s = "
-          f"{whole / floor:.2f}x (target <= 5: {'ok' if whole / floor <= 5 else 'MISSED'}); "
-          f"first %check {checks[0] / floor:.2f}x, later %check median "
-          f"{statistics.median(later) / floor:.2f}x, worst {max(later) / floor:.2f}x "
-          f"(target <= 0.25: {'ok' if max(later) / floor <= 0.25 else 'MISSED'})")
+    if not checks or None in checks or any("Error" in str(o.get("ename", "")) for c in node.cells
+                                           for o in c.get("outputs", [])):
+        raise RuntimeError("the notebook's %check cells did not all run")
+    later = checks[1:] or checks
+    figure("notebook_x", whole / floor, f"student notebook, top to bottom (kernel start "
+           f"included): {whole:.1f} s = {whole / floor:.2f}x", ("<=", 2.0))
+    figure("first_check_x", checks[0] / floor, f"first %check {checks[0] / floor:.2f}x")
+    figure("later_check_x", max(later) / floor, f"later %check median "
+           f"{statistics.median(later) / floor:.2f}x, worst {max(later) / floor:.2f}x",
+           ("<=", 0.25))
 
 
 def bench_student():
-    floor = import_torch_floor()
-    print(f"\nthe student's loop (workers: {START}); bare `import torch` here: {floor:.2f} s "
-          "(median of 3)")
-    bench_watch(floor, int(os.environ.get("BENCH_SAVES", "20")),
-                float(os.environ.get("BENCH_PAUSE", "1.0")))
+    floor = import_torch_floor(1 if TINY else 3)
+    print(f"\nthe student's loop; bare `import torch` here: {floor:.2f} s")
+    bench_watch(floor, "auto")
+    bench_watch(floor, "spare")
     bench_notebook(floor)
 
 
-# -- part 2: a class ----------------------------------------------------------------------------
+# -- batch: a class ------------------------------------------------------------------------------
 def class_fixtures():
     """The corpus's .py submissions that are also a notebook (each exercise in its own cell)."""
-    sys.path.insert(0, ROOT)
     from grader.authoring import notebook_build
     from grader import rubric
 
@@ -188,22 +232,39 @@ def class_fixtures():
     return usable
 
 
-def run_batch(folder, out):
+def make_class(folder, count, fixtures):
+    os.makedirs(folder)
+    paths = []
+    for i in range(count):
+        source = fixtures[i % len(fixtures)]
+        paths.append(os.path.join(folder, f"s{i:03d}_{os.path.basename(source)}"))
+        shutil.copyfile(source, paths[-1])
+    return paths
+
+
+SPEED_LINE = re.compile(
+    r"graded (\d+) in .*?peak memory: judge (\d+) MiB, worker (\d+) MiB; CPU per submission: "
+    r"judge ([\d.]+) s \(checks ([\d.]+) s, pages ([\d.]+) s\) \+ worker ([\d.]+) s, after a start "
+    r"of ([\d.]+) s per judge")
+
+
+def run_batch(folder, out, *flags):
+    """(wall seconds, the speed line's figures) of `python -m grader batch` on `folder`."""
     began = time.perf_counter()
-    result = subprocess.run([PY, "-m", "grader", "batch", folder, "--out", out, "--jobs", "2"],
+    result = subprocess.run([PY, "-m", "grader", "batch", folder, "--out", out, *flags],
                             cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - began
-    if result.returncode != 0:
+    found = SPEED_LINE.search(result.stderr)
+    if result.returncode != 0 or not found:
         raise RuntimeError(result.stderr[-2000:])
-    memory = re.search(r"judge (\d+) MiB, worker (\d+) MiB", result.stderr)
-    workers = re.search(r"workers ([^\n]+)", result.stderr)
-    return seconds, memory.groups() if memory else ("?", "?"), workers.group(1) if workers else "?"
+    keys = ("graded", "judge_mb", "worker_mb", "judge_cpu", "check_cpu", "page_cpu", "worker_cpu",
+            "startup_cpu")
+    return seconds, dict(zip(keys, map(float, found.groups())))
 
 
 def run_one_process_each(paths):
     def one(path):
-        subprocess.run([PY, "-m", "grader", "grade", path, "--format", "json"], cwd=ROOT,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        timed([PY, "-m", "grader", "grade", path, "--format", "json"])
     began = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(one, paths))
@@ -217,14 +278,14 @@ def run_nbgrader(paths, folder):
 
     course = os.path.join(folder, "course")
     os.makedirs(course)
-    release = nbgrade.new_course(course)
+    released = nbgrade.new_course(course)
     for path in paths:
         with open(path, encoding="utf-8") as handle:
             pieces = dict(notebook_build.split_source(handle.read())[2])
         target = os.path.join(course, "submitted", os.path.basename(path)[:-3], nbgrade.ASSIGNMENT)
         os.makedirs(target)
         with open(os.path.join(target, "attention.ipynb"), "w", encoding="utf-8") as handle:
-            handle.write(notebook_build.dumps(notebook_build.handed_in(release, pieces)))
+            handle.write(notebook_build.dumps(notebook_build.handed_in(released, pieces)))
     code, output, seconds = nbgrade.nbgrader(["autograde", nbgrade.ASSIGNMENT, "--force"], course)
     graded = len(glob.glob(os.path.join(course, "autograded", "*", nbgrade.ASSIGNMENT)))
     if code != 0 or graded != len(paths):
@@ -233,46 +294,142 @@ def run_nbgrader(paths, folder):
     return seconds
 
 
+def cpu_now():
+    """This process's CPU and its waited-for children's (a forked pool's included)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def training_cpu():
+    """The copy task's training of the reference on one thread (what each worker does once)."""
+    from grader import threads
+
+    threads.one_thread_here()
+    sys.path[:0] = [os.path.join(ROOT, "grader", "sandbox", "runtime"),
+                    os.path.join(ROOT, "solutions")]
+    import attention
+    import copytask
+
+    copytask.train(attention.CausalSelfAttention)  # the first run pays torch's lazy setup
+    began = cpu_now()
+    copytask.train(attention.CausalSelfAttention)
+    return cpu_now() - began
+
+
+def class_outputs_cpu(out, count):
+    """CPU per submission of the class outputs (gradebook, summary, near-copies) and of the
+    near-copies alone, both rebuilt from the batch's records with no pair cached."""
+    from grader.batch import engine, gradebook, records, similarity
+
+    pairs = os.path.join(out, similarity.FOLDER, similarity.PAIRS)
+    with open(os.path.join(out, engine.MANIFEST), encoding="utf-8") as handle:
+        entries = json.load(handle)["entries"]
+    loaded = [records.read_record(out, e["student"]) for e in entries]
+    sources = [s for s in (similarity.read_source(out, e["student"]) for e in entries) if s]
+    jobs = engine.default_jobs()
+    os.remove(pairs)
+    began = cpu_now()
+    gradebook.write_class_outputs(out, loaded, "zh", similarity.THRESHOLD, jobs)
+    whole = cpu_now() - began
+    os.remove(pairs)
+    began = cpu_now()
+    similarity.analyse(out, sources, similarity.THRESHOLD, jobs=jobs)
+    return whole / count, (cpu_now() - began) / count
+
+
 def bench_batch():
-    n = int(os.environ.get("BENCH_N", "200"))
-    sample = min(int(os.environ.get("BENCH_SAMPLE", "20")), n)
+    sample = min(SAMPLE, N)
     fixtures = class_fixtures()
     with tempfile.TemporaryDirectory(prefix="attn-bench-") as folder:
-        klass = os.path.join(folder, "class")
-        os.makedirs(klass)
-        paths = []
-        for i in range(n):
-            source = fixtures[i % len(fixtures)]
-            paths.append(os.path.join(klass, f"s{i:03d}_{os.path.basename(source)}"))
-            shutil.copyfile(source, paths[-1])
-        batch_seconds, (judge_mb, worker_mb), workers = run_batch(klass, os.path.join(folder, "out"))
+        paths = make_class(os.path.join(folder, "class"), N, fixtures)
+        out = os.path.join(folder, "out")
+        batch_seconds, stats = run_batch(os.path.join(folder, "class"), out)
+        outputs, near = class_outputs_cpu(out, N)
         process_seconds = run_one_process_each(paths[:sample])
         nbgrader_seconds = run_nbgrader(paths[:sample], folder)
-    rows = [("python -m grader batch --jobs 2", n, batch_seconds),
-            ("one `grader grade` process each (2 at a time)", sample, process_seconds),
-            ("nbgrader autograde (notebooks)", sample, nbgrader_seconds)]
-    per_nbgrader = nbgrader_seconds / sample
-    print(f"\n{n} submissions ({len(fixtures)} distinct fixtures, copied); "
-          f"the slow ways on the first {sample} of them")
-    print(f"{'method':48} {'graded':>6} {'wall s':>8} {'s/submission':>13} {'throughput':>11}")
-    for name, count, seconds in rows:
-        per = seconds / count
-        print(f"{name:48} {count:6d} {seconds:8.1f} {per:13.3f} {per_nbgrader / per:10.1f}x")
-    ratio = per_nbgrader / (batch_seconds / n)
-    print(f"batch vs nbgrader: {ratio:.1f}x  (target >= 30x: {'ok' if ratio >= 30 else 'MISSED'}); "
-          f"batch vs one process each: {process_seconds / sample / (batch_seconds / n):.1f}x")
-    print(f"peak memory: judge {judge_mb} MiB, worker {worker_mb} MiB (resident, shared torch "
-          f"pages counted in full); workers {workers}")
+    floor = import_torch_floor(1 if TINY else 3)
+    per_batch, per_nbgrader = batch_seconds / N, nbgrader_seconds / sample
+    print(f"\na class: {N} submissions ({len(fixtures)} distinct fixtures, copied), default flags "
+          f"({os.cpu_count()} cores); the slow ways on the first {sample}; bare `import torch` "
+          f"{floor:.2f} s")
+    figure("batch_per_submission_x", per_batch / floor,
+           f"batch: {batch_seconds:.1f} s, {per_batch:.3f} s per submission = "
+           f"{per_batch / floor:.3f}x")
+    figure("one_process_each_x", process_seconds / sample / floor,
+           f"one `grader grade` process each (2 at a time): {process_seconds / sample:.2f} s per "
+           f"submission = {process_seconds / sample / floor:.2f}x")
+    figure("nbgrader_x", per_nbgrader / floor, f"nbgrader autograde (notebooks): "
+           f"{per_nbgrader:.2f} s per submission = {per_nbgrader / floor:.2f}x")
+    figure("batch_vs_nbgrader", per_nbgrader / per_batch,
+           f"batch vs nbgrader throughput: {per_nbgrader / per_batch:.1f}x", (">=", 50))
+    figure("judge_mb", stats["judge_mb"], f"peak memory: judge {stats['judge_mb']:.0f} MiB "
+           f"(resident, shared torch pages counted in full)", ("<=", 350))
+    figure("worker_mb", stats["worker_mb"], f"peak memory: worker {stats['worker_mb']:.0f} MiB",
+           ("<=", 250))
+    cpu_split(stats, outputs, near)
+
+
+def cpu_split(stats, outputs, near):
+    each = stats["judge_cpu"] + stats["worker_cpu"]
+    print("  CPU per submission (batch, each judge's start apart):")
+    figure("cpu_per_submission", each, f"judge + worker: {each:.3f} s", ("<=", 0.15))
+    figure("cpu_judge", stats["judge_cpu"], f"  judge {stats['judge_cpu']:.3f} s: its checks "
+           f"(pytest's thread) {stats['check_cpu']:.3f} s, pages {stats['page_cpu']:.3f} s, "
+           f"the rest (workers started, results read) "
+           f"{max(0.0, stats['judge_cpu'] - stats['check_cpu'] - stats['page_cpu']):.3f} s")
+    FIGURES.update(cpu_checks=stats["check_cpu"], cpu_pages=stats["page_cpu"])
+    train = training_cpu()
+    figure("cpu_worker", stats["worker_cpu"], f"  worker {stats['worker_cpu']:.3f} s, of which "
+           f"the copy task's training about {train:.3f} s (the reference, alone, one thread)")
+    FIGURES["cpu_training"] = train
+    figure("cpu_start", stats["startup_cpu"], f"  once per judge: its start (torch, pytest, the "
+           f"checks collected) {stats['startup_cpu']:.2f} s")
+    figure("cpu_class_outputs", outputs, f"  the class outputs (gradebook, summary, near-copies) "
+           f"{outputs:.3f} s, of which the near-copies {near:.3f} s")
+    FIGURES["cpu_similarity"] = near
+
+
+# -- jobs: the rule behind --jobs' default -------------------------------------------------------
+def bench_jobs():
+    from grader.batch import dispatch
+
+    cores, default = os.cpu_count() or 1, dispatch.default_jobs()
+    counts = sorted({1, default, cores, cores + 1}) if not TINY else sorted({1, default})
+    fixtures = class_fixtures()
+    rates = {}
+    with tempfile.TemporaryDirectory(prefix="attn-bench-jobs-") as folder:
+        klass = os.path.join(folder, "class")
+        make_class(klass, JOBS_N, fixtures)
+        for jobs in counts:
+            seconds, _ = run_batch(klass, os.path.join(folder, f"out{jobs}"), "--jobs", str(jobs))
+            rates[jobs] = JOBS_N / seconds * 60
+    best = max(rates, key=rates.get)
+    print(f"\n--jobs on {JOBS_N} submissions ({cores} cores; the default is {default}):")
+    for jobs, rate in rates.items():
+        figure(f"jobs_{jobs}_per_min", rate, f"--jobs {jobs}: {rate:.1f} submissions/min"
+               + ("  (fastest)" if jobs == best else ""))
+    figure("jobs_default_vs_best", rates[default] / rates[best],
+           f"the default's throughput / the fastest's: {rates[default] / rates[best]:.2f}",
+           (">=", 0.9))
+
+
+PARTS = {"single": bench_single, "student": bench_student, "batch": bench_batch,
+         "jobs": bench_jobs}
 
 
 def main():
+    from grader import threads
+
+    threads.pin_environment()  # the bench's own torch (the training's figure) on one thread
     part = os.environ.get("BENCH_PART", "all")
-    if part in ("all", "single"):
-        bench_single()
-    if part in ("all", "student"):
-        bench_student()
-    if part in ("all", "batch"):
-        bench_batch()
+    for name, run in PARTS.items():
+        if part in ("all", name):
+            run()
+    bad = {k: v for k, v in FIGURES.items() if not (isinstance(v, float) and math.isfinite(v))}
+    if os.environ.get("BENCH_JSON"):
+        with open(os.environ["BENCH_JSON"], "w", encoding="utf-8") as handle:
+            json.dump(FIGURES, handle, indent=1)
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

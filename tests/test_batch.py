@@ -411,3 +411,21 @@ def test_cold_workers_give_the_same_gradebook_rows(mixed, tmp_path):
         assert row == full[row["student"]]
         report = json.loads((out / "students" / row["student"] / "report.json").read_text())
         assert report["report"]["metadata"]["worker_start"] == "exec"
+
+
+def test_default_jobs_one_per_usable_core_fewer_where_memory_is_short(monkeypatch, tmp_path):
+    from grader.batch import dispatch
+
+    monkeypatch.setattr(dispatch, "usable_cores", lambda: 8)
+    for available, jobs in ((3.5, 3), (100, 8), (0.2, 1)):
+        monkeypatch.setattr(dispatch, "_available_bytes",
+                            lambda a=available: int(a * dispatch.JOB_BYTES))
+        assert dispatch.default_jobs() == jobs
+    monkeypatch.undo()
+    quota = tmp_path / "cpu.max"
+    monkeypatch.setattr(dispatch, "CPU_MAX", str(quota))
+    quota.write_text("max 100000\n")
+    unlimited = dispatch.usable_cores()
+    assert unlimited == len(os.sched_getaffinity(0))
+    quota.write_text("100000 100000\n")  # a container given one CPU of the host's
+    assert dispatch.usable_cores() == 1

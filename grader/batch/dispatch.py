@@ -191,8 +191,46 @@ def dispatch(tasks, jobs, config, progress, log, prefetch, stats=None):
     return answers
 
 
+# What one job holds at its peak (`make bench`): a judge (~300 MiB resident) and the 1 + prefetch
+# workers forked for it (~185 MiB each, torch's pages shared with their zygote counted in full).
+JOB_BYTES = 700 * 2 ** 20
+CPU_MAX, MEMINFO = "/sys/fs/cgroup/cpu.max", "/proc/meminfo"  # cgroup v2's CPU quota; Linux's
+
+
 def default_jobs():
+    """--jobs' default: one job per core this process may use, fewer where memory is short.
+
+    Measured (`make bench`, part jobs): a judge and its worker take turns (the judge waits while
+    its worker computes, and the next worker is forked meanwhile), so one job keeps about one
+    core busy; with one compute thread each (threads.py) a job per core is the fastest, more
+    jobs than cores only contend (2 cores: --jobs 1 11.9 s, 2 8.2 s for 21 submissions)."""
+    return max(1, min(usable_cores(), _available_bytes() // JOB_BYTES or 1))
+
+
+def usable_cores():
+    """The cores this process may run on, and no more than a cgroup's CPU quota (a container
+    given 2 CPUs of a 64-core host sees 64 in its affinity mask)."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    try:
+        with open(CPU_MAX, encoding="ascii") as handle:
+            quota, period = handle.read().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, round(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return cores
+
+
+def _available_bytes():
+    """MemAvailable from /proc/meminfo; without it, as if memory were no limit."""
+    try:
+        with open(MEMINFO, encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return JOB_BYTES * 1024

@@ -328,7 +328,8 @@ def add_arguments(sub):
     p = sub.add_parser("batch", help="a folder of submissions: reports, pages, gradebook (instructors)")
     p.add_argument("dir", help="one entry per student: .py, .ipynb, folder, .zip or git repository")
     p.add_argument("--out", required=True, help="output folder (never inside DIR)")
-    p.add_argument("--jobs", type=int, default=0, help="grading processes (default: the cores)")
+    p.add_argument("--jobs", type=int, default=0, help="grading processes (default: one per usable core, fewer where memory "
+                   "is short; docs/instructors.md, Speed)")
     p.add_argument("--lang", choices=("zh", "en"), default="zh",
                    help="language of the Markdown and the page's first view")
     p.add_argument("--shard", help="K/N: grade only the K-th of N deterministic parts")

@@ -1,0 +1,48 @@
+"""`make bench` cannot rot: one run of it with tiny sizes (BENCH_TINY=1) produces every figure.
+
+Only that each figure is there and is a finite, positive number: never its value (the bench's
+targets are printed by `make bench`, not asserted; a shared machine's timings are noise).  About
+3-4 minutes on 2 busy cores: every door runs once (grade, check, Gradescope, watch forked and
+with spares, the notebook in a kernel, a batch of 3, nbgrader on one notebook, --jobs 1 and the
+default).
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXPECTED = {
+    # single
+    "grade_x", "check_x", "gradescope_vs_grade",
+    # student
+    "watch_fork_worst_x", "watch_spare_worst_x", "notebook_x", "first_check_x", "later_check_x",
+    # batch: throughput, memory, the CPU split
+    "batch_per_submission_x", "one_process_each_x", "nbgrader_x", "batch_vs_nbgrader",
+    "judge_mb", "worker_mb", "cpu_per_submission", "cpu_judge", "cpu_checks", "cpu_pages",
+    "cpu_worker", "cpu_training", "cpu_start", "cpu_class_outputs", "cpu_similarity",
+    # jobs
+    "jobs_1_per_min", "jobs_default_vs_best",
+}
+
+
+def test_every_part_of_the_bench_produces_its_figures(tmp_path):
+    figures = tmp_path / "figures.json"
+    env = dict(os.environ, BENCH_TINY="1", BENCH_JSON=str(figures), BENCH_PART="all")
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "bench.py")], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=1500)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    found = json.loads(figures.read_text(encoding="utf-8"))
+    assert EXPECTED <= set(found), sorted(EXPECTED - set(found))
+    # A CPU figure may round to 0 on a coarse clock; every other figure is a time, a ratio of
+    # times, a rate or a size, never 0.
+    bad = {k: v for k, v in found.items() if not isinstance(v, (int, float))
+           or not math.isfinite(v) or v < 0 or (v == 0 and not k.startswith("cpu_"))}
+    assert bad == {}
+    # Every figure is printed too, each with its target where it has one.
+    for words in ("grade (every check)", "make watch, workers forked", "spares only",
+                  "student notebook, top to bottom", "batch vs nbgrader", "peak memory: judge",
+                  "the copy task's training", "the near-copies", "--jobs 1:"):
+        assert words in result.stdout, words
+    assert result.stdout.count("(target ") >= 10
