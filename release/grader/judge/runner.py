@@ -10,6 +10,7 @@ import os
 import queue
 import sys
 import threading
+import time
 
 import pytest
 
@@ -110,22 +111,29 @@ class KitPlugin:
         owner = self.owner
         # This thread computes: OpenMP keeps the thread count per thread (threads.py).
         owner.threads_given = threads.one_thread_here()
+        owner.ready.set()  # configured and collected: what follows is per student
         while True:
             student = owner.requests.get()
             if student is None:
                 return True
-            self.current = student
-            self.records = {}
-            try:
-                items = session.items
-                for i, item in enumerate(items):
-                    nextitem = items[i + 1] if i + 1 < len(items) else None
-                    item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-                owner.results.put(parts_of(self.records))
-            except BaseException as exc:  # noqa: B036 (handed to the caller, which raises it)
-                owner.results.put(exc)
-            finally:
-                self.current = None
+            began = time.thread_time()
+            owner.results.put(self._run_items(session, student))
+            owner.check_cpu += time.thread_time() - began
+
+    def _run_items(self, session, student):
+        """Every collected check against `student`: its parts, or the exception that ended it."""
+        self.current = student
+        self.records = {}
+        try:
+            items = session.items
+            for i, item in enumerate(items):
+                nextitem = items[i + 1] if i + 1 < len(items) else None
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            return parts_of(self.records)
+        except BaseException as exc:  # noqa: B036 (handed to the caller, which raises it)
+            return exc
+        finally:
+            self.current = None
 
 
 def check_files(visibilities):
@@ -175,6 +183,9 @@ class CheckSession:
         self.devnull = open(os.devnull, "w")  # pytest's own progress: the kit prints the report
         self.saved_stdout = None
         self.threads_given = None  # torch's threads on the check thread before it set 1
+        # For the batch's CPU split: set once pytest is configured and the checks collected;
+        # the check thread's CPU spent on students since.
+        self.ready, self.check_cpu = threading.Event(), 0.0
         # Only the plugins the kit names: no third-party plugin installed beside it (xdist,
         # randomly, ...) is loaded into the judge.  pytest reads the variable while it configures
         # (in the thread), so it is restored only by close().

@@ -2,6 +2,7 @@
 into the grading process: the file is parsed, never run.  What it cannot see (a name computed
 at run time from data) is said in the rubric's text of module.no_library_attention."""
 import ast
+import functools
 
 # Names that lead to torch's ready-made attention (matched inside names, attributes and strings).
 LIBRARY_PARTS = ("scaled_dot_product", "multi_head_attention", "MultiheadAttention",
@@ -17,10 +18,18 @@ TAMPER_NAMES = {"__main__", "gc", "inspect", "ctypes", "worker", "contract", "wi
 
 def source_routes(source):
     """(library routes, tampering routes) the source shows, read without running it."""
+    library, tamper = _routes(source)
+    return list(library), list(tamper)
+
+
+@functools.lru_cache(maxsize=4)
+def _routes(source):
+    """source_routes as tuples, kept for the last few sources: three checks of one submission
+    read the same text (5 ms a parse and walk)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return [], []
+        return (), ()
     constants = _string_constants(tree)
     library, tamper = set(), set()
     for node in ast.walk(tree):
@@ -33,7 +42,7 @@ def source_routes(source):
                 library.add({"_C": "torch._C", "aten": "torch.ops.aten"}.get(text, text))
             if text in TAMPER_NAMES and not isinstance(node, ast.Constant):
                 tamper.add(text)
-    return sorted(library), sorted(tamper)
+    return tuple(sorted(library)), tuple(sorted(tamper))
 
 
 def _texts(node, constants):
