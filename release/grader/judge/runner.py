@@ -11,6 +11,7 @@ import queue
 import sys
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -19,6 +20,9 @@ from grader.judge.student import StudentError, WorkerFailure
 from grader import paths, threads
 
 CHECKS_DIR = paths.CHECKS
+UNUSED_PLUGINS = ("logging", "unraisableexception", "threadexception", "faulthandler", "warnings",
+                  "skipping", "debugging", "setuponly", "setupplan", "stepwise", "junitxml",
+                  "legacypath", "doctest", "unittest")
 STATUS_OF_FAILURE = {"timeout": "timeout", "crashed": "error", "protocol": "error", "budget": "error",
                      "sandbox": "error"}
 
@@ -174,12 +178,15 @@ class CheckSession:
             "-q", "-p", "no:cacheprovider", "--noconftest",
             "-c", os.path.join(CHECKS_DIR, "pytest.ini"), "--rootdir", CHECKS_DIR,
             "--tb=no", "--no-header", "-s",
-            "-W", "ignore::pytest.PytestAssertRewriteWarning",
             # Built-in plugins the checks do not use and that cost the judge time per
-            # submission (two gc.collect()s at exit, a log handler around every test phase).
-            "-p", "no:logging", "-p", "no:unraisableexception", "-p", "no:threadexception",
-            "-p", "no:faulthandler",
+            # submission (two gc.collect()s at exit, a log handler around every test phase, a
+            # catch_warnings around each, the skip and xfail marks read for each: 6 of ~22 ms
+            # for 50 checks that do nothing).
+            *[arg for name in UNUSED_PLUGINS for arg in ("-p", f"no:{name}")],
         ]
+        # What "-W ignore::..." said before the warnings plugin was left out: a check module the
+        # judge imported first (the Gradescope run hardens that way) cannot be rewritten.
+        warnings.filterwarnings("ignore", category=pytest.PytestAssertRewriteWarning)
         self.devnull = open(os.devnull, "w")  # pytest's own progress: the kit prints the report
         self.saved_stdout = None
         self.threads_given = None  # torch's threads on the check thread before it set 1

@@ -167,19 +167,19 @@ class Student:
     def _receive(self, seconds, expect_id=wire._NO_ID):
         deadline = time.monotonic() + seconds
 
-        def read_exact(n):
-            parts, left = [], n
-            while left:
+        def read_exact(n):  # into one buffer: a frame is held once, never as chunks plus a copy
+            buffer, got = bytearray(n), 0
+            view = memoryview(buffer)
+            while got < n:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise socket.timeout
                 self.worker.channel.settimeout(remaining)
-                chunk = self.worker.channel.recv(min(left, 1 << 20))
-                if not chunk:
+                count = self.worker.channel.recv_into(view[got:], min(n - got, 1 << 20))
+                if not count:
                     raise EOFError
-                parts.append(chunk)
-                left -= len(chunk)
-            return b"".join(parts)
+                got += count
+            return buffer
 
         try:
             return wire.decode(*wire.read_frame(read_exact), expect_id=expect_id)

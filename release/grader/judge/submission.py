@@ -34,6 +34,16 @@ class SubmissionError(Exception):
     """The submission cannot be graded at all (missing, unreadable, no attention code)."""
 
 
+def has_suffix(name, *suffixes):
+    """Whether `name` ends with one of `suffixes`, whatever its case (ALICE.PY is a .py file)."""
+    return name.lower().endswith(suffixes)
+
+
+def is_named(name, wanted):
+    """`name` is `wanted` (attention.py) whatever its case."""
+    return name.lower() == wanted
+
+
 def seed_of(source):
     """The seed of the inputs the checks draw for this submission: derived from its text, so a
     regrade of the same file draws the same inputs and no fixed input exists to memorise."""
@@ -156,9 +166,10 @@ def _walk_for_attention(folder):
     for name in ("attention.py", "attention.ipynb"):
         for root, dirs, files in os.walk(folder):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
-            if name in files:
-                return os.path.join(root, name)
-    candidates = [f for f in sorted(os.listdir(folder)) if f.endswith((".py", ".ipynb"))]
+            found = sorted(f for f in files if is_named(f, name))
+            if found:
+                return os.path.join(root, name if name in found else found[0])
+    candidates = [f for f in sorted(os.listdir(folder)) if has_suffix(f, ".py", ".ipynb")]
     if len(candidates) == 1:
         return os.path.join(folder, candidates[0])
     raise SubmissionError(f"{folder}: no attention.py or attention.ipynb inside")
@@ -178,7 +189,7 @@ def load(path):
         sub = load_file(picked, origin=path)
         sub.container = "git" if os.path.exists(os.path.join(path, ".git")) else "folder"
         return sub
-    if path.lower().endswith(".zip"):
+    if has_suffix(path, ".zip"):
         return load_zip(path)
     return load_file(path, origin=path)
 
@@ -201,10 +212,11 @@ def _zip_candidates(archive):
             continue  # a symlink member: its "content" is a path, never followed
         members.append(info)
     for name in ("attention.py", "attention.ipynb"):
-        found = [m for m in members if m.filename.replace("\\", "/").split("/")[-1] == name]
+        found = [m for m in members
+                 if is_named(m.filename.replace("\\", "/").split("/")[-1], name)]
         if found:
             return min(found, key=lambda m: _zip_walk_key(m.filename.replace("\\", "/")))
-    code = [m for m in members if m.filename.endswith((".py", ".ipynb"))]
+    code = [m for m in members if has_suffix(m.filename, ".py", ".ipynb")]
     if len(code) == 1:
         return code[0]
     raise SubmissionError("no attention.py or attention.ipynb inside the zip")
@@ -267,7 +279,7 @@ def load_zip(path):
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise SubmissionError(f"{path}: {info.filename} is not UTF-8 text") from None
-    sub = _notebook_submission(path, text) if info.filename.endswith(".ipynb") else \
+    sub = _notebook_submission(path, text) if has_suffix(info.filename, ".ipynb") else \
         Submission(path, text, "python")
     sub.container = "zip"
     sub.package = package
@@ -278,8 +290,8 @@ def load_file(path, origin):
     if not os.access(path, os.R_OK):
         raise SubmissionError(f"{path}: not readable")
     text = _read(path)
-    if path.endswith(".ipynb"):
+    if has_suffix(path, ".ipynb"):
         return _notebook_submission(origin, text)
-    if not path.endswith(".py"):
+    if not has_suffix(path, ".py"):
         raise SubmissionError(f"{path}: expected a .py or .ipynb file")
     return Submission(origin, text, "python")

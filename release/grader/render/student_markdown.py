@@ -9,17 +9,24 @@ def _num(x):
     return "" if x is None else f"{x:g}"
 
 
+def _who(record):
+    """The id and the entry's name as the student wrote it: both inert (the id is made of safe
+    characters, but a Markdown reader still sees _ and + in it)."""
+    return f"{md_inline(record['student'])} · {md_inline(record['entry'])}"
+
+
 def student_markdown(the_rubric, record, lang):
     """The student's Markdown page: the report's Markdown, or why the entry was not graded."""
     if record.get("report"):
         text = report.to_markdown(the_rubric, record["report"], lang)
         head, _, rest = text.partition("\n")
-        package = "".join(f"\n- {line}" for line in describe_package(record.get("package"), lang))
+        package = "".join(f"\n- {md_inline(line)}"
+                          for line in describe_package(record.get("package"), lang))
         changed = "".join(f"\n- {'助教改分' if lang == 'zh' else 'changed by a TA'}: `{o['check']}` "
                           f"{o['was']:g} → {o['score']:g}: {md_inline(o['why'])}"
                           for o in record.get("overrides", []))
-        return f"{head}\n\n`{record['student']}` · {record['entry']}\n{package}{changed}{rest}"
+        return f"{head}\n\n{_who(record)}\n{package}{changed}{rest}"
     title = "多头注意力 · 评分报告" if lang == "zh" else "Multi-head attention: grading report"
     why = "无法评分" if lang == "zh" else "Could not be graded"
-    return (f"# {title}\n\n`{record['student']}` · {record['entry']}\n\n"
-            f"**{why}:** {record.get('error')}\n\n**0 / {_num(record.get('max_score'))}**\n")
+    return (f"# {title}\n\n{_who(record)}\n\n"
+            f"**{why}:** {md_inline(record.get('error'))}\n\n**0 / {_num(record.get('max_score'))}**\n")

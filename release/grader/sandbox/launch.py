@@ -48,6 +48,7 @@ class Limits:
     file_bytes: int = 64 * 1024 ** 2    # RLIMIT_FSIZE: the largest file the worker may write
     tmp_bytes: int = 32 * 1024 ** 2     # size of the sandbox's /tmp (RAM: it must be bounded)
     output_bytes: int = 16 * 1024       # how much of stdout and stderr is kept, each
+    open_files: int = 256               # RLIMIT_NOFILE: bounds the pipe and socket buffers it can fill
 
     def describe(self):
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -162,31 +163,37 @@ def bubblewrap_argv(work_dir, runtime_dir, spool=None, uid=UNPRIVILEGED,
     return argv
 
 
-CLONE_NEWIPC = 0x08000000
+CLONE_NEWIPC, CLONE_NEWNET = 0x08000000, 0x40000000
 
 
-def _ipc_unsharer():
-    """A call that gives the child System V shared memory and semaphores of its own, gone with
-    the worker (root only; as an ordinary user the plain subprocess shares the user's, see
-    docs/security.md).  Resolved here, in the parent: nothing is imported between fork and exec."""
+def _namespace_unsharer():
+    """A call that gives the child System V IPC objects of its own, gone with the worker, and a
+    network namespace of its own (no connection to another worker, nor out): root only; as an
+    ordinary user the plain subprocess shares the user's (docs/security.md).  Resolved here, in
+    the parent: nothing is imported between fork and exec."""
     if os.geteuid() != 0:
         return lambda: None
     import ctypes
 
     unshare = ctypes.CDLL(None, use_errno=True).unshare
-    return lambda: unshare(CLONE_NEWIPC)
+
+    def own_namespaces():
+        if unshare(CLONE_NEWIPC | CLONE_NEWNET) != 0:
+            raise OSError("unshare of the IPC and network namespaces refused")
+    return own_namespaces
 
 
 def _apply_limits(limits):
-    own_ipc_namespace = _ipc_unsharer()
+    own_namespaces = _namespace_unsharer()
 
     def preexec():
         os.setsid()
-        own_ipc_namespace()
+        own_namespaces()
         for kind, value in ((resource.RLIMIT_CPU, limits.cpu_seconds),
                             (resource.RLIMIT_AS, limits.memory_bytes),
                             (resource.RLIMIT_NPROC, limits.processes),
                             (resource.RLIMIT_FSIZE, limits.file_bytes),
+                            (resource.RLIMIT_NOFILE, limits.open_files),
                             (resource.RLIMIT_CORE, 0)):
             try:
                 resource.setrlimit(kind, (value, value))

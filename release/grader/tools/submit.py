@@ -99,7 +99,7 @@ def _source_of(raw, path):
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise SubmissionError(f"{path}: not UTF-8 text") from None
-    if path.endswith(".ipynb"):
+    if submission_module.has_suffix(path, ".ipynb"):
         return submission_module.notebook_source(text), "notebook"
     return text, "python"
 
@@ -110,7 +110,7 @@ def resolve_work(path):
         raise SubmissionError(f"{path}: no such file or folder")
     if os.path.isdir(path):
         path = submission_module._pick_in_folder(path)
-    if not path.endswith((".py", ".ipynb")):
+    if not submission_module.has_suffix(path, ".py", ".ipynb"):
         raise SubmissionError(f"{path}: expected attention.py or attention.ipynb")
     return os.path.abspath(path)
 

@@ -18,8 +18,16 @@ import struct
 
 MAGIC = b"AW12"
 PREFIX = struct.Struct(">4sIQ")
-MAX_HEADER = 4 * 1024 * 1024
-MAX_PAYLOAD = 256 * 1024 * 1024
+# What one frame may carry, sized to the checks: the largest reply of a whole grading (correct and
+# wrong submissions alike) is a 0.7 KiB header and a 384 KiB payload.  A larger frame is refused
+# from its 16-byte prefix, before any of it is read, so what one reply can make the judge hold is
+# bounded (JUDGE_FRAME_BYTES; measured in tests/test_hostile.py and `make bench`).
+MAX_HEADER = 256 * 1024
+MAX_PAYLOAD = 16 * 1024 * 1024
+# The judge's memory for one frame at most: the payload as received, the tensors built from it
+# (one copy, at most the payload's size: see `room`), one result a check computes from them, and
+# the header's JSON as Python objects (~50 bytes per byte).  60 MiB with the caps above.
+JUDGE_FRAME_BYTES = 3 * MAX_PAYLOAD + 50 * MAX_HEADER
 MAX_DEPTH = 32
 # Dtypes that may cross the boundary, by name; anything else is refused by the judge.
 DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
@@ -78,6 +86,10 @@ def encode(obj):
         return {"$object": type(value).__name__}
 
     header = json.dumps(walk(obj, 0), ensure_ascii=True, allow_nan=True).encode()
+    payload_len = sum(len(c) for c in chunks)
+    if len(header) > MAX_HEADER or payload_len > MAX_PAYLOAD:  # the reader would refuse it
+        raise ProtocolError(f"message too large to send ({len(header)} + {payload_len} bytes; "
+                            f"at most {MAX_HEADER} + {MAX_PAYLOAD})")
     payload = b"".join(chunks)
     return PREFIX.pack(MAGIC, len(header), len(payload)) + header + payload
 
@@ -171,8 +183,10 @@ def _tensor(spec, payload, room):
         raise ProtocolError("tensors claim more bytes than the frame carries")
     if nbytes == 0:
         return torch.zeros(shape, dtype=dtype)
-    # bytearray copies the bytes, so the tensor owns writable memory; the result is an exact Tensor.
-    return torch.frombuffer(bytearray(payload[start:start + nbytes]), dtype=dtype).reshape(shape)
+    # bytearray copies the bytes once (a memoryview slice is no copy), so the tensor owns writable
+    # memory; the result is an exact Tensor.
+    raw = bytearray(memoryview(payload)[start:start + nbytes])
+    return torch.frombuffer(raw, dtype=dtype).reshape(shape)
 
 
 def _is_count(n):

@@ -1,7 +1,7 @@
 """The worker: runs inside the sandbox, imports the student's module and serves calls.
 
-It imports nothing from the judge side (no checks, no reference, no variants): only `wire` and
-`copytask`, which are copied beside it into a private folder.  It never decides a verdict; it
+It imports nothing from the judge side (no checks, no reference, no variants): only `wire`,
+`syscalls` and `copytask`, which are copied beside it into a private folder.  It never decides a verdict; it
 only returns what the student's code computed.  Everything it sends is untrusted by the judge.
 
 Usage: python -I worker.py CHANNEL_FD STUDENT_FILE [--wait-go]
@@ -16,6 +16,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import syscalls  # noqa: E402
 import wire  # noqa: E402
 
 class Channel:
@@ -236,6 +237,7 @@ def serve(channel, student_file, torch):
 
 def main():
     channel_fd, student_file = int(sys.argv[1]), os.path.abspath(sys.argv[2])
+    syscalls.install()  # before torch starts a thread: every later thread inherits the filter
     channel = Channel(channel_fd)
     torch = prepare()
     if sys.argv[3:] == ["--wait-go"]:

@@ -10,10 +10,11 @@ Usage: python -I -u zygote.py CONTROL_FD MODE
 MODE "namespaces" (bubblewrap as root; this process is root inside the sandbox, with no network):
 each child unshares a mount, a PID and an IPC namespace, sees only its own submission, read-only,
 at /submission (the spool of all submissions is hidden under an empty tmpfs), gets a fresh /tmp of
-a bounded size and a fresh /proc, drops every capability and becomes the uid the judge claimed for
-it (uidpool.py) before it imports the student's file.  MODE "plain": the child gets its own
-session, the resource limits, its own IPC namespace where it may (root), and the submission folder
-as its working folder.
+a bounded size and a fresh /proc, its own network namespace, drops every capability and becomes the
+uid the judge claimed for it (uidpool.py) before it imports the student's file.  MODE "plain": the
+child gets its own session, the resource limits, its own IPC and network namespaces where it may
+(root), and the submission folder as its working folder.  Every child installs the syscall filter
+(syscalls.py) before the student's file is imported.
 
 Control channel (a SOCK_SEQPACKET socket; one JSON object per packet):
   judge  -> {"op": "spawn", "id": N, "dir": D, "student": NAME, "uid": U, "limits": {...}}
@@ -38,11 +39,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import syscalls  # noqa: E402
 import worker  # noqa: E402
 
 SPOOL, SUBMISSION = "/spool", "/submission"
 UNPRIVILEGED = 65534
-CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWIPC = 0x00020000, 0x20000000, 0x08000000
+CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+CLONE_NEWIPC, CLONE_NEWNET = 0x08000000, 0x40000000
 TMP_BYTES = 32 * 1024 ** 2
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 4096, 16384, 1 << 18, 2
@@ -68,6 +71,7 @@ def set_limits(limits):
                         (resource.RLIMIT_AS, limits["memory_bytes"]),
                         (resource.RLIMIT_NPROC, limits["processes"]),
                         (resource.RLIMIT_FSIZE, limits["file_bytes"]),
+                        (resource.RLIMIT_NOFILE, limits.get("open_files", 256)),
                         (resource.RLIMIT_CORE, 0)):
         try:
             resource.setrlimit(kind, (value, value))
@@ -100,8 +104,10 @@ def runtime_under_tmp():
 def enter_namespaces(spool_dir, keep, tmp_bytes=TMP_BYTES):
     """This process gets a private mount table: its submission, read-only, at /submission, an
     empty /tmp of `tmp_bytes` (with only `keep`, read-only, inside), nothing of the other
-    submissions; and IPC objects of its own, which die with its namespace."""
-    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC), "unshare")
+    submissions; IPC objects of its own, which die with its namespace; and a network namespace
+    of its own (a loopback that is down, nothing else), so neither a TCP port nor an abstract
+    unix socket can connect it to another student's worker alive at the same time."""
+    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET), "unshare")
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount(spool_dir, SUBMISSION, None, MS_BIND)
     mount(None, SUBMISSION, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
@@ -129,6 +135,7 @@ def become_namespace_init(uid=UNPRIVILEGED):
 
 def run_worker(channel_fd, student_file, limits, torch):
     set_limits(limits)
+    syscalls.install()
     worker.serve(worker.Channel(channel_fd), student_file, torch)
 
 
@@ -150,8 +157,8 @@ def child(request, fds, mode, closing, torch):
         os.setsid()  # its own process group: the zygote kills the whole group
         limits, name = request["limits"], os.path.basename(request["student"])
         if mode == "plain":
-            if os.geteuid() == 0:  # shared memory of its own (an ordinary user may not)
-                libc.unshare(CLONE_NEWIPC)
+            if os.geteuid() == 0:  # IPC and network of its own (an ordinary user may not)
+                _check(libc.unshare(CLONE_NEWIPC | CLONE_NEWNET), "unshare")
             os.chdir(request["dir"])
             run_worker(channel_fd, os.path.join(request["dir"], name), limits, torch)
             code = 0
