@@ -266,7 +266,9 @@ Q1_SHAPE = tuple(FOUND) if FOUND else (1, 1, 3, 4)
 
 @pytest.mark.parametrize("mode", MODES)
 def test_network_connection_fails(tmp_path, mode):
-    if mode in PLAIN:
+    from grader.sandbox.runtime import syscalls
+
+    if mode in PLAIN and syscalls.program() is None:  # elsewhere the filter refuses new sockets
         pytest.skip("fallback cannot defend: a plain subprocess shares the host's network")
     server = socket.socket()
     server.bind(("127.0.0.1", 0))

@@ -9,6 +9,9 @@ nor torch needs to run a submission:
 - System V IPC, POSIX message queues and memfd_create (shm*, sem*, msg*, mq_*): memory outside
   the worker's address space, so outside RLIMIT_AS (1000 memfds of 64 MiB each would be 64 GiB of
   RAM; /tmp is a tmpfs with a size and /dev/shm is not writable);
+- socket and socketpair: a worker talks to the judge on the channel it inherits and needs no other
+  (checked with strace: importing torch and training the copy task make none); a new socket could
+  only reach another process, or fill kernel buffers outside RLIMIT_AS (8 MiB a socket here);
 - ptrace and process_vm_readv/writev: reading or steering another process of the same uid (the
   plain-subprocess fallback runs every worker as the grader's own user);
 - perf_event_open, bpf, userfaultfd: kernel attack surface no submission needs.
@@ -31,7 +34,8 @@ _NUMBERS = {
                "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243,
                "mq_notify": 244, "mq_getsetattr": 245,
                "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
-               "perf_event_open": 298, "bpf": 321, "userfaultfd": 323, "memfd_create": 319},
+               "perf_event_open": 298, "bpf": 321, "userfaultfd": 323, "memfd_create": 319,
+               "socket": 41, "socketpair": 53},
     "aarch64": {"add_key": 217, "request_key": 218, "keyctl": 219,
                 "shmget": 194, "shmctl": 195, "shmat": 196, "shmdt": 197,
                 "semget": 190, "semctl": 191, "semtimedop": 192, "semop": 193,
@@ -39,7 +43,8 @@ _NUMBERS = {
                 "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182, "mq_timedreceive": 183,
                 "mq_notify": 184, "mq_getsetattr": 185,
                 "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
-                "perf_event_open": 241, "bpf": 280, "userfaultfd": 282, "memfd_create": 279},
+                "perf_event_open": 241, "bpf": 280, "userfaultfd": 282, "memfd_create": 279,
+                "socket": 198, "socketpair": 199},
 }
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 _X32_BIT = 0x40000000  # x86-64's x32 ABI: the same calls with this bit set
