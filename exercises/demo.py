@@ -1,4 +1,5 @@
-"""第 12 讲演示，运行在你自己的 attention.py 上 · Lesson 12's demos, run on your own attention.py.
+"""第 12 讲的演示，运行在你自己的 attention.py 上。
+Lesson 12's demos, run on your own attention.py.
 
     python -m exercises.demo                       # exercises/attention.py
     python -m exercises.demo --submission PATH     # another file
@@ -7,15 +8,17 @@
 
 Part 1 (lesson 12, 「两个头会读到哪里」): two heads with fixed random projections read position 1.
 Part 2 (the multi-head self-attention chapter, 「训练演示」): a tiny LM around CausalSelfAttention
-learns the repeat task; loss curve and one attention heatmap per head.  Part 3: the same with 8
+learns the copy task (复制任务); loss curve and one attention heatmap per head.  Part 3: the same with 8
 heads, heatmaps beside the 4-head run.
 
 The heatmaps draw the student's weights as they are, the future (key after query) included:
 weight where the causal mask forbids it is a leak, outlined in red with "!" as on the feedback
 page, and the share of each row's weight that reads the future is printed.
 
-Exit code: 0 all checks pass, 1 a function is still a stub (or the file is missing), 2 a check
-failed.  The figures and a summary.json go to --out (default: out/).
+Exit code: 0 every result matches the lesson, 3 a function is still a stub, 4 a result differs
+from the lesson, 5 no such file (each said in words; `make demo` ends cleanly on all four: only a
+crash, exit 1, is make's error).  The figures and a summary.json go to --out (default: out/).
+Output in one language, --lang zh (the default) or en.
 """
 import argparse
 import importlib.util
@@ -43,12 +46,13 @@ CJK_FONTS = ["Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "WenQuanY
              "WenQuanYi Micro Hei", "Microsoft YaHei", "SimHei", "PingFang SC", "Heiti SC",
              "Droid Sans Fallback", "AR PL UMing CN"]
 
-LANG = "both"
+LANG = "zh"
+MATCHES, STUB, DIFFERS, NO_FILE = 0, 3, 4, 5  # exit codes (a crash is Python's own 1)
 
 
 def t(zh, en):
-    """Student-facing text: Chinese first, English beside it (or one of them with --lang)."""
-    return {"zh": zh, "en": en}.get(LANG, f"{zh} / {en}")
+    """Student-facing text in the one language chosen (--lang)."""
+    return en if LANG == "en" else zh
 
 
 class Stub(Exception):
@@ -163,7 +167,7 @@ class ProgressBar:
         if self.live or self.done == self.total:
             filled = self.width * self.done // self.total
             sys.stdout.write(f"\r  {self.label} [{'#' * filled}{'.' * (self.width - filled)}] "
-                             f"{self.done}/{self.total} loss {loss:.3f}")
+                             f"{self.done}/{self.total} {t('损失', 'loss')} {loss:.3f}")
             sys.stdout.write("\n" if self.done == self.total else "")
             sys.stdout.flush()
 
@@ -279,6 +283,11 @@ def legend_text(label):
                  "hatched = future (not to be read); red ! = reads the future (a leak)")
 
 
+def input_text(label, run):
+    """What the heatmaps were drawn on: one id repeated over T positions."""
+    return label("输入", "input") + f": id {SHORT_ID} × {SHORT_T}, T={len(run['weights'][0])}"
+
+
 def figures(out, run4, run8):
     """Both figures as PNGs in `out`; returns their paths and the number of leaking cells drawn."""
     plt, cjk = pyplot()
@@ -307,9 +316,9 @@ def figure_part2(plt, label, out, run4):
                label=label("随机水平", "chance") + f" ln {copytask.VOCAB}")
     ax.set_xlabel(label("训练步", "training step"))
     ax.set_ylabel(label("交叉熵损失", "cross-entropy loss"))
-    ax.set_title(label("重复任务上的损失", "Loss on the repeat task")
+    ax.set_title(label("复制任务上的损失", "Loss on the copy task")
                  + f" (H=4, D={copytask.D_MODEL}, " + label("训练长度", "training length")
-                 + f" {copytask.CONTEXT}, vocab {copytask.VOCAB})")
+                 + f" {copytask.CONTEXT}, " + label("词表", "vocab") + f" {copytask.VOCAB})")
     ax.legend()
     ax.grid(alpha=0.3)
     axes = bottom.subplots(1, 4)
@@ -318,8 +327,7 @@ def figure_part2(plt, label, out, run4):
         image, n = heatmap(ax, weights, label(f"头 {h}", f"head {h}"), label)
         leaks += n
     bottom.suptitle(label("训练后的注意力权重", "Attention weights after training")
-                    + f" (input: id {SHORT_ID} × {SHORT_T}, T={len(run4['weights'][0])}; "
-                    + legend_text(label) + ")")
+                    + f" ({input_text(label, run4)})\n" + legend_text(label), fontsize=11)
     bottom.colorbar(image, ax=axes, shrink=0.8, label=label("注意力权重", "attention weight"))
     part2 = out / "part2_loss_heads.png"
     fig.savefig(part2, dpi=110)
@@ -333,8 +341,8 @@ def figure_part3(plt, label, out, run4, run8):
     leaks = 0
     left, right = fig.subfigures(1, 2, width_ratios=[2, 4.4], wspace=0.02)
     left.set_facecolor("0.95")
-    fig.suptitle(label("4 个头与 8 个头", "4 heads vs 8 heads") + f" (D={copytask.D_MODEL}, input: id "
-                 f"{SHORT_ID} × {SHORT_T}, T={len(run4['weights'][0])}; " + legend_text(label) + ")")
+    fig.suptitle(label("4 个头与 8 个头", "4 heads vs 8 heads") + f" (D={copytask.D_MODEL}, "
+                 + input_text(label, run4) + ")\n" + legend_text(label), fontsize=11)
     for sub, run, cols in ((left, run4, 2), (right, run8, 4)):
         n = run["n_heads"]
         axes = sub.subplots(2, cols)
@@ -359,11 +367,12 @@ def run(path, out):
     summary["part1"] = part1(module)
     require(stubs, PART2_NEEDS)
 
-    print("\n== " + t("第 2 部分：在重复任务上训练（4 个头）",
-                      "Part 2: training on the repeat task (4 heads)") + " ==")
+    print("\n== " + t("第 2 部分：在复制任务上训练（4 个头）",
+                      "Part 2: training on the copy task (4 heads)") + " ==")
     run4 = train(module, 4)
-    text_heatmap(run4["weights"][0], t("头 0 的注意力（训练后）", "head 0's attention after training")
-                 + f", input id {SHORT_ID} × {SHORT_T}")
+    text_heatmap(run4["weights"][0], t(f"头 0 的注意力（训练后），输入 id {SHORT_ID} × {SHORT_T}",
+                                       f"head 0's attention after training, input id {SHORT_ID} "
+                                       f"× {SHORT_T}"))
     head_summary(run4)
     run4["future_share"] = report_future(run4)
 
@@ -399,19 +408,19 @@ def main(argv=None):
     parser.add_argument("--submission", type=Path, default=ROOT / "exercises" / "attention.py")
     parser.add_argument("--reference", action="store_true", help="run solutions/attention.py")
     parser.add_argument("--out", type=Path, default=Path("out"))
-    parser.add_argument("--lang", choices=["zh", "en"], default=None)
+    parser.add_argument("--lang", choices=["zh", "en"], default="zh")
     args = parser.parse_args(argv)
-    LANG = args.lang or "both"
+    LANG = args.lang
     path = (ROOT / "solutions" / "attention.py" if args.reference else args.submission).resolve()
     if args.reference and not path.is_file():
         print(t("参考答案不在学生版里，REFERENCE=1 只能在老师的完整版中运行；"
                 "make demo 会在你自己的 attention.py 上运行演示。",
                 "The reference solution is not part of the student bundle: REFERENCE=1 runs only "
                 "in the instructor's kit; make demo runs the demos on your own attention.py."))
-        return 1
+        return NO_FILE
     if not path.is_file():
         print(t(f"找不到文件 {path}", f"file not found: {path}"))
-        return 1
+        return NO_FILE
     print(t("演示运行于", "running the demo on") + f": {path}")
     try:
         ok = run(path, args.out)
@@ -421,10 +430,18 @@ def main(argv=None):
         for name in names:
             print(f"  - {name}")
         print(t(f"请在 {path.name} 中补全它们，再运行一次。", f"Fill them in in {path.name}, then run again."))
-        return 1
-    print("\n" + (t("全部检查通过 ✓", "all checks pass ✓") if ok
-                  else t("有检查没有通过 ✗", "some checks failed ✗")))
-    return 0 if ok else 2
+        return STUB
+    if ok:
+        print("\n" + t("演示的结果与讲义一致 ✓。演示不评分：make check 运行公开检查，"
+                       "检查题的答案在老师评分时检查。",
+                       "The demo's results match the lesson ✓. The demo is not grading: make check "
+                       "runs the public checks, and the check-question answers are checked when "
+                       "your instructor grades."))
+        return MATCHES
+    print("\n" + t("有些结果与讲义不一致 ✗（见上面标 ✗ 的行）；make check 会说明是哪里错了。",
+                   "Some results differ from the lesson ✗ (the lines marked ✗ above); make check "
+                   "says what is wrong."))
+    return DIFFERS
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ def test_reference_passes_and_reads_no_future(reference):
     assert all(summary["checks"].values()), summary["checks"]
     assert summary["checks"]["causal"] and summary["leak_cells_drawn"] == 0
     assert summary["part2"]["future_share"] == [0.0] * 4
-    assert "reads the future (mean per row)" in done.stdout and "a leak" in done.stdout
+    assert "读到未来的权重（每行平均）" in done.stdout and "泄漏" in done.stdout
 
 
 def test_a_leaking_mask_is_drawn_and_counted(tmp_path):
@@ -66,7 +66,7 @@ def test_a_leaking_mask_is_drawn_and_counted(tmp_path):
     wrong = ROOT / "tests" / "submissions" / "wrong" / "mask_fill_zero.py"
     out = tmp_path / "out"
     done, _ = demo("--submission", wrong, "--out", out, "--lang", "en")
-    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.returncode == 4, done.stdout + done.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["checks"]["causal"] is False
     assert min(summary["part2"]["future_share"]) > 0.01
@@ -87,7 +87,7 @@ def test_reference_missing_from_the_student_bundle_is_said_plainly(tmp_path):
     shutil.copytree(ROOT / "grader", bundle / "grader")
     done = subprocess.run([sys.executable, "-m", "exercises.demo", "--reference", "--lang", "en"],
                           cwd=bundle, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.returncode == 5 and "Traceback" not in done.stderr
     assert "not part of the student bundle" in done.stdout
     assert "running the demo on" not in done.stdout
 
@@ -102,7 +102,7 @@ def test_part1_reproduces_the_lesson_to_6_decimals(reference):
     assert summary["part1"]["batched_equals_loop"]
 
 
-def test_training_learns_the_repeat_task(reference):
+def test_training_learns_the_copy_task(reference):
     _, _, summary, _ = reference
     for part, heads in (("part2", 4), ("part3", 8)):
         run = summary[part]
@@ -137,17 +137,41 @@ def test_two_runs_print_the_same(reference, tmp_path):
         done.stdout.replace(str(reference[3]), "OUT")
 
 
-def test_english_only(tmp_path):
+def test_one_language_at_a_time(reference, tmp_path):
+    """Chinese by default, English with --lang en: every line in one language, the lesson's
+    words (the copy task, 复制任务), and no "all checks pass" (the demo grades nothing)."""
+    import words
+
     done, _ = demo("--reference", "--out", tmp_path, "--lang", "en")
     assert done.returncode == 0
     assert "Part 1" in done.stdout and "第 1 部分" not in done.stdout
+    chinese = reference[0].stdout
+    assert "第 1 部分" in chinese and "Part 1" not in chinese
+    for text, lang in ((done.stdout, "en"), (chinese, "zh")):
+        assert words.foreign_lines(text, lang) == [], lang
+    assert "copy task" in done.stdout and "复制任务" in chinese
+    assert "repeat" not in done.stdout and "重复任务" not in chinese
+    assert "all checks pass" not in done.stdout and "make check" in done.stdout.splitlines()[-1]
+    assert (tmp_path / "part2_loss_heads.png").read_bytes()[:8] == PNG_SIGNATURE
+
+
+def test_make_demo_ends_cleanly_on_a_stub(tmp_path):
+    """`make demo` on the stub: the demo's own words, in the language asked, and make's exit 0
+    (no "make: *** ... Error" after a message that already said what to do)."""
+    path = stubbed(tmp_path, {"attend"})
+    done = subprocess.run(["make", "-s", "--no-print-directory", "-o", ".venv/.installed", "demo",
+                           f"SUBMISSION={path}", "LANG_ARG=en"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "not implemented yet" in done.stdout and "还没有实现" not in done.stdout
+    assert "Error" not in done.stderr and "make:" not in done.stderr
 
 
 def assert_stops_cleanly(done, missing, present=()):
     text = done.stdout + done.stderr
-    assert done.returncode == 1, text
+    assert done.returncode == 3, text
     assert "Traceback" not in text
-    assert "not implemented yet" in text and "还没有实现" in text
+    assert "还没有实现" in text and "not implemented yet" not in text  # Chinese by default
     for name in missing:
         assert f"  - {name}\n" in done.stdout, text
     for name in present:
@@ -159,7 +183,7 @@ def test_full_stub_names_every_missing_function(tmp_path):
     path = stubbed(tmp_path, set(everything) | {"CausalSelfAttention.forward"})
     done, _ = demo("--submission", path, "--out", tmp_path / "out")
     assert_stops_cleanly(done, everything)
-    assert "Part 2" not in done.stdout
+    assert "第 2 部分" not in done.stdout
 
 
 def test_only_attend_missing(tmp_path):
@@ -171,7 +195,7 @@ def test_part1_runs_before_a_missing_block(tmp_path):
     path = stubbed(tmp_path, {"CausalSelfAttention.forward"})
     done, _ = demo("--submission", path, "--out", tmp_path / "out")
     assert_stops_cleanly(done, ["CausalSelfAttention.forward"])
-    assert "[0.002978, 0.997022, 0.000000]" in done.stdout and "Part 2" not in done.stdout
+    assert "[0.002978, 0.997022, 0.000000]" in done.stdout and "第 2 部分" not in done.stdout
 
 
 def test_a_wrong_scale_is_flagged(tmp_path):
@@ -180,10 +204,10 @@ def test_a_wrong_scale_is_flagged(tmp_path):
     path = tmp_path / "attention.py"
     path.write_text(text.replace("/ math.sqrt(q.shape[-1])", "/ math.sqrt(2 * q.shape[-1])"),
                     encoding="utf-8")
-    done, _ = demo("--submission", path, "--out", tmp_path / "out")
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "✗ 讲义 / lesson [0.002978, 0.997022, 0.000000]" in done.stdout
-    assert "some checks failed" in done.stdout
+    done, _ = demo("--submission", path, "--out", tmp_path / "out", "--lang", "en")
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "✗ lesson [0.002978, 0.997022, 0.000000]" in done.stdout
+    assert "Some results differ from the lesson" in done.stdout
 
 
 @pytest.mark.skipif(not SHIPPED_STUB.is_file(), reason="exercises/attention.py is not there yet")
@@ -194,8 +218,8 @@ def test_shipped_stub_stops_cleanly(tmp_path):
 
 def test_missing_file(tmp_path):
     done, _ = demo("--submission", tmp_path / "nope.py", "--out", tmp_path / "out")
-    assert done.returncode == 1 and "Traceback" not in done.stderr
-    assert "file not found" in done.stdout
+    assert done.returncode == 5 and "Traceback" not in done.stderr
+    assert "找不到文件" in done.stdout
 
 
 def test_release_bundle_runs_the_demo_on_the_students_file(tmp_path):

@@ -8,6 +8,7 @@ Skipped, with the reason, where no Chromium is installed (apt-get install -y chr
 """
 import html.parser
 import json
+import re
 import os
 import shutil
 import struct
@@ -173,16 +174,64 @@ def test_language_switch_and_screenshot(page, dumps, tmp_path):
     assert dom_zh.find("html")[0]["attrs"]["class"] == "lang-zh"
     assert dom_en.find("html")[0]["attrs"]["class"] == "lang-en"  # the page's script switched it
     assert dom_zh.find("button", id="lang-toggle")[0]["attrs"]["onclick"] == "toggleLang()"
-    shot = tmp_path / "zoe.png"
-    proc = chromium(page["path"].as_uri(), f"--screenshot={shot}", "--window-size=1200,2000")
-    assert proc.returncode == 0 and shot.exists(), proc.stderr[-2000:]
-    data = shot.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    assert struct.unpack(">II", data[16:24]) == (1200, 2000)
-    assert len(data) > 50_000  # a drawn page with cards and heatmaps, not a blank one
-    keep = os.environ.get("FEEDBACK_SCREENSHOT")  # to look at it: FEEDBACK_SCREENSHOT=/tmp/x.png
-    if keep:
-        shutil.copy(shot, keep)
+    # One screenshot per language; to look at them: FEEDBACK_SCREENSHOT=/tmp/x.png keeps
+    # /tmp/x.png (Chinese) and /tmp/x.en.png (English).
+    for lang, suffix in (("zh", ""), ("en", "#lang=en")):
+        shot = tmp_path / f"zoe.{lang}.png"
+        proc = chromium(page["path"].as_uri() + suffix, f"--screenshot={shot}",
+                        "--window-size=1200,2000")
+        assert proc.returncode == 0 and shot.exists(), proc.stderr[-2000:]
+        data = shot.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        assert struct.unpack(">II", data[16:24]) == (1200, 2000)
+        assert len(data) > 50_000  # a drawn page with cards and heatmaps, not a blank one
+        keep = os.environ.get("FEEDBACK_SCREENSHOT")
+        if keep:
+            shutil.copy(shot, keep if lang == "zh" else keep.removesuffix(".png") + ".en.png")
+
+
+class LanguageText(html.parser.HTMLParser):
+    """The page's text by the language it is shown in: inside an element of class zh (shown in
+    the Chinese view only), of class en, or outside both (shown in either: must be neither)."""
+
+    def __init__(self, text):
+        super().__init__()
+        self.stack, self.texts = [], {"zh": [], "en": [], "both": []}
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        if tag in Dom.VOID:
+            return
+        classes = set((dict(attrs).get("class") or "").split())
+        inherited = self.stack[-1] if self.stack else "both"
+        self.stack.append(next((lang for lang in ("zh", "en") if lang in classes), inherited))
+
+    def handle_endtag(self, tag):
+        if tag not in Dom.VOID and self.stack:
+            self.stack.pop()
+
+    def handle_data(self, data):
+        if data.strip() and not (self.stack and self.stack[-1] == "script"):
+            self.texts[self.stack[-1] if self.stack else "both"].append(data)
+
+
+def test_each_language_view_shows_one_language(page):
+    """What the Chinese view shows holds no English prose, what the English view shows no
+    Chinese (code, the student's own output and quoted lesson titles aside)."""
+    import words
+
+    raw = page["path"].read_text(encoding="utf-8")
+    raw = re.sub(r"<(script|style)\b.*?</\1>", "", raw, flags=re.S)
+    raw = re.sub(r"<details>.*?</details>", "", raw, flags=re.S)  # the student's printout
+    # The switch names the other language in that language, as switches do.
+    raw = re.sub(r'<button id="lang-toggle".*?</button>', "", raw, flags=re.S)
+    raw = raw.replace(page["record"]["student"], "")  # the student's id is data
+    texts = LanguageText(raw).texts
+    for lang in ("zh", "en"):
+        text = "\n".join(texts[lang])
+        assert words.foreign_lines(text, lang) == [], lang
+    for text in texts["both"]:  # shown in both views: code, numbers, ids
+        assert not words.chinese_characters(text) and not words.english_words(text), text
 
 
 @needs_chromium

@@ -290,8 +290,8 @@ def _footer(data):
         out.append("<details><summary>" + both("你的代码打印的内容（已截断）",
                                                "what your code printed (truncated)")
                    + f"</summary><pre>{esc(output)}</pre></details>")
-    out.append(f"<footer>isolation {esc(meta.get('isolation'))} · seed {esc(meta.get('seed'))} · "
-               f"torch {esc(meta.get('torch'))} · rubric {esc(meta.get('rubric_hash'))}</footer>")
+    out.append("<footer>" + both(report.meta_line(meta, "zh"), report.meta_line(meta, "en"))
+               + "</footer>")
     return "".join(out)
 
 
