@@ -139,10 +139,11 @@ def run_cli(*args):
 
 
 def test_cli_missing_path_is_a_one_line_error():
-    result = run_cli("grade", "no/such/attention.py")
-    assert result.returncode == 2
-    assert result.stdout == ""
-    assert len(result.stderr.strip().splitlines()) == 1 and "no such file" in result.stderr
+    for lang, words in (("en", "no such file"), ("zh", "没有这个文件")):
+        result = run_cli("grade", "no/such/attention.py", "--lang", lang)
+        assert result.returncode == 2
+        assert result.stdout == ""
+        assert len(result.stderr.strip().splitlines()) == 1 and words in result.stderr
 
 
 def test_cli_check_runs_public_checks_and_counts_hidden_ones():

@@ -162,7 +162,7 @@ def main(args):
         try:
             exercise, source = unfinished_now(args.submission, args, state_file)
         except SubmissionError as exc:
-            print(words["error"].format(message=exc), file=sys.stderr)
+            print(words["error"].format(message=exc.said(args.lang)), file=sys.stderr)
             return 2
         if exercise is None:
             print(words["all_pass"])

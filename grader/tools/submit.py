@@ -94,11 +94,12 @@ def stub_state(source):
 
 def _source_of(raw, path):
     if len(raw) > submission_module.MAX_BYTES:
-        raise SubmissionError(f"{path}: larger than {submission_module.MAX_BYTES // 1024} KiB")
+        raise SubmissionError(f"{path}: larger than {submission_module.MAX_BYTES // 1024} KiB",
+                              f"{path}：超过 {submission_module.MAX_BYTES // 1024} KiB")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise SubmissionError(f"{path}: not UTF-8 text") from None
+        raise SubmissionError(f"{path}: not UTF-8 text", f"{path}：不是 UTF-8 文本") from None
     if submission_module.has_suffix(path, ".ipynb"):
         return submission_module.notebook_source(text), "notebook"
     return text, "python"
@@ -107,11 +108,12 @@ def _source_of(raw, path):
 def resolve_work(path):
     """The student's work file: a .py or .ipynb, or the attention file of a folder."""
     if not os.path.exists(path):
-        raise SubmissionError(f"{path}: no such file or folder")
+        raise SubmissionError(f"{path}: no such file or folder", f"{path}：没有这个文件或文件夹")
     if os.path.isdir(path):
         path = submission_module._pick_in_folder(path)
     if not submission_module.has_suffix(path, ".py", ".ipynb"):
-        raise SubmissionError(f"{path}: expected attention.py or attention.ipynb")
+        raise SubmissionError(f"{path}: expected attention.py or attention.ipynb",
+                              f"{path}：应当是 attention.py 或 attention.ipynb")
     return os.path.abspath(path)
 
 
@@ -355,7 +357,7 @@ def read_work(work, ui):
     except OSError as exc:
         return ui.fail("error", 2, message=f"{work}: {exc.strerror}")
     except SubmissionError as exc:
-        return ui.fail("error_nothing", 2, message=exc)
+        return ui.fail("error_nothing", 2, message=exc.said(ui.lang))
     return raw, source, kind
 
 
@@ -502,7 +504,7 @@ def main(args, ask=None, out=None):
     try:
         work = resolve_work(args.submission)
     except SubmissionError as exc:
-        return ui.fail("error", 2, message=exc)
+        return ui.fail("error", 2, message=exc.said(ui.lang))
     student = who_hands_in(args, work, ui, interactive, ask)
     if student is None:
         return 2

@@ -167,7 +167,9 @@ def render(rubric, outcome, lang, name, number, seconds):
     text = TEXT[lang]
     lines = [text["header"].format(name=name, n=number, seconds=f"{seconds:.2f}")]
     if "error" in outcome:
-        return lines + [text["error"].format(message=outcome["error"])]
+        from grader.rubric import in_lang
+
+        return lines + [text["error"].format(message=in_lang(outcome["error"], lang))]
     if "internal" in outcome:
         return lines + [text["internal"].format(message=outcome["internal"])]
     data = outcome["data"]
@@ -234,7 +236,7 @@ class Session:
         try:
             sub = submission_module.load(self.path)
         except SubmissionError as exc:
-            return {"error": str(exc)}
+            return {"error": {"zh": exc.said("zh"), "en": exc.said("en")}}
         try:
             student = self.judge.student(sub, self.limits)
         except Exception as exc:
@@ -319,7 +321,8 @@ def resolve_path(submission):
     if os.path.isdir(submission):
         return submission_module._pick_in_folder(submission)
     if not os.path.isdir(os.path.dirname(os.path.abspath(submission))):
-        raise SubmissionError(f"{submission}: its folder does not exist")
+        raise SubmissionError(f"{submission}: its folder does not exist",
+                              f"{submission}：所在的文件夹不存在")
     return submission
 
 
@@ -329,7 +332,8 @@ def main(args):
         isolation = sandbox.choose_isolation("bubblewrap" if args.require_sandbox
                                              else args.isolation)
     except (SubmissionError, RuntimeError) as exc:
-        print(f"错误 error: {exc}", file=sys.stderr)
+        said = exc.said(args.lang) if isinstance(exc, SubmissionError) else f"`{exc}`"
+        print(TEXT[args.lang]["error"].format(message=said), file=sys.stderr)
         return 2
     limits = sandbox.Limits(call_seconds=args.call_timeout, memory_bytes=args.memory_mb * 2 ** 20)
     judge = WarmJudge(limits, isolation, start=getattr(args, "worker_start", "auto"))

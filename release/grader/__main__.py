@@ -134,10 +134,12 @@ def main(argv=None):
     try:
         sub, student = grading.start(args.submission, isolation, limits)
     except SubmissionError as exc:  # its reason names the student's files: inert
-        print(f"错误 error: {inert.for_terminal(exc)}", file=sys.stderr)
+        said = exc.said(args.lang)
+        print(("错误：" if args.lang == "zh" else "error: ") + inert.for_terminal(said),
+              file=sys.stderr)
         return 2
-    except RuntimeError as exc:  # --require-sandbox without bubblewrap
-        print(f"错误 error: {exc}", file=sys.stderr)
+    except RuntimeError as exc:  # --require-sandbox without bubblewrap (instructors)
+        print(("错误：" if args.lang == "zh" else "error: ") + f"`{exc}`", file=sys.stderr)
         return 2
     visibilities = ("public",) if args.command == "check" else ("public", "hidden")
     data = grading.finish(sub, student, visibilities)

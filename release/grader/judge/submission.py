@@ -31,7 +31,15 @@ MAGIC_LINE = re.compile(r"^\s*[%!]")
 
 
 class SubmissionError(Exception):
-    """The submission cannot be graded at all (missing, unreadable, no attention code)."""
+    """The submission cannot be graded at all (missing, unreadable, no attention code).  str() is
+    the English reason; `zh` the same in Chinese (a rarer technical reason stays quoted as code)."""
+
+    def __init__(self, message, zh=None):
+        super().__init__(message)
+        self.zh = zh or f"这份提交无法评分：`{message}`"
+
+    def said(self, lang):
+        return self.zh if lang == "zh" else str(self)
 
 
 def has_suffix(name, *suffixes):
@@ -92,7 +100,8 @@ def notebook_source(raw):
         if not isinstance(cells, list):
             raise TypeError("cells is not a list")
     except (ValueError, KeyError, TypeError, RecursionError) as exc:  # 100k levels deep: Recursion
-        raise SubmissionError(f"not a readable notebook ({type(exc).__name__})") from None
+        raise SubmissionError(f"not a readable notebook ({type(exc).__name__})",
+                              f"笔记本无法读取（{type(exc).__name__}）：它是 Jupyter 保存的 .ipynb 吗？") from None
     chunks = []
     for cell in cells:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
@@ -144,7 +153,8 @@ def _read(path):
     try:
         raw = safefs.read_regular(path, MAX_BYTES)
     except safefs.TooLarge:
-        raise SubmissionError(f"{path}: larger than {MAX_BYTES // 1024} KiB") from None
+        raise SubmissionError(f"{path}: larger than {MAX_BYTES // 1024} KiB",
+                              f"{path}：超过 {MAX_BYTES // 1024} KiB") from None
     except safefs.NotRegular:
         raise SubmissionError(f"{path}: not a regular file") from None
     except OSError as exc:
@@ -152,7 +162,7 @@ def _read(path):
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise SubmissionError(f"{path}: not UTF-8 text") from None
+        raise SubmissionError(f"{path}: not UTF-8 text", f"{path}：不是 UTF-8 文本") from None
 
 
 def _pick_in_folder(folder):
@@ -172,13 +182,14 @@ def _walk_for_attention(folder):
     candidates = [f for f in sorted(os.listdir(folder)) if has_suffix(f, ".py", ".ipynb")]
     if len(candidates) == 1:
         return os.path.join(folder, candidates[0])
-    raise SubmissionError(f"{folder}: no attention.py or attention.ipynb inside")
+    raise SubmissionError(f"{folder}: no attention.py or attention.ipynb inside",
+                          f"{folder}：里面没有 attention.py 或 attention.ipynb")
 
 
 def load(path):
     """A Submission for `path`, or SubmissionError with a one-line reason."""
     if not os.path.exists(path):
-        raise SubmissionError(f"{path}: no such file or folder")
+        raise SubmissionError(f"{path}: no such file or folder", f"{path}：没有这个文件或文件夹")
     if os.path.isdir(path):
         # A folder or a cloned repository (GitHub Classroom): only its attention file is read,
         # nothing of it is run; a symlink out of the folder (e.g. to solutions/) is refused.
@@ -219,7 +230,8 @@ def _zip_candidates(archive):
     code = [m for m in members if has_suffix(m.filename, ".py", ".ipynb")]
     if len(code) == 1:
         return code[0]
-    raise SubmissionError("no attention.py or attention.ipynb inside the zip")
+    raise SubmissionError("no attention.py or attention.ipynb inside the zip",
+                          "zip 里没有 attention.py 或 attention.ipynb")
 
 
 def _packaged_work(archive, package):
@@ -293,5 +305,6 @@ def load_file(path, origin):
     if has_suffix(path, ".ipynb"):
         return _notebook_submission(origin, text)
     if not has_suffix(path, ".py"):
-        raise SubmissionError(f"{path}: expected a .py or .ipynb file")
+        raise SubmissionError(f"{path}: expected a .py or .ipynb file",
+                              f"{path}：应当是 .py 或 .ipynb 文件")
     return Submission(origin, text, "python")
