@@ -142,6 +142,18 @@ def _unmoved(after, before):
 
 
 # -- module.mask_buffer -------------------------------------------------------------------------
+def _mask_as_built(value):
+    """self.mask as the lesson builds it: [max_len, max_len], bool, lower triangle True."""
+    if list(value.shape) != [MAX_LEN, MAX_LEN]:
+        raise Verdict("wrong_shape", expected=[MAX_LEN, MAX_LEN], got=list(value.shape))
+    if value.dtype != torch.bool:
+        raise Verdict("mask_dtype", got=str(value.dtype).replace("torch.", ""))
+    if not torch.equal(value, causal_mask(MAX_LEN)):
+        key = "mask_anti_causal" if torch.equal(value, causal_mask(MAX_LEN).T) else "wrong_values"
+        raise Verdict(key, where="mask[:3, :3] ", expected="[[1, 0, 0], [1, 1, 0], [1, 1, 1]]",
+                      got=str(value[:3, :3].int().tolist()))
+
+
 REGISTERED = {"buffer": "register_buffer", "parameter": "nn.Parameter",
               "attribute": "self.mask = tensor", "missing": "—"}
 
@@ -152,17 +164,12 @@ def test_mask_is_a_buffer(student, seed):
     module = student.module(D, H, MAX_LEN)
     mask = describe(module).get("mask") or {}
     value = mask.get("value")
-    if type(value) is not torch.Tensor or mask.get("registered") == "parameter":
-        # A Parameter first: its float dtype and its being trained both follow from it.
+    if type(value) is not torch.Tensor:
         raise Verdict("mask_not_buffer", registered=REGISTERED.get(mask.get("registered"), "—"))
-    if list(value.shape) != [MAX_LEN, MAX_LEN]:
-        raise Verdict("wrong_shape", expected=[MAX_LEN, MAX_LEN], got=list(value.shape))
-    if value.dtype != torch.bool:
-        raise Verdict("mask_dtype", got=str(value.dtype).replace("torch.", ""))
-    if not torch.equal(value, causal_mask(MAX_LEN)):
-        key = "mask_anti_causal" if torch.equal(value, causal_mask(MAX_LEN).T) else "wrong_values"
-        raise Verdict(key, where="mask[:3, :3] ", expected="[[1, 0, 0], [1, 1, 0], [1, 1, 1]]",
-                      got=str(value[:3, :3].int().tolist()))
+    # A Parameter is named by what it does (the behaviour below: it is trained), not by the
+    # float dtype and the values a Parameter cannot help having.
+    if mask.get("registered") != "parameter":
+        _mask_as_built(value)
     # Behaviour first: after a step over every parameter the weights that were exactly 0 (the
     # masked ones) must still be exactly 0, and no other: a parameter mask would be moved.
     weights = fresh_weights(seed, 40)
