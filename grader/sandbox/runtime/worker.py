@@ -90,6 +90,17 @@ class Server:
                            else args[index].transpose(*spec))
         return getattr(self.module, fn)(*args, **(kwargs or {}))
 
+    def op_devices(self):
+        import placement
+
+        return placement.devices()
+
+    def op_call_on(self, fn, device, dtype=None, args=(), kwargs=None):
+        """The student's function on the judge's arguments moved to another device or dtype."""
+        import placement
+
+        return placement.call_on(self.module, fn, device, dtype, list(args), kwargs)
+
     def op_constants(self, names):
         missing = object()
         values = {}
@@ -154,8 +165,10 @@ class Server:
     def op_contract(self, handle, action, **args):
         """The block through the contract's attribute names (contract.py), never its own word."""
         import contract
+        import placement
 
-        return contract.ACTIONS[action](self.handles[handle], **args)
+        action = contract.ACTIONS.get(action) or placement.BLOCK_ACTIONS[action]
+        return action(self.handles[handle], **args)
 
 
 def prepare():

@@ -27,8 +27,9 @@ def attend(q, k, v, mask=None, return_weights=False):
     scores = torch.bmm(q3, k3.transpose(1, 2)) / math.sqrt(d)       # [N,T,T]
     scores = scores.reshape(*lead, T, k.shape[-2])
     if mask is None:
-        mask = torch.ones(T, k.shape[-2], dtype=torch.bool).tril()
-    bias = torch.zeros(mask.shape, dtype=scores.dtype).masked_fill(~mask, float("-inf"))
+        mask = torch.ones(T, k.shape[-2], dtype=torch.bool, device=scores.device).tril()
+    # An additive float mask: 0 where reading is allowed, -inf elsewhere, made where the scores are.
+    bias = torch.zeros(mask.shape, dtype=scores.dtype, device=scores.device).masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores + bias, dim=-1)
     context = torch.bmm(weights.reshape(-1, T, k.shape[-2]), v3).reshape(*lead, T, v.shape[-1])
     return (context, weights) if return_weights else context
