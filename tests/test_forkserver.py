@@ -18,6 +18,9 @@ from grader.authoring import stubs as authoring
 from grader.sandbox import forkserver, launch as sandbox
 from grader.judge import grading
 from grader.sandbox.launch import Limits
+from grader import rubric
+
+FULL = sum(c.points for c in rubric.load().checks)  # the rubric's total, not a literal
 
 REFERENCE = open(authoring.SOLUTION, encoding="utf-8").read()
 WRONG = os.path.join(authoring.ROOT, "tests", "submissions", "wrong")
@@ -59,7 +62,7 @@ def test_forked_and_cold_workers_give_the_same_verdicts(server):
         cold = grading.grade(path, isolation=server.isolation)
         assert cold["metadata"]["worker_start"] == "exec"
         assert outcome(forked) == outcome(cold), name
-    assert grade(server, authoring.SOLUTION)["score"] == 39
+    assert grade(server, authoring.SOLUTION)["score"] == FULL
 
 
 def test_the_next_student_sees_nothing_of_the_last(server, tmp_path):
@@ -75,7 +78,7 @@ except OSError:
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
 """
     first = grade(server, submit(tmp_path, "first", leave))
-    assert first["score"] == 39
+    assert first["score"] == FULL
     look = REFERENCE + """
 import os, sys
 RUNTIME = {sys.prefix.split("/")[2]} if sys.prefix.startswith("/tmp/") else set()  # a kit in /tmp
@@ -87,7 +90,7 @@ if os.getuid() == 0 or len(SEEN) > 2:
     raise SystemExit("saw: " + " ".join(SEEN))
 """
     second = grade(server, submit(tmp_path, "second", look))
-    assert second["score"] == 39, second["metadata"]["student_output"]
+    assert second["score"] == FULL, second["metadata"]["student_output"]
     assert "left" not in second["metadata"]["student_output"]
 
 
@@ -107,7 +110,7 @@ if OTHERS:
         data = grade(server, submit(tmp_path, "b", look))
     finally:
         sleeper.kill()
-    assert data["score"] == 39, data["metadata"]["student_output"]
+    assert data["score"] == FULL, data["metadata"]["student_output"]
 
 
 def test_a_worker_that_will_not_stop_is_killed(server, tmp_path):
@@ -116,7 +119,7 @@ def test_a_worker_that_will_not_stop_is_killed(server, tmp_path):
                                  'def split_heads(x, heads):\n    while True:\n        pass\n', 1)
     assert stubborn != REFERENCE
     data = grade(server, submit(tmp_path, "stubborn", stubborn), Limits(call_seconds=1.0))
-    assert data["score"] < 39
+    assert data["score"] < FULL
     assert {c["status"] for c in data["checks"] if c["id"].startswith("split_heads")} == {"timeout"}
     deadline = time.monotonic() + 10
     while server.workers and time.monotonic() < deadline:
@@ -128,7 +131,7 @@ def test_a_dead_zygote_is_replaced(server, tmp_path):
     os.killpg(server.proc.pid, 9)
     server.proc.wait()
     data = grade(server, authoring.SOLUTION)
-    assert data["score"] == 39
+    assert data["score"] == FULL
     assert server.alive()
 
 

@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from grader.judge.student import StudentError
-from grader.judge.checks.public.check_attend import attention_gate, fresh_qkv
+from grader.judge.checks.public.check_attend import attend_judged, attention_gate, fresh_qkv
 from grader.judge.checks.public.check_module import fresh_weights, inject, run_weights
-from grader.judge.checks.support import (Verdict, causal_mask, close, fresh_randn, note,
+from grader.judge.checks.support import (Verdict, causal_mask, fresh_randn, note, same, shaped,
                                          weights_factor)
 
 B, T, D, H, MAX_LEN = 2, 5, 12, 3, 8
@@ -81,7 +81,7 @@ def pair(result):
 
 def same_values(got, expected, device):
     """On a device with values (CUDA), they must be the CPU's."""
-    if got is not None and not close(got, expected, atol=1e-4, rtol=1e-3):
+    if got is not None and not same(got, expected, atol=1e-4, rtol=1e-3):
         raise Verdict("device_values", device=device)
 
 
@@ -89,14 +89,11 @@ def same_values(got, expected, device):
 @pytest.mark.check("attend.device")
 def test_attend_runs_on_the_inputs_device(student, seed, record_property):
     q, k, v = fresh_qkv(seed, 700)
-    out = student.attend(q, k, v, return_weights=True)
-    if not (isinstance(out, tuple) and len(out) == 2):
-        raise Verdict("device_unobserved")
-    context, weights = out
     try:
+        context, weights = attend_judged(student, q, k, v)
         attention_gate(context, weights, q, k, v, causal_mask(T))
     except Verdict:
-        raise Verdict("device_unobserved") from None
+        raise Verdict("device_unobserved") from None  # the other attend cards say what it is
     decide({device: attend_outcome(student, device, q, k, v, context, weights)
             for device in student.devices()}, record_property)
 
@@ -126,9 +123,12 @@ def _attend_mismatch(student, device, q, k, v, fields):
 
 
 # -- module.device ------------------------------------------------------------------------------
-def heads(x, matrix):
-    """x [B,T,D] through one projection [D,D], split into heads: [B,H,T,d] (float64)."""
+def heads(x, matrix, bias=None):
+    """x [B,T,D] through one projection [D,D] (and the student's bias, a mistake judged by
+    module.param_count), split into heads: [B,H,T,d] (float64)."""
     y = x.double() @ matrix.double().T
+    if type(bias) is torch.Tensor and bias.shape == (D,):
+        y = y + bias.double()
     return y.reshape(B, T, H, D // H).transpose(1, 2)
 
 
@@ -137,13 +137,20 @@ def block_on_cpu(student, seed, salt):
     attention: weights that follow q·kᵀ of the judge's own projections."""
     weights = fresh_weights(seed, salt)
     x = fresh_randn(B, T, D, seed=seed, salt=salt + 10)
-    module = student.module(D, H, MAX_LEN)
-    inject(module, weights)
     try:
+        module = fresh_block(student, weights)
         y, w = run_weights(module, x)
-    except Verdict:
+        shaped(w, [B, H, T, T], "weights")
+    except StudentError as exc:  # the block cannot even be built: module.shapes says why
+        if exc.not_implemented or exc.during == "import" or exc.memory_limit:
+            raise
         raise Verdict("device_unobserved") from None
-    if weights_factor(w, heads(x, weights[0]), heads(x, weights[1]), causal_mask(T)) is None:
+    except Verdict:
+        raise Verdict("device_unobserved") from None  # the other module cards say what it is
+    read = module.contract("read", d_model=D)
+    biases = read if isinstance(read, dict) else {}
+    q, k = (heads(x, weights[i], biases.get("bias_" + p)) for i, p in enumerate("qk"))
+    if weights_factor(w, q, k, causal_mask(T)) is None:
         raise Verdict("device_unobserved")
     return weights, x, y, w
 
@@ -240,7 +247,7 @@ def dtype_outcome(module, dtype, x, y):
             raise Verdict("dtype_forced", expected=dtype,
                           seen=f"{exc.type}: {exc.message} ({exc.where()})") from None
         got = placed(items[0], "y", "cpu", dtype)
-        if dtype == "float64" and not close(got, y):
+        if dtype == "float64" and not same(got, y):
             raise Verdict("dtype_values", dtype=dtype)
     except (Verdict, NotJudged) as outcome:
         return outcome
