@@ -17,6 +17,7 @@ class Check:
     section: str
     title: dict
     checked: dict
+    hints: str = ""  # the hint ladder a failure of this check leads to (default: its exercise's)
 
 
 class Rubric:
@@ -39,7 +40,8 @@ class Rubric:
             Check(id=c["id"], exercise=c["exercise"], points=float(c["points"]),
                   visibility=c["visibility"], section=c["section"],
                   title={lang: c["title_" + lang] for lang in LANGS},
-                  checked={lang: c["checked_" + lang] for lang in LANGS})
+                  checked={lang: c["checked_" + lang] for lang in LANGS},
+                  hints=c.get("hints", c["exercise"]))
             for c in data["check"]
         ]
         self.by_id = {c.id: c for c in self.checks}

@@ -51,7 +51,7 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None):
         "limits": student.limits.describe(), "worker_starts": student.starts,
         "worker_start": "fork" if student.spawner else "exec",
         "worker_events": student.events, "student_output": student.student_output()[:4000],
-        "visibilities": list(visibilities),
+        "visibilities": list(visibilities), "devices": student.devices_seen or [],
         "hidden_not_run": 0 if "hidden" in visibilities else len(rubric.select(("hidden",))),
     }
     return report.build(rubric, checks, parts, metadata)

@@ -103,6 +103,9 @@ class KitPlugin:
             record["outcome"] = "failed"
         if record["verdict"] is None:
             record["verdict"] = report.kit_verdict
+        for name, value in report.user_properties:  # support.note(): said, and costs nothing
+            if name == "kit_note" and "note" not in record:
+                record["note"] = value
 
     def pytest_sessionstart(self, session):
         self.owner.restore_stdout()
@@ -154,8 +157,10 @@ def parts_of(records):
         verdict = record["verdict"]
         status = "passed" if record["outcome"] == "passed" and verdict is None else \
             (verdict or {}).get("status", "error")
-        parts.setdefault(record["check"], []).append(
-            {"name": nodeid.split("::")[-1], "status": status, "verdict": verdict})
+        part = {"name": nodeid.split("::")[-1], "status": status, "verdict": verdict}
+        if record.get("note"):
+            part["note"] = record["note"]
+        parts.setdefault(record["check"], []).append(part)
     return parts
 
 

@@ -251,7 +251,7 @@ def _card(the_rubric, result, maps):
              "</div>"]
     if override:
         parts.append(_override_line(override))
-    if result["status"] != "passed":
+    if result["status"] != "passed" or result.get("notes"):
         parts.append(f'<pre class="feedback zh">{esc(report.feedback(the_rubric, result, "zh"))}</pre>'
                      f'<pre class="feedback en">{esc(report.feedback(the_rubric, result, "en"))}</pre>')
     if maps is not None:

@@ -35,6 +35,7 @@ def build(rubric, checks, parts, metadata):
             "score": round(check.points * passed / len(runs), 4),
             "parts": [{"name": r["name"], "status": r["status"]} for r in runs],
             "verdicts": [r["verdict"] for r in failing if r["verdict"]],
+            "notes": [r["note"] for r in runs if r.get("note")],
         })
     return {"score": round(sum(r["score"] for r in results), 4),
             "max_score": sum(r["max_score"] for r in results),
@@ -104,7 +105,7 @@ def points(x):
 def feedback(rubric, result, lang):
     """What was checked -> what went wrong (named mistake, expected vs got) -> where to look."""
     if result["status"] == "passed":
-        return ""
+        return notes(rubric, result, lang)
     check = rubric.by_id[result["id"]]
     text = TEXT[lang]
     lines, seen = [], set()
@@ -124,6 +125,17 @@ def feedback(rubric, result, lang):
     checked = text["checked"] + check.checked[lang]
     where = text["see"] + rubric.section(check.section, lang)
     return "\n".join([checked] + lines + [where])
+
+
+def notes(rubric, result, lang):
+    """What a passing check could not judge here (it cost nothing), e.g. code that cannot run on
+    `meta` for a reason other than its device."""
+    said = []
+    for note in result.get("notes") or []:
+        message = rubric.message(note.get("key", ""), lang, **note.get("fields", {}))
+        if message not in said:
+            said.append(message)
+    return "\n".join(said)
 
 
 def import_failure(report):

@@ -30,6 +30,16 @@ def first_unfinished(progress):
     return next((name for name, done in progress if not done), None)
 
 
+def ladders(rubric, data):
+    """{exercise: the hint ladder its first failing check names} (attend.device leads to the
+    device ladder, not attend's)."""
+    found = {}
+    for result in data["checks"]:
+        if result["status"] != "passed" and result["exercise"] not in found:
+            found[result["exercise"]] = rubric.by_id[result["id"]].hints
+    return found
+
+
 def source_hash(text):
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -55,10 +65,11 @@ def save_state(path, state):
     statefile.save(path, state, STATE_VERSION)
 
 
-def record_run(path, source_sha, progress):
-    """Remember which exercises the file with this content passes (for a plain `make hint`)."""
+def record_run(path, source_sha, progress, ladder_of=None):
+    """Remember which exercises the file with this content passes (for a plain `make hint`), and
+    which ladder each unfinished one leads to."""
     state = load_state(path)
-    state["last_run"] = {"sha256": source_sha, "done": dict(progress)}
+    state["last_run"] = {"sha256": source_sha, "done": dict(progress), "ladders": ladder_of or {}}
     save_state(path, state)
 
 
@@ -134,18 +145,22 @@ def unfinished_now(submission, args, state_file):
     sub.cleanup()
     last = load_state(state_file).get("last_run")
     if isinstance(last, dict) and last.get("sha256") == sha and isinstance(last.get("done"), dict):
-        done = last["done"]
-        progress = [(n, done[n] is True) for n in rubric_module.load().exercises() if n in done]
+        done, rubric = last["done"], rubric_module.load()
+        progress = [(n, done[n] is True) for n in rubric.exercises() if n in done]
         if progress:  # else a record from another rubric: check again
-            return first_unfinished(progress), "state"
+            exercise = first_unfinished(progress)
+            ladder = (last.get("ladders") or {}).get(exercise) if exercise else None
+            return (ladder if ladder in rubric.hints else exercise), "state"
     from grader.judge import grading
     from grader.sandbox import launch as sandbox
 
     limits = sandbox.Limits(call_seconds=args.call_timeout)
     data = grading.grade(submission, ("public",), args.isolation, limits)
-    progress = exercise_progress(rubric_module.load(), data)
-    record_run(state_file, sha, progress)
-    return first_unfinished(progress), "checked"
+    rubric = rubric_module.load()
+    progress, ladder_of = exercise_progress(rubric, data), ladders(rubric, data)
+    record_run(state_file, sha, progress, ladder_of)
+    exercise = first_unfinished(progress)
+    return (ladder_of.get(exercise, exercise) if exercise else None), "checked"
 
 
 def main(args):

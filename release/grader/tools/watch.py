@@ -23,8 +23,8 @@ import time
 
 from grader.sandbox import launch as sandbox
 from grader.judge import submission as submission_module
-from grader.tools.hints import (exercise_progress, first_unfinished, record_run, source_hash,
-                                state_path)
+from grader.tools.hints import (exercise_progress, first_unfinished, ladders, record_run,
+                                source_hash, state_path)
 from grader.judge.submission import SubmissionError
 from grader.tools.warm import WarmJudge
 
@@ -256,7 +256,7 @@ class Session:
         if student.cancelled:
             return None
         record_run(self.state_file, source_hash(sub.source),
-                   exercise_progress(self._rubric(), data))
+                   exercise_progress(self._rubric(), data), ladders(self._rubric(), data))
         return {"data": data}
 
     def _rubric(self):

@@ -90,6 +90,17 @@ class Server:
                            else args[index].transpose(*spec))
         return getattr(self.module, fn)(*args, **(kwargs or {}))
 
+    def op_devices(self):
+        import placement
+
+        return placement.devices()
+
+    def op_call_on(self, fn, device, dtype=None, args=(), kwargs=None):
+        """The student's function on the judge's arguments moved to another device or dtype."""
+        import placement
+
+        return placement.call_on(self.module, fn, device, dtype, list(args), kwargs)
+
     def op_constants(self, names):
         missing = object()
         values = {}
@@ -154,13 +165,16 @@ class Server:
     def op_contract(self, handle, action, **args):
         """The block through the contract's attribute names (contract.py), never its own word."""
         import contract
+        import placement
 
-        return contract.ACTIONS[action](self.handles[handle], **args)
+        action = contract.ACTIONS.get(action) or placement.BLOCK_ACTIONS[action]
+        return action(self.handles[handle], **args)
 
 
-def prepare():
+def prepare(warm=False):
     """What every worker does before it sees a student: torch on one thread, seeded, and its fused
-    attention disabled (contract.py), so a route through it breaks instead of passing.
+    attention disabled (contract.py), so a route through it breaks instead of passing.  `warm`:
+    also load torch's meta kernels now (placement.warm_meta), for a worker that waits anyway.
 
     The fork server (zygote.py) runs this once and forks; a cold worker runs it itself.
     """
@@ -171,6 +185,10 @@ def prepare():
     import contract
 
     contract.disable_library_attention(torch)
+    if warm:
+        import placement
+
+        placement.warm_meta()
     return torch
 
 
@@ -239,8 +257,9 @@ def main():
     channel_fd, student_file = int(sys.argv[1]), os.path.abspath(sys.argv[2])
     syscalls.install()  # before torch starts a thread: every later thread inherits the filter
     channel = Channel(channel_fd)
-    torch = prepare()
-    if sys.argv[3:] == ["--wait-go"]:
+    spare = sys.argv[3:] == ["--wait-go"]
+    torch = prepare(warm=spare)
+    if spare:
         try:
             channel.receive()  # the go: the student's file is in place now
         except EOFError:

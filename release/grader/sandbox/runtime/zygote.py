@@ -289,7 +289,7 @@ class Zygote:
                        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4)})
 
     def run(self):
-        self.torch = worker.prepare()
+        self.torch = worker.prepare(warm=True)  # meta's kernels too: each fork has them
         why_not = probe_namespaces() if self.mode == "namespaces" else None
         self.send({"ready": why_not is None, "mode": self.mode, "error": why_not})
         if why_not is not None:

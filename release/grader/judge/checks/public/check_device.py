@@ -1,0 +1,254 @@
+"""Public checks that the code runs where the student's model will run (issue 27): `attend` and
+the block on a device other than the CPU, the block in float64 and in bfloat16.
+
+The devices: `meta` on every machine (torch runs each operation for shapes and dtypes only, and
+refuses a tensor of another device: a mask made without `device=` fails there as it would on a
+GPU), and CUDA where the worker has one; where CUDA ran, its verdict decides.  Only a device
+mismatch is a device mistake: code that cannot run on `meta` for another reason (`.item()`, an
+operation whose result depends on the data) is not judged there, and the check says so and costs
+nothing.  Only a dtype the student's code forced is a dtype mistake.  No point without attention:
+the CPU run must first show weights that follow q·kᵀ (what is wrong there is the other cards').
+"""
+import ast
+import re
+
+import pytest
+import torch
+
+from grader.judge.student import StudentError
+from grader.judge.checks.public.check_attend import attend_judged, attention_gate, fresh_qkv
+from grader.judge.checks.public.check_module import fresh_weights, inject, run_weights
+from grader.judge.checks.support import (Verdict, causal_mask, fresh_randn, note, same, shaped,
+                                         weights_factor)
+
+B, T, D, H, MAX_LEN = 2, 5, 12, 3, 8
+# What torch says when tensors of two devices meet (meta; CUDA).
+DEVICE_MISMATCH = re.compile(r"not on the expected device|same device|at least two devices|"
+                             r"different from other tensors|on cpu, different from")
+# What it says when tensors of two float dtypes meet in one operation.
+DTYPE_MISMATCH = re.compile(r"dtype|scalar type|(Float|Double|BFloat16|Half)\b.*\b(Float|Double|"
+                            r"BFloat16|Half)\b|(float|double|bfloat16|half) != ", re.I)
+
+
+class NotJudged(Exception):
+    """The code could not run here for a reason that is not the student's mistake."""
+
+    def __init__(self, key, **fields):
+        self.key, self.fields = key, fields
+        super().__init__(key)
+
+
+def decide(outcomes, record_property):
+    """One verdict from {device: None (ran right) | Verdict | NotJudged}: CUDA decides where it
+    ran and could judge, else meta; a NotJudged is said and costs nothing."""
+    judged = [o for d, o in sorted(outcomes.items(), key=lambda i: i[0] != "cuda")
+              if not isinstance(o, NotJudged)]
+    if judged and isinstance(judged[0], Verdict):
+        raise judged[0]
+    if judged:
+        return
+    for outcome in outcomes.values():
+        note(record_property, outcome.key, **outcome.fields)
+
+
+def student_raised(exc, device):
+    """A StudentError on `device` as a verdict's fields, or NotJudged when it was no mismatch."""
+    if exc.not_implemented or exc.during == "import" or exc.memory_limit:
+        raise exc
+    if not DEVICE_MISMATCH.search(exc.message):
+        raise NotJudged("device_not_judged", device=device, type=exc.type, message=exc.message)
+    return {"device": device, "message": exc.message, "where": exc.where()}
+
+
+def placed(result, what, device, dtype=None):
+    """The description of one tensor from the worker (placement.describe), checked for its
+    device and dtype; its values (None on meta)."""
+    if not isinstance(result, dict) or "device" not in result:
+        raise Verdict("wrong_type", expected=f"{what}: Tensor", got=str((result or {}).get("type")))
+    if result["device"] != device:
+        raise Verdict("wrong_device", what=what, expected=device, got=str(result["device"]))
+    if dtype and result.get("dtype") != dtype:
+        raise Verdict("dtype_forced", expected=dtype, seen=f"{what}: {result.get('dtype')}")
+    return result.get("value")
+
+
+def pair(result):
+    items = result.get("items") if isinstance(result, dict) else None
+    if not (isinstance(items, list) and len(items) == 2):
+        raise Verdict("wrong_type", expected="(context, weights)", got=str(result))
+    return items
+
+
+def same_values(got, expected, device):
+    """On a device with values (CUDA), they must be the CPU's."""
+    if got is not None and not same(got, expected, atol=1e-4, rtol=1e-3):
+        raise Verdict("device_values", device=device)
+
+
+# -- attend.device ------------------------------------------------------------------------------
+@pytest.mark.check("attend.device")
+def test_attend_runs_on_the_inputs_device(student, seed, record_property):
+    q, k, v = fresh_qkv(seed, 700)
+    try:
+        context, weights = attend_judged(student, q, k, v)
+        attention_gate(context, weights, q, k, v, causal_mask(T))
+    except Verdict:
+        raise Verdict("device_unobserved") from None  # the other attend cards say what it is
+    decide({device: attend_outcome(student, device, q, k, v, context, weights)
+            for device in student.devices()}, record_property)
+
+
+def attend_outcome(student, device, q, k, v, context, weights):
+    try:
+        try:
+            items = pair(student.call_on("attend", device, q, k, v, return_weights=True))
+        except StudentError as exc:
+            fields = student_raised(exc, device)
+            raise _attend_mismatch(student, device, q, k, v, fields) from None
+        same_values(placed(items[0], "context", device), context, device)
+        same_values(placed(items[1], "weights", device), weights, device)
+    except (Verdict, NotJudged) as outcome:
+        return outcome
+    return None
+
+
+def _attend_mismatch(student, device, q, k, v, fields):
+    """Which tensor stayed on the CPU: with the causal mask passed in (on the device) attend runs,
+    so it was the mask attend made itself; else another tensor made inside attend."""
+    try:
+        student.call_on("attend", device, q, k, v, mask=causal_mask(T), return_weights=True)
+    except StudentError:
+        return Verdict("attend_tensor_on_cpu", **fields)
+    return Verdict("mask_without_device", **fields)
+
+
+# -- module.device ------------------------------------------------------------------------------
+def heads(x, matrix, bias=None):
+    """x [B,T,D] through one projection [D,D] (and the student's bias, a mistake judged by
+    module.param_count), split into heads: [B,H,T,d] (float64)."""
+    y = x.double() @ matrix.double().T
+    if type(bias) is torch.Tensor and bias.shape == (D,):
+        y = y + bias.double()
+    return y.reshape(B, T, H, D // H).transpose(1, 2)
+
+
+def block_on_cpu(student, seed, salt):
+    """A block holding fresh weights, its input, and its CPU (y, weights), which must be
+    attention: weights that follow q·kᵀ of the judge's own projections."""
+    weights = fresh_weights(seed, salt)
+    x = fresh_randn(B, T, D, seed=seed, salt=salt + 10)
+    try:
+        module = fresh_block(student, weights)
+        y, w = run_weights(module, x)
+        shaped(w, [B, H, T, T], "weights")
+    except StudentError as exc:  # the block cannot even be built: module.shapes says why
+        if exc.not_implemented or exc.during == "import" or exc.memory_limit:
+            raise
+        raise Verdict("device_unobserved") from None
+    except Verdict:
+        raise Verdict("device_unobserved") from None  # the other module cards say what it is
+    read = module.contract("read", d_model=D)
+    biases = read if isinstance(read, dict) else {}
+    q, k = (heads(x, weights[i], biases.get("bias_" + p)) for i, p in enumerate("qk"))
+    if weights_factor(w, q, k, causal_mask(T)) is None:
+        raise Verdict("device_unobserved")
+    return weights, x, y, w
+
+
+def fresh_block(student, weights):
+    module = student.module(D, H, MAX_LEN)
+    inject(module, weights)
+    return module
+
+
+@pytest.mark.check("module.device")
+def test_block_runs_where_it_was_moved(student, seed, record_property):
+    weights, x, y, w = block_on_cpu(student, seed, 720)
+    decide({device: block_outcome(student, fresh_block(student, weights), device, x, y, w, seed)
+            for device in student.devices()}, record_property)
+
+
+def function_at(source, line):
+    """The name of the innermost function of the student's source that holds `line`, or None."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    holding = [node for node in ast.walk(tree)
+               if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and line is not None
+               and node.lineno <= line <= (node.end_lineno or node.lineno)]
+    return max(holding, key=lambda node: node.lineno).name if holding else None
+
+
+def _block_mismatch(student, exc, device, moved, seed):
+    """Which tensor stayed behind: the mask that .to() did not move, one that attend makes (when
+    attend alone fails on the device: its own card names which), or one made in forward (also
+    when it fails inside an attend that runs there alone: forward handed it over)."""
+    fields = student_raised(exc, device)
+    if not moved:
+        return Verdict("mask_not_moved", **fields)
+    if function_at(student.source(), exc.line) == "attend":
+        q, k, v = fresh_qkv(seed, 760)
+        try:
+            student.call_on("attend", device, q, k, v, return_weights=True)
+        except StudentError:
+            return _attend_mismatch(student, device, q, k, v, fields)
+    return Verdict("forward_tensor_on_cpu", **fields)
+
+
+def block_outcome(student, module, device, x, y, w, seed):
+    try:
+        mask = (module.contract("place", device=device) or {}).get("mask")
+        moved = not isinstance(mask, dict) or mask.get("device") == device
+        try:
+            items = pair(module.contract("forward_on", x=x, device=device))
+        except StudentError as exc:
+            raise _block_mismatch(student, exc, device, moved, seed) from None
+        if not moved:
+            raise Verdict("mask_not_moved", device=device, message="—", where="self.mask")
+        if isinstance(mask, dict) and mask.get("dtype") != "bool":
+            raise Verdict("wrong_type", expected="self.mask: bool", got=str(mask.get("dtype")))
+        same_values(placed(items[0], "y", device), y, device)
+        same_values(placed(items[1], "weights", device), w, device)
+    except (Verdict, NotJudged) as outcome:
+        return outcome
+    return None
+
+
+# -- module.dtype -------------------------------------------------------------------------------
+@pytest.mark.check("module.dtype")
+def test_block_follows_its_dtype(student, seed, record_property):
+    weights, x, y, _ = block_on_cpu(student, seed, 740)
+    outcomes = {}
+    for dtype in ("float64", "bfloat16"):
+        outcomes[dtype] = dtype_outcome(fresh_block(student, weights), dtype, x, y)
+    judged = [o for o in outcomes.values() if not isinstance(o, NotJudged)]
+    for outcome in judged:
+        if outcome is not None:
+            raise outcome
+    for outcome in outcomes.values():
+        if outcome is not None:
+            note(record_property, outcome.key, **outcome.fields)
+
+
+def dtype_outcome(module, dtype, x, y):
+    """block.to(dtype) on an input of that dtype: y of that dtype; in float64, the float32 block's
+    values (module.reference compares those with the reference)."""
+    try:
+        module.contract("place", dtype=dtype)
+        try:
+            items = pair(module.contract("forward_on", x=x, device="cpu", dtype=dtype))
+        except StudentError as exc:
+            if exc.not_implemented or exc.during == "import" or exc.memory_limit:
+                raise
+            if not DTYPE_MISMATCH.search(exc.message):
+                raise NotJudged("dtype_not_judged", dtype=dtype, type=exc.type,
+                                message=exc.message) from None
+            raise Verdict("dtype_forced", expected=dtype,
+                          seen=f"{exc.type}: {exc.message} ({exc.where()})") from None
+        got = placed(items[0], "y", "cpu", dtype)
+        if dtype == "float64" and not same(got, y):
+            raise Verdict("dtype_values", dtype=dtype)
+    except (Verdict, NotJudged) as outcome:
+        return outcome
+    return None

@@ -1,0 +1,88 @@
+"""Worker side of the device and dtype checks: the student's code, run where a model may be moved.
+
+Runs inside the sandbox, beside worker.py; imports only torch.  The judge's inputs (and a block,
+through `nn.Module.to`, never the student's own `.to`) are moved to a device or a float dtype
+here, the student's code runs, and what comes back is a plain description of every result:
+where it lives, its dtype and shape, and its values where a device has any (`meta` has none).
+Nothing here decides a verdict; every word of it is a claim to the judge.
+"""
+import torch
+from torch import nn
+
+
+def devices():
+    """The devices other than the CPU this worker can try: `meta` always (every operation runs
+    for shapes and dtypes only, and refuses a tensor of another device), `cuda` where torch
+    here can make a tensor on one."""
+    warm_meta()
+    found = ["meta"]
+    try:
+        if torch.cuda.is_available():
+            torch.zeros(1, device="cuda")
+            found.append("cuda")
+    except Exception:  # a driver that cannot start is no device to judge on
+        pass
+    return found
+
+
+def warm_meta():
+    """torch loads its meta kernels (and sympy) on the first operation on `meta`, about as long
+    as `import torch` itself: done before any student where a worker waits anyway (the fork
+    server, watch's spares), else here, under the judge's long timeout for devices(), never
+    inside a student's call."""
+    x = torch.ones(2, 2, device="meta")
+    torch.softmax((x @ x / 2).masked_fill(torch.ones(2, 2, dtype=torch.bool, device="meta"), 0), -1)
+
+
+def _dtype(name):
+    return getattr(torch, name) if name else None
+
+
+def _place(value, device, dtype):
+    """A tensor moved to `device`; a floating one also cast to `dtype` (a bool mask stays bool)."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    return value.to(device=device, dtype=dtype if value.is_floating_point() else None)
+
+
+def describe(value):
+    """{device, dtype, shape, value} of a tensor (value None on `meta`), a list of those for a
+    tuple, {type} for anything else."""
+    if isinstance(value, tuple):
+        return {"items": [describe(v) for v in value]}
+    if not isinstance(value, torch.Tensor):
+        return {"type": type(value).__name__}
+    tensor = value.detach()
+    return {"device": tensor.device.type, "dtype": str(tensor.dtype).replace("torch.", ""),
+            "shape": list(tensor.shape),
+            "value": None if tensor.device.type == "meta" else tensor.to("cpu").clone()}
+
+
+def call_on(module, fn, device, dtype=None, args=(), kwargs=None):
+    """The student's function `fn` called on the judge's arguments moved to `device` (`dtype`)."""
+    dtype = _dtype(dtype)
+    args = [_place(a, device, dtype) for a in args]
+    kwargs = {k: _place(v, device, dtype) for k, v in (kwargs or {}).items()}
+    return describe(getattr(module, fn)(*args, **kwargs))
+
+
+def _mask(block):
+    mask = getattr(block, "mask", None)
+    if not isinstance(mask, torch.Tensor):
+        return None
+    return {"device": mask.device.type, "dtype": str(mask.dtype).replace("torch.", "")}
+
+
+def place(block, device=None, dtype=None):
+    """block.to(device) or block.to(dtype) as nn.Module defines it; where its mask is then."""
+    nn.Module.to(block, device=device, dtype=_dtype(dtype))
+    return {"mask": _mask(block)}
+
+
+def forward_on(block, x, device, dtype=None):
+    """forward(x, return_weights=True) on x moved to `device` (`dtype`), without gradients."""
+    with torch.no_grad():
+        return describe(block(_place(x, device, _dtype(dtype)), return_weights=True))
+
+
+BLOCK_ACTIONS = {"place": place, "forward_on": forward_on}  # reached through the worker's op_contract
