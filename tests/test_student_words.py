@@ -49,6 +49,7 @@ FIELDS = {
     "name": "Q1_SHAPE", "names": "W_q, W_k", "params": "qkv.weight[36, 12], out_proj.weight[12, 12]",
     "rank": "3", "registered": "nn.Parameter", "seen": "1/(t+1)", "t": "2",
     "type": "RuntimeError", "what": "scaled_dot_product_attention", "where": "context[1, 2, 3] ",
+    "device": "meta", "dtype": "bfloat16",
 }
 # Messages whose {message} is the grader's own account (a worker that timed out, died, ...).
 WORKER_WORDS = {"timeout": said("导入 attention.py 时，30 秒内没有完成",

@@ -19,6 +19,7 @@ detach data stack einsum scores weights context quiz Q K V Wo bias False exit os
 bubblewrap isolation rubric seed Jupyter kernel nbgrader Gradescope Python python IPython
 lang zh en notebook stub TODO README docs PNG png matplotlib pyplot copy LM
 eval exec getattr importlib __import__ Transformer MultiheadAttention
+CPU GPU CUDA cpu cuda meta device dtype bfloat16 item FloatTensor
 """.split())
 CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
 CODE_SPAN = re.compile(r"`[^`\n]*`")
