@@ -5,8 +5,12 @@ group (so everything it starts is killed with it) and a private copy of the only
 needs (worker.py, wire.py, copytask.py).  In bubblewrap it also gets no network, a read-only view
 of the Python runtime, an empty /tmp, an unprivileged uid, its own PID namespace and the work
 folder as the only writable place; the repo, solutions/ and the hidden checks are not there.
+On a machine with an NVIDIA GPU the worker also gets its device nodes, and its memory cap counts
+the memory it writes (RLIMIT_DATA) instead of its address space, which CUDA reserves by the
+hundred GiB: the device checks then run on CUDA too (check_device.py).
 """
 import dataclasses
+import glob
 import os
 import resource
 import shutil
@@ -85,6 +89,21 @@ def choose_isolation(requested="auto"):
     return requested
 
 
+def accelerator_nodes():
+    """The NVIDIA device nodes of this machine (/dev/nvidiactl, /dev/nvidia0, /dev/nvidia-uvm,
+    ...), which a worker that may use CUDA needs; none on a machine without a GPU."""
+    import stat
+
+    nodes = []
+    for path in sorted(glob.glob("/dev/nvidia*")):
+        try:
+            if stat.S_ISCHR(os.stat(path).st_mode):
+                nodes.append(path)
+        except OSError:
+            pass
+    return nodes
+
+
 def make_runtime_dir():
     """A private copy of the runtime folder (everything that runs inside the sandbox, copied
     whole), so the worker never sees grader/."""
@@ -134,6 +153,8 @@ def bubblewrap_argv(work_dir, runtime_dir, spool=None, uid=UNPRIVILEGED,
     argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox",
              "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
              "--perms", "1777", "--size", str(int(tmp_bytes)), "--tmpfs", "/tmp"]
+    for node in accelerator_nodes():  # the GPU, for the device checks; nothing else of /dev
+        argv += ["--dev-bind", node, node]
     for link in ("lib", "lib64", "bin"):
         if os.path.islink("/" + link):
             argv += ["--symlink", os.readlink("/" + link), "/" + link]
@@ -182,14 +203,22 @@ def _namespace_unsharer():
     return own_namespaces
 
 
+def _memory_limit():
+    """RLIMIT_AS, or where CUDA may start RLIMIT_DATA (CUDA reserves address space it never
+    writes; under a cap of 3 GiB of address space it cannot start at all).  Resolved here, in the
+    parent: nothing is looked up between fork and exec."""
+    return resource.RLIMIT_DATA if accelerator_nodes() else resource.RLIMIT_AS
+
+
 def _apply_limits(limits):
     own_namespaces = _namespace_unsharer()
+    memory = _memory_limit()
 
     def preexec():
         os.setsid()
         own_namespaces()
         for kind, value in ((resource.RLIMIT_CPU, limits.cpu_seconds),
-                            (resource.RLIMIT_AS, limits.memory_bytes),
+                            (memory, limits.memory_bytes),
                             (resource.RLIMIT_NPROC, limits.processes),
                             (resource.RLIMIT_FSIZE, limits.file_bytes),
                             (resource.RLIMIT_NOFILE, limits.open_files),
