@@ -409,7 +409,7 @@ def leak_map(weights, allowed):
     return heatmap(first, leaks=~allowed)
 
 
-def note(record_property, key, **fields):
+def note(record_note, key, **fields):
     """On a check that passes: what it could not judge on this machine (a rubric outcome key),
     said beside the points and costing none of them (runner.py collects it)."""
-    record_property("kit_note", {"key": key, "fields": {k: str(v) for k, v in fields.items()}})
+    record_note("kit_note", {"key": key, "fields": {k: str(v) for k, v in fields.items()}})

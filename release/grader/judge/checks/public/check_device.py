@@ -38,7 +38,7 @@ class NotJudged(Exception):
         super().__init__(key)
 
 
-def decide(outcomes, record_property):
+def decide(outcomes, record_note):
     """One verdict from {device: None (ran right) | Verdict | NotJudged}: CUDA decides where it
     ran and could judge, else meta; a NotJudged is said and costs nothing."""
     judged = [o for d, o in sorted(outcomes.items(), key=lambda i: i[0] != "cuda")
@@ -48,7 +48,7 @@ def decide(outcomes, record_property):
     if judged:
         return
     for outcome in outcomes.values():
-        note(record_property, outcome.key, **outcome.fields)
+        note(record_note, outcome.key, **outcome.fields)
 
 
 def student_raised(exc, device):
@@ -87,7 +87,7 @@ def same_values(got, expected, device):
 
 # -- attend.device ------------------------------------------------------------------------------
 @pytest.mark.check("attend.device")
-def test_attend_runs_on_the_inputs_device(student, seed, record_property):
+def test_attend_runs_on_the_inputs_device(student, seed, record_note):
     q, k, v = fresh_qkv(seed, 700)
     try:
         context, weights = attend_judged(student, q, k, v)
@@ -95,7 +95,7 @@ def test_attend_runs_on_the_inputs_device(student, seed, record_property):
     except Verdict:
         raise Verdict("device_unobserved") from None  # the other attend cards say what it is
     decide({device: attend_outcome(student, device, q, k, v, context, weights)
-            for device in student.devices()}, record_property)
+            for device in student.devices()}, record_note)
 
 
 def attend_outcome(student, device, q, k, v, context, weights):
@@ -162,10 +162,10 @@ def fresh_block(student, weights):
 
 
 @pytest.mark.check("module.device")
-def test_block_runs_where_it_was_moved(student, seed, record_property):
+def test_block_runs_where_it_was_moved(student, seed, record_note):
     weights, x, y, w = block_on_cpu(student, seed, 720)
     decide({device: block_outcome(student, fresh_block(student, weights), device, x, y, w, seed)
-            for device in student.devices()}, record_property)
+            for device in student.devices()}, record_note)
 
 
 def function_at(source, line):
@@ -217,7 +217,7 @@ def block_outcome(student, module, device, x, y, w, seed):
 
 # -- module.dtype -------------------------------------------------------------------------------
 @pytest.mark.check("module.dtype")
-def test_block_follows_its_dtype(student, seed, record_property):
+def test_block_follows_its_dtype(student, seed, record_note):
     weights, x, y, _ = block_on_cpu(student, seed, 740)
     outcomes = {}
     for dtype in ("float64", "bfloat16"):
@@ -228,7 +228,7 @@ def test_block_follows_its_dtype(student, seed, record_property):
             raise outcome
     for outcome in outcomes.values():
         if outcome is not None:
-            note(record_property, outcome.key, **outcome.fields)
+            note(record_note, outcome.key, **outcome.fields)
 
 
 def dtype_outcome(module, dtype, x, y):
