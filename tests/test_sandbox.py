@@ -29,6 +29,12 @@ MARK = "ATTN_SANDBOX_TEST_MARK"
 FAST = Limits(call_seconds=5.0, submission_seconds=90.0)
 
 
+def within_budget(data, limits):
+    """The grader's own account of the time the student's code took stays inside the one budget
+    (the last call may start just before the budget ends and run for one call's time)."""
+    return data["metadata"]["student_seconds"] <= limits.submission_seconds + limits.call_seconds
+
+
 def inject(at_import="", in_attend=""):
     """The reference with an attack at import time and/or at the top of attend."""
     source = REFERENCE
@@ -47,7 +53,6 @@ def grade_source(tmp_path, source, mode, extra_files=None):
     for name, text in (extra_files or {}).items():
         (folder / name).write_text(text)
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
-    began = time.monotonic()
     if mode.startswith("fork-"):
         isolation = mode[len("fork-"):]
         sub, student = grading.start(str(folder), isolation, FAST, zygote(isolation).spawn)
@@ -55,10 +60,9 @@ def grade_source(tmp_path, source, mode, extra_files=None):
         assert data["metadata"]["worker_start"] == "fork"
     else:
         data = grading.grade(str(folder), isolation=mode, limits=FAST)
-    seconds = time.monotonic() - began
     after = {p.name: p.read_bytes() for p in folder.iterdir()}
     assert after == before, "the submission folder was written to"
-    assert seconds < 150, f"grading took {seconds:.0f} s"
+    assert within_budget(data, FAST)
     return data
 
 
