@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from grader.judge import grading, submission
+from grader.tools import notebook
 from grader.render import report
 from grader import rubric
 
@@ -35,14 +36,40 @@ def test_definitions_stay_and_other_statements_are_left_out():
     source = ("import math\nX = 3\nQ1 = (1, 2)\ndef f():\n    return X\nclass C:\n    pass\n"
               "print(f())\nwhile True:\n    pass\nX += 1\n")
     kept, left_out = submission.keep_definitions(source)
-    assert left_out == ["line 8: print(f())", "line 9: while True:"]
+    assert left_out == ["line 8: print(f())", "line 9: while True:", "line 11: X += 1"]
     namespace = {}
     exec(compile(kept, "<kept>", "exec"), namespace)  # noqa: S102  (ends: the loop is gone)
-    assert namespace["f"]() == 4 and namespace["Q1"] == (1, 2)
+    assert namespace["f"]() == 3 and namespace["Q1"] == (1, 2)
 
 
-def test_code_that_does_not_parse_is_kept_as_it_is():
-    assert submission.keep_definitions("def f(:\n") == ("def f(:\n", [])
+def test_the_file_and_the_kernel_keep_the_same_statements():
+    """One reader (judge/cells.py): a saved notebook and a kernel that ran the same cells give
+    the same definitions, whatever the cells hold."""
+    cells = ["import math\nimport grader.notebook\nX = 3\ndef f():\n    return X\n",
+             "class C:\n    def __init__(self):\n        raise ValueError\nprint(f())\nX += 1\n",
+             "def g(:\n",
+             "m = C()\nimport torch\ntorch.allclose = lambda *a, **k: True\nn = (\n  f())\n",
+             "Q1 = (1, 2)"]
+    kept, left_out = submission.keep_definitions(cells)
+    assert left_out == ["line 2: import grader.notebook", "line 10: print(f())",
+                        "line 11: X += 1", "line 13: def g(:",
+                        "line 17: torch.allclose = lambda *a, **k: True"]
+    from_file, from_kernel = {}, {}
+    exec(compile(kept, "<kept>", "exec"), from_file)  # noqa: S102
+    exec(compile(notebook.assemble(cells), "<assembled>", "exec"), from_kernel)  # noqa: S102
+    names = {k for k in from_file if not k.startswith("__")}
+    assert names == {k for k in from_kernel if not k.startswith("__")} == \
+        {"math", "torch", "X", "f", "C", "n", "Q1"}  # m = C() raised, in both
+    assert from_file["n"] == from_kernel["n"] == 3
+    assert from_file["torch"].allclose is not None and "lambda" not in kept.split("# (left out)")[0]
+
+
+def test_a_cell_that_does_not_parse_is_left_out_as_the_kernel_skips_it():
+    kept, left_out = submission.keep_definitions(["def f(:\n", "def g():\n    return 1\n"])
+    assert left_out == ["line 1: def f(:"]
+    namespace = {}
+    exec(compile(kept, "<kept>", "exec"), namespace)  # noqa: S102
+    assert namespace["g"]() == 1 and "f" not in namespace
 
 
 @pytest.mark.parametrize("name", sorted(STRAY))

@@ -4,7 +4,6 @@ into a clean work folder.
 The work folder holds one file, attention.py, and nothing else of the student's: no conftest.py,
 no pytest.ini, no other modules.  The original is only ever read.
 """
-import ast
 import hashlib
 import io
 import json
@@ -16,7 +15,7 @@ import time
 import zipfile
 import zlib
 
-from grader.judge import manifest
+from grader.judge import cells, manifest
 from grader import safefs
 
 STUDENT_FILE = "attention.py"
@@ -92,8 +91,8 @@ def comment_out_magics(source):
                      for line in source.splitlines())
 
 
-def notebook_source(raw):
-    """The code cells of a notebook, in order, with IPython magics and shell lines dropped."""
+def notebook_cells(raw):
+    """The code cells of a notebook, in order, with IPython magics and shell lines commented out."""
     try:
         notebook = json.loads(raw)
         cells = notebook["cells"]
@@ -108,41 +107,72 @@ def notebook_source(raw):
             continue
         source = cell.get("source", "")
         source = "".join(map(str, source)) if isinstance(source, list) else str(source)
-        lines = [("# " + line if MAGIC_LINE.match(line) else line) for line in source.splitlines()]
-        chunks.append("\n".join(lines))
-    return "\n\n".join(chunks) + "\n"
+        chunks.append(comment_out_magics(source))
+    return chunks
 
 
-# What a notebook's cell may leave at the top level for the grader to run: the definitions.
-DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-               ast.Assign, ast.AnnAssign, ast.AugAssign)
+def notebook_source(raw):
+    """The code cells of a notebook as one text, a blank line between cells."""
+    return "\n\n".join(notebook_cells(raw)) + "\n"
 
 
-def keep_definitions(source):
-    """(source, left_out): a notebook's code with only its definitions at the top level (imports,
-    functions, classes, assignments), so a stray cell (a training loop, `while True:`, a print of
-    an experiment) cannot stop the definitions from being graded; `left_out` lists each statement
-    dropped as "line N: first line".  Code that does not parse is kept as it is (its import fails
-    and says where)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return source, []
-    lines = source.splitlines()
-    dropped = set()
-    left_out = []
-    for node in tree.body:
-        if isinstance(node, DEFINITIONS):
+def keep_definitions(chunks):
+    """(source, left_out): a notebook's cells with only what cells.py keeps at the top level
+    (imports, functions, classes, assignments to names), so a stray cell (a training loop,
+    `while True:`, a print of an experiment) cannot stop the definitions from being graded.  The
+    kernel's `%check` keeps the same statements (tools/notebook.assemble).  Every line stays where
+    it was (left-out lines become comments), so an error names the notebook's own line;
+    `left_out` lists each statement dropped as "line N: first line"."""
+    chunks = [chunks] if isinstance(chunks, str) else list(chunks)
+    out, left_out = [], []
+    for number, chunk in enumerate(chunks):
+        if number:
+            out.append("")  # the blank line between two cells
+        lines = chunk.splitlines()
+        kept, dropped = _kept_lines(lines, cells.parse(chunk))
+        for start, _ in dropped:
+            left_out.append(f"line {len(out) + start}: {lines[start - 1].strip()[:80]}")
+        out += kept
+    return "\n".join(_closed(out)) + "\n", left_out
+
+
+GUARD_OPEN, GUARD_CLOSE = "try: ", "except Exception: pass  # (kept as the kernel survived it)"
+
+
+def _kept_lines(lines, body):
+    """The cell's lines with left-out statements commented out and guarded assignments opened
+    with `try:`; (lines, [(first, last) of each dropped statement])."""
+    if body is None:  # a cell that does not parse: the kernel ran none of it either
+        return ["# (left out) " + line for line in lines], ([(1, len(lines))] if lines else [])
+    kept, dropped = list(lines), []
+    for node in body:
+        start, end = cells.first_line(node), node.end_lineno
+        if cells.classify(node) not in cells.KEPT:
+            dropped.append((start, end))
+            for n in range(start, end + 1):
+                kept[n - 1] = "# (left out) " + lines[n - 1]
+        elif cells.guarded(node):
+            kept[start - 1] = GUARD_OPEN + lines[start - 1]
+            kept[end - 1] += "\n" + GUARD_CLOSE  # closed on the next blank line (_closed)
+    return kept, dropped
+
+
+def _closed(lines):
+    """Lines with each guard's `except` moved onto the blank line after it where there is one
+    (between cells there always is), so that the lines after it keep their numbers."""
+    out = []
+    for line in lines:
+        if out and out[-1] == GUARD_CLOSE and line == "":
             continue
-        dropped.update(range(node.lineno, node.end_lineno + 1))
-        left_out.append(f"line {node.lineno}: {lines[node.lineno - 1].strip()[:80]}")
-    kept = [("# (left out) " + line if number in dropped else line)
-            for number, line in enumerate(lines, start=1)]
-    return "\n".join(kept) + "\n", left_out
+        head, _, tail = line.partition("\n")
+        out.append(head)
+        if tail:
+            out.append(tail)
+    return out
 
 
 def _notebook_submission(origin, text):
-    source, left_out = keep_definitions(notebook_source(text))
+    source, left_out = keep_definitions(notebook_cells(text))
     sub = Submission(origin, source, "notebook")
     sub.left_out = left_out
     return sub

@@ -16,7 +16,6 @@ kit's feedback, word for word, and a kernel whose torch was monkeypatched change
 kernel itself can still be tricked (its helpers can be replaced); that is why `make autograde`
 regrades every submitted notebook outside the kernel (grader/instructor/nbregrade.py).
 """
-import ast
 import hashlib
 import json
 import os
@@ -25,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 from grader import paths
+from grader.judge import cells
 from grader.judge.submission import comment_out_magics
 
 KIT_ROOT = paths.KIT_ROOT
@@ -45,71 +45,34 @@ KIT_LINE = re.compile(r"^\s*(%(check|autograde|lang|load_ext\s+grader|reload_ext
 # Inside a kernel: rebuild attention.py from what the kernel ran
 
 
-def _is_kit_import(node):
-    if isinstance(node, ast.ImportFrom):
-        return (node.module or "").split(".")[0] == "grader"
-    return any(alias.name.split(".")[0] == "grader" for alias in node.names)
-
-
-def _calls_at_import(node):
-    """Does evaluating this expression call something?  (A lambda's body runs later.)"""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, ast.Call):
-            return True
-        stack.extend(child for child in ast.iter_child_nodes(current)
-                     if not isinstance(child, ast.Lambda))
-    return False
-
-
-def _target_names(node):
-    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-    names = []
-    for target in targets:
-        elements = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
-        for element in elements:
-            if not isinstance(element, ast.Name):
-                return None  # attribute or subscript targets (torch.allclose = ...) are dropped
-            names.append(element.id)
-    return tuple(names)
-
-
 def assemble(sources):
     """attention.py from executed cell sources, oldest first.
 
-    Kept: imports (not the kit's), and for every function, class and plain top-level name the
-    last definition the kernel ran, in the order the names first appeared.  An assignment that
-    calls something at import is wrapped in try/except, as the kernel had survived it.  Dropped:
-    bare statements (calls, prints, loops, the kit's magics), attribute assignments, cells that do
-    not parse (the kernel kept the previous definition then, and so does this).
+    The statements kept are those the file grader keeps (judge/cells.py), so `%check` and the
+    instructor's grade of the saved notebook read the same code.  For every function, class and
+    plain top-level name the last definition the kernel ran is kept, in the order the names first
+    appeared; an assignment that calls something at import is wrapped in try/except, as the
+    kernel had survived it.  Cells that do not parse are skipped (the kernel kept the previous
+    definitions then, and so does this).
     """
     imports, order, latest = [], [], {}
     for source in sources:
         source = comment_out_magics(source or "")
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:
-            continue
+        body = cells.parse(source)
         lines = source.splitlines()
-        for node in tree.body:
-            start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-            text = "\n".join(lines[start - 1:node.end_lineno])
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                if not _is_kit_import(node) and text not in imports:
+        for node in body or ():
+            kind = cells.classify(node)
+            if kind not in cells.KEPT:
+                continue
+            text = "\n".join(lines[cells.first_line(node) - 1:node.end_lineno])
+            if kind == "import":
+                if text not in imports:
                     imports.append(text)
                 continue
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                key = (node.name,)
-            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-                key = _target_names(node)
-                if key is None:
-                    continue
-                if _calls_at_import(node.value):
-                    body = "\n".join("    " + line for line in text.splitlines())
-                    text = f"try:\n{body}\nexcept Exception:\n    pass"
-            else:
-                continue
+            key = (node.name,) if kind == "definition" else cells.target_names(node)
+            if cells.guarded(node):
+                body_text = "\n".join("    " + line for line in text.splitlines())
+                text = f"try:\n{body_text}\nexcept Exception:\n    pass"
             if key not in latest:
                 order.append(key)
             latest[key] = text

@@ -51,6 +51,9 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None):
         "limits": student.limits.describe(), "worker_starts": student.starts,
         "worker_start": "fork" if student.spawner else "exec",
         "worker_events": student.events, "student_output": student.student_output()[:4000],
+        # Seconds spent waiting on the student's code (import and calls), the one time budget's
+        # own account: tests bound a hostile submission by it instead of by a wall clock.
+        "student_seconds": round(student.spent, 3),
         "visibilities": list(visibilities), "devices": student.devices_seen or [],
         "hidden_not_run": 0 if "hidden" in visibilities else len(rubric.select(("hidden",))),
     }
