@@ -262,3 +262,35 @@ def test_page_without_a_browser_escapes_and_marks_leaks():
     assert table.count('class="masked leak') == 1 and "0.50" in table
     nan_table = feedback_html.heatmap_table([[None]], [[True]], "student")
     assert 'class="nan"' in nan_table and "NaN" in nan_table
+
+
+def text_grid(text):
+    """The numbers of a card's text heatmap, row by row (nan as None)."""
+    rows = []
+    for line in text.splitlines()[1:]:
+        cells = line.split()[1:]
+        rows.append([None if c == "nan" else float(c.rstrip("!")) for c in cells])
+    return rows
+
+
+@pytest.mark.parametrize("name", ["mask_off_by_one", "mask_missing", "softmax_dim"])
+def test_a_cards_text_and_its_drawing_are_the_same_call(name):
+    """The page draws, for a failing attend card, the very weights its text heatmap shows."""
+    from grader.judge import grading
+
+    sub, student = grading.start(str(ROOT / "tests" / "submissions" / "wrong" / f"{name}.py"),
+                                 "process", None)
+    data = grading.finish(sub, student)
+    maps = judge.attention_maps(student)
+    drawn = 0
+    for result in data["checks"]:
+        texts = [v["heatmap"] for v in result["verdicts"] if v.get("heatmap")]
+        if result["exercise"] != "attend" or result["status"] == "passed" or not texts:
+            continue
+        probe = feedback_html._probe_for(result, maps)
+        assert probe == result["id"]
+        grid = maps[probe]["student"]
+        assert text_grid(texts[0]) == [[None if v is None else round(v, 2) + 0.0 for v in row]
+                                       for row in grid], result["id"]
+        drawn += 1
+    assert drawn, "a wrong attend draws at least one failing card"

@@ -30,9 +30,10 @@ def _grid(t):
 
 
 def attention_maps(student):
-    """For the page's heatmaps: the weights the checks judged (attend.causal's under the default
-    causal mask, attend.mask_arg's under an explicit band mask), one [T, T] slice each, beside
-    the reference's on the same inputs.  No call of its own into the worker."""
+    """For the page's heatmaps: the weights the checks judged, one [T, T] slice each, beside the
+    reference's on the same inputs: by probe (attend.causal's under the default causal mask,
+    attend.mask_arg's under an explicit band mask), and by check id the call a failing check's
+    text heatmap was drawn from.  No call of its own into the worker."""
     import torch
 
     from grader.judge.checks.support import judged_maps
@@ -40,7 +41,9 @@ def attention_maps(student):
 
     maps = {}
     for name, judged in judged_maps(student).items():
-        q, k, v, mask, weights = (judged[key] for key in ("q", "k", "v", "mask", "weights"))
+        q, k, mask, weights = (judged[key] for key in ("q", "k", "mask", "weights"))
+        v = judged.get("v")  # the weights do not depend on v: a failing call's map keeps none
+        v = torch.zeros(*q.shape[:-1], 1) if v is None else v
         t = q.shape[-2]
         allowed = torch.ones(t, t, dtype=torch.bool).tril() if mask is None else mask
         _, expected = ref.attend(q, k, v, mask=mask, return_weights=True)

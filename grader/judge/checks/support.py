@@ -403,10 +403,22 @@ def attend_any_rank(student, q, k, v, **kwargs):
         raise Verdict("attend_only_4d", rank=q.dim(), type=exc.type, message=exc.message) from None
 
 
-def leak_map(weights, allowed):
-    """The first [T, T] slice of `weights` as a heatmap, with cells that should be 0 marked."""
+class Heat(str):
+    """A verdict's heatmap text, with the judged call it was drawn from (`call`: the first [T, T]
+    slice of q, k, the allowed cells and the weights), so that the feedback page draws the very
+    numbers the card's text shows (runner.KitPlugin keeps the call for the page)."""
+    call = None
+
+
+def leak_map(weights, allowed, q=None, k=None):
+    """The first [T, T] slice of `weights` as a heatmap, with cells that should be 0 marked;
+    given the call's q and k, the heatmap carries the call for the page."""
     first = weights.reshape(-1, *weights.shape[-2:])[0]
-    return heatmap(first, leaks=~allowed)
+    heat = Heat(heatmap(first, leaks=~allowed))
+    if q is not None and k is not None:
+        heat.call = {"q": q.reshape(-1, *q.shape[-2:])[0], "k": k.reshape(-1, *k.shape[-2:])[0],
+                     "mask": allowed, "weights": first.detach().clone()}
+    return heat
 
 
 def note(record_note, key, **fields):

@@ -15,7 +15,7 @@ import warnings
 
 import pytest
 
-from grader.judge.checks.support import Verdict
+from grader.judge.checks.support import Verdict, judged_maps
 from grader.judge.student import StudentError, WorkerFailure
 from grader import paths, threads
 
@@ -100,6 +100,16 @@ class KitPlugin:
         report.kit_verdict = (classify(call.excinfo.value)
                               if call.excinfo is not None and call.when in ("setup", "call")
                               else None)
+        if report.kit_verdict is not None and report.kit_check:
+            self.keep_drawn_call(report.kit_check, call.excinfo.value)
+
+    def keep_drawn_call(self, check_id, exc):
+        """The judged call a failing check's heatmap text was drawn from, kept for the feedback
+        page under the check's id (the first failing part's), so the page's drawing and the
+        card's text are the same numbers."""
+        call = getattr(getattr(exc, "heatmap", None), "call", None)
+        if call is not None:
+            judged_maps(self.current).setdefault(check_id, call)
 
     def pytest_runtest_logreport(self, report):
         """One record per test: its check, the first verdict, passed only if every phase passed."""

@@ -157,14 +157,17 @@ PROBES = {
     "causal": ("默认因果掩码（mask=None）", "default causal mask (mask=None)"),
     "band": ("显式带状掩码（只读自己和前一个）", "explicit band mask (itself and one back)"),
 }
+# A failing card draws the call its text shows (the same numbers as the text above it).
+FAILED_CALL = ("这项检查未通过的那次调用（与上面文字中的表格是同一组数）",
+               "the call this check failed on (the same numbers as the table in the text above)")
 
 
 def heatmaps_figure(maps, probe):
     data = (maps or {}).get(probe)
     if not data:
         return ""
-    zh, en = PROBES[probe]
-    parts = [f'<div class="heatmaps" data-probe="{probe}">']
+    zh, en = PROBES.get(probe, FAILED_CALL)
+    parts = [f'<div class="heatmaps" data-probe="{esc(probe)}">']
     if data.get("student") is not None:
         leaks = data.get("leaks")
         n_leaks = sum(sum(1 for x in row if x) for row in leaks)
@@ -188,7 +191,11 @@ def heatmaps_figure(maps, probe):
     return "".join(parts) + legend
 
 
-def _probe_for(result):
+def _probe_for(result, maps):
+    """The map a card draws: the call its own text heatmap shows when it failed with one, else
+    the probe of its kind."""
+    if result["id"] in (maps or {}):
+        return result["id"]
     return "band" if result["id"] == "attend.mask_arg" else "causal"
 
 
@@ -255,7 +262,7 @@ def _card(the_rubric, result, maps):
         parts.append(f'<pre class="feedback zh">{esc(report.feedback(the_rubric, result, "zh"))}</pre>'
                      f'<pre class="feedback en">{esc(report.feedback(the_rubric, result, "en"))}</pre>')
     if maps is not None:
-        parts.append(heatmaps_figure(maps, _probe_for(result)))
+        parts.append(heatmaps_figure(maps, _probe_for(result, maps)))
     parts.append("</article>")
     return "".join(parts)
 

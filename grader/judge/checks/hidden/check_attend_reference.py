@@ -29,7 +29,7 @@ def expect_reference(context, weights, q, k, v):
     """Context and weights equal the reference's, or a Verdict naming the variant they equal."""
     expected, expected_w = ref.attend(q, k, v, return_weights=True)
     variants = {name: attend_variant(name, q, k, v) for name in ATTEND_VARIANTS}
-    heat = leak_map(weights, causal_mask(T)) if weights.shape == expected_w.shape else ""
+    heat = leak_map(weights, causal_mask(T), q, k) if weights.shape == expected_w.shape else ""
     try:
         expect_close(weights, expected_w, "weights",
                      [(name, w) for name, (_, w) in variants.items()])
@@ -64,7 +64,7 @@ def test_zero_scores(student, seed):
                                                    expected_w[..., other_rows, :]) \
             and not close(weights[..., ZERO_ROWS, :], expected_w[..., ZERO_ROWS, :]):
         # Right wherever a score is not 0, wrong only where every score is 0.
-        raise Verdict("mask_from_values", heatmap=leak_map(weights, causal_mask(T)))
+        raise Verdict("mask_from_values", heatmap=leak_map(weights, causal_mask(T), q, k))
     expect_reference(context, weights, q, k, v)
 
 

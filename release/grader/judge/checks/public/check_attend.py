@@ -42,7 +42,7 @@ def attend_judged(student, q, k, v, mask=None, probe=None):
 def named(weights, allowed, q, k, otherwise):
     """A Verdict naming what the weights show (or `otherwise`, what was seen), with the map."""
     return Verdict(weights_problem(weights, allowed, q, k) or otherwise,
-                   heatmap=leak_map(weights, allowed))
+                   heatmap=leak_map(weights, allowed, q, k))
 
 
 def attention_gate(context, weights, q, k, v, allowed):
@@ -86,7 +86,7 @@ def judge_scale(context, weights, q, k, v, example=False):
     if example and (problem is not None or factor is None):
         return
     if problem in ("scale_after_softmax", "weights_prescores"):
-        raise Verdict(problem, heatmap=leak_map(weights, allowed))
+        raise Verdict(problem, heatmap=leak_map(weights, allowed, q, k))
     if factor is None:
         raise named(weights, allowed, q, k, "weights_not_from_scores")
     d, d_v = q.shape[-1], v.shape[-1]
@@ -125,7 +125,7 @@ def test_causal(student, seed, t):
     if not close(context[..., :t + 1, :], after[..., :t + 1, :]):
         index, got, was = first_difference(after[..., :t + 1, :], context[..., :t + 1, :])
         raise Verdict(weights_problem(weights2, allowed, q, k2) or "future_changes_past",
-                      heatmap=leak_map(weights2, allowed), where=f"context{list(index)}",
+                      heatmap=leak_map(weights2, allowed, q, k2), where=f"context{list(index)}",
                       expected=num(was), got=num(got), t=t)
 
 
@@ -141,7 +141,7 @@ def test_rows_sum_to_one(student, seed, gain):
         # At gain 100 the weights are nearly one-hot: a mistake is named from gain 1 if it shows.
         key = weights_problem(weights, allowed, q, k) or \
             weights_problem(sharp, allowed, q * gain, k) or "rows_not_one"
-        raise Verdict(key, heatmap=leak_map(sharp, allowed))
+        raise Verdict(key, heatmap=leak_map(sharp, allowed, q * gain, k))
     attention_gate(context, weights, q, k, v, allowed)
 
 
@@ -155,7 +155,7 @@ def test_explicit_band_mask(student, seed):
     context, weights = attend_judged(student, q, k, v, mask=BAND, probe="band")
     if torch.isnan(weights).any() or (weights[..., ~BAND] != 0).any():
         if looks_causal(weights):
-            raise Verdict("mask_arg_ignored", heatmap=leak_map(weights, BAND))
+            raise Verdict("mask_arg_ignored", heatmap=leak_map(weights, BAND, q, k))
         raise named(weights, BAND, q, k, "weights_leak")
     attention_gate(context, weights, q, k, v, BAND)
 
@@ -167,12 +167,12 @@ def test_all_visible_mask(student, seed):
     context, weights = attend_judged(student, q, k, v, mask=EVERYTHING)
     if torch.isnan(weights).any() or not bool((weights > 0).all()):
         if looks_causal(weights):
-            raise Verdict("mask_arg_ignored", heatmap=leak_map(weights, everything))
+            raise Verdict("mask_arg_ignored", heatmap=leak_map(weights, everything, q, k))
         key = weights_problem(weights, everything, q, k) or "weights_blocked"
         if torch.isnan(weights).all():  # nothing read at all: a band mask tells why
             _, band_weights = attend_judged(student, q, k, v, mask=BAND)
             key = "mask_inverted" if weights_problem(band_weights, BAND) == "mask_inverted" else key
-        raise Verdict(key, heatmap=leak_map(weights, everything))
+        raise Verdict(key, heatmap=leak_map(weights, everything, q, k))
     attention_gate(context, weights, q, k, v, everything)
 
 
