@@ -100,7 +100,13 @@ def _complete(started, config, session=None, split=None):
     else:
         from grader.judge import grading
 
-        data = grading.finish(started.sub, started.student, session=session)  # closes the worker
+        package = getattr(started.sub, "package", None)  # a `make submit` zip, verified
+        if package is not None:
+            from grader.judge.manifest import flag_identity
+
+            flag_identity(package, task["student"])  # the entry's name is who it is
+        data = grading.finish(started.sub, started.student, session=session,
+                              entry=task["entry"])  # closes the worker
         drawing = time.thread_time()
         record.update(_graded(started, data))
     record["seconds"] = round(time.monotonic() - started.began, 3)
@@ -114,13 +120,7 @@ def _complete(started, config, session=None, split=None):
 
 def _graded(started, data):
     """A graded record's fields: the report, the heatmaps' data, a `make submit` zip's manifest."""
-    data["metadata"]["submission"] = started.task["entry"]
-    package = getattr(started.sub, "package", None)  # a `make submit` zip, verified
-    if package is not None:
-        from grader.judge.manifest import flag_identity
-
-        flag_identity(package, started.task["student"])  # the entry's name is who it is
-        data["metadata"]["package"] = package
+    package = getattr(started.sub, "package", None)
     return {"status": "graded", "error": None, "score": data["score"],
             "max_score": data["max_score"], "container": getattr(started.sub, "container", None),
             "report": data, "attention_maps": attention_maps(started.student), "package": package}

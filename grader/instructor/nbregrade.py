@@ -148,6 +148,20 @@ def log_sections(log_text):
     return {k: "\n".join(v) for k, v in sections.items()}
 
 
+def _submission_notebook(gb, student, missing):
+    """The student's notebook in nbgrader's gradebook, its student and submission made if absent
+    (nbgrader adds none for a notebook it failed on)."""
+    try:
+        return gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student)
+    except missing:
+        gb.update_or_create_student(student)
+        try:
+            gb.find_submission(ASSIGNMENT, student)
+        except missing:
+            gb.add_submission(ASSIGNMENT, student)
+        return gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student)
+
+
 def fix_up(course, student, data, rubric, source, log_section="", lang="zh"):
     """Write the kit's grade where the kernel's differs; return this notebook's record."""
     from nbgrader.api import Gradebook, MissingEntry
@@ -166,15 +180,7 @@ def fix_up(course, student, data, rubric, source, log_section="", lang="zh"):
     else:  # or the kit rebuilt it after an earlier autograde had failed on it
         record["nbgrader"] = rebuilt_story(autograded) or "graded"
     with Gradebook(db_url(course), COURSE_ID) as gb:
-        try:
-            submitted = gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student)
-        except MissingEntry:
-            gb.update_or_create_student(student)
-            try:
-                gb.find_submission(ASSIGNMENT, student)
-            except MissingEntry:
-                gb.add_submission(ASSIGNMENT, student)
-            submitted = gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student)
+        submitted = _submission_notebook(gb, student, MissingEntry)
         grades = {g.name: g for g in submitted.grades}
         kernel_total = 0.0
         for check in rubric.checks:

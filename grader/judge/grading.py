@@ -23,11 +23,13 @@ def start(path, isolation="auto", limits=None, spawner=None):
     return sub, student
 
 
-def finish(sub, student, visibilities=("public", "hidden"), session=None):
-    """Run the checks against a started worker; return the report data (renderers format it).
+def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=None):
+    """Run the checks against a started worker; return the report data, complete (renderers
+    format it; nothing adds to it afterwards).
 
     `session` (a batch judge's runner.CheckSession for these visibilities) saves configuring
-    pytest and collecting the checks again for every submission."""
+    pytest and collecting the checks again for every submission.  `entry` names the submission
+    in the report instead of its path (a class folder's entry)."""
     import torch
 
     from grader.render import report
@@ -44,7 +46,7 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None):
         student.close()
         sub.cleanup()
     metadata = {
-        "submission": sub.origin, "kind": sub.kind, "seed": sub.seed,
+        "submission": entry or sub.origin, "kind": sub.kind, "seed": sub.seed,
         "left_out": list(sub.left_out), "torch": torch.__version__,
         "python": platform.python_version(), "rubric_version": rubric.version,
         "rubric_hash": rubric.hash, "isolation": student.isolation,
@@ -57,6 +59,8 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None):
         "visibilities": list(visibilities), "devices": student.devices_seen or [],
         "hidden_not_run": 0 if "hidden" in visibilities else len(rubric.select(("hidden",))),
     }
+    if getattr(sub, "package", None) is not None:  # a `make submit` zip: its manifest, verified
+        metadata["package"] = sub.package
     return report.build(rubric, checks, parts, metadata)
 
 

@@ -123,14 +123,19 @@ def main(argv=None):
         from grader.tools import hints, watch
 
         return (watch if args.command == "watch" else hints).main(args)
+    return grade_command(args)
+
+
+def grade_command(args):
+    """`grade` and `check`: one submission graded, its report rendered where asked."""
+    from grader.judge import grading
+    from grader import inert
+
     isolation = "bubblewrap" if args.require_sandbox else args.isolation
     limits = sandbox.Limits(call_seconds=args.call_timeout, memory_bytes=args.memory_mb * 2 ** 20,
                             submission_seconds=args.submission_timeout,
                             cpu_seconds=args.cpu_seconds, processes=args.max_processes,
                             output_bytes=args.output_kb * 1024)
-    from grader.judge import grading
-    from grader import inert
-
     try:
         sub, student = grading.start(args.submission, isolation, limits)
     except SubmissionError as exc:  # its reason names the student's files: inert
@@ -143,36 +148,34 @@ def main(argv=None):
         return 2
     visibilities = ("public",) if args.command == "check" else ("public", "hidden")
     data = grading.finish(sub, student, visibilities)
-    from grader.render import package
-    from grader.render import report
-    from grader import rubric
-    from grader import inert
-
-    the_rubric = rubric.load()
-    if sub.package is not None:  # a `make submit` zip: its manifest, verified
-        data["metadata"]["package"] = sub.package
-
-    def render(fmt):
-        if fmt == "text":
-            text = report.to_text(the_rubric, data, args.lang, data["metadata"]["hidden_not_run"])
-            return text + "".join(inert.for_terminal(line) + "\n"
-                                  for line in package.describe(sub.package, args.lang))
-        text = report.RENDERERS[fmt](the_rubric, data, args.lang)
-        if fmt == "markdown" and sub.package is not None:
-            text += "".join(f"- {inert.markdown_inline(line)}\n"
-                            for line in package.describe(sub.package, args.lang))
-        return text
-
-    text = render(args.format)
+    text = render(data, args.format, args.lang)
     if args.summary:  # appended: GitHub's step summary file may already hold other steps' text
         with open(args.summary, "a", encoding="utf-8") as handle:
-            handle.write(render("markdown"))
+            handle.write(render(data, "markdown", args.lang))
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
             handle.write(text)
     else:
         sys.stdout.write(text)
     return 0
+
+
+def render(data, fmt, lang):
+    """The report in one format; a `make submit` zip's manifest lines follow text and Markdown."""
+    from grader.render import package, report
+    from grader import inert, rubric
+
+    the_rubric = rubric.load()
+    manifest = data["metadata"].get("package")
+    if fmt == "text":
+        text = report.to_text(the_rubric, data, lang, data["metadata"]["hidden_not_run"])
+        return text + "".join(inert.for_terminal(line) + "\n"
+                              for line in package.describe(manifest, lang))
+    text = report.RENDERERS[fmt](the_rubric, data, lang)
+    if fmt == "markdown" and manifest is not None:
+        text += "".join(f"- {inert.markdown_inline(line)}\n"
+                        for line in package.describe(manifest, lang))
+    return text
 
 
 if __name__ == "__main__":
