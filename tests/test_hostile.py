@@ -20,7 +20,7 @@ import pytest
 from grader.authoring import stubs as authoring
 from grader.sandbox import forkserver, launch as sandbox, uidpool
 from grader.judge import grading, submission
-from grader import inert, rubric
+from grader import inert, rubric, safefs
 from grader.render import report
 from grader.sandbox.runtime import wire
 from grader.sandbox.launch import Limits
@@ -578,10 +578,13 @@ def test_a_folder_entry_1500_levels_deep_is_listed_and_ungradable(tmp_path):
     (folder / "deep").mkdir(parents=True)
     _deep(folder / "deep")
     (folder / "alice.py").write_text(REFERENCE)
-    listed = {e.student: e for e in entries.list_entries(str(folder))}
-    assert set(listed) == {"alice", "deep"} and len(listed["deep"].digest) == 64
-    with pytest.raises(submission.SubmissionError, match="too deep|no attention"):
-        submission.load(str(folder / "deep"))
+    try:
+        listed = {e.student: e for e in entries.list_entries(str(folder))}
+        assert set(listed) == {"alice", "deep"} and len(listed["deep"].digest) == 64
+        with pytest.raises(submission.SubmissionError, match="too deep|no attention"):
+            submission.load(str(folder / "deep"))
+    finally:  # pytest's own clean-up of old temp folders recurses and would fail on it later
+        safefs.remove_tree(str(folder / "deep"))
 
 
 # -- what the TA reads -------------------------------------------------------------------------------
