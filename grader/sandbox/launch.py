@@ -131,6 +131,29 @@ def runs_as_root():
     return os.geteuid() == 0 and shutil.which("setpriv") is not None
 
 
+def _system_and_python_binds():
+    """bwrap arguments that show /lib, /lib64, /bin and the Python installation, read-only."""
+    argv = []
+    for link in ("lib", "lib64", "bin"):
+        if os.path.islink("/" + link):
+            argv += ["--symlink", os.readlink("/" + link), "/" + link]
+        elif os.path.isdir("/" + link):
+            argv += ["--ro-bind", "/" + link, "/" + link]
+    made = set()
+    for root in _python_roots():
+        # bwrap makes missing parents mode 0700; the unprivileged worker must traverse them.
+        parent = os.path.dirname(root)
+        ancestors = []
+        while parent not in ("/", "") and parent not in made:
+            ancestors.append(parent)
+            parent = os.path.dirname(parent)
+        for folder in reversed(ancestors):
+            argv += ["--perms", "0755", "--dir", folder]
+            made.add(folder)
+        argv += ["--ro-bind", root, root]
+    return argv
+
+
 def bubblewrap_argv(work_dir, runtime_dir, spool=None, uid=UNPRIVILEGED,
                     tmp_bytes=Limits.tmp_bytes):
     """bwrap, then (when the grader is root) setpriv to a real unprivileged uid inside it.
@@ -155,23 +178,7 @@ def bubblewrap_argv(work_dir, runtime_dir, spool=None, uid=UNPRIVILEGED,
              "--perms", "1777", "--size", str(int(tmp_bytes)), "--tmpfs", "/tmp"]
     for node in accelerator_nodes():  # the GPU, for the device checks; nothing else of /dev
         argv += ["--dev-bind", node, node]
-    for link in ("lib", "lib64", "bin"):
-        if os.path.islink("/" + link):
-            argv += ["--symlink", os.readlink("/" + link), "/" + link]
-        elif os.path.isdir("/" + link):
-            argv += ["--ro-bind", "/" + link, "/" + link]
-    made = set()
-    for root in _python_roots():
-        # bwrap makes missing parents mode 0700; the unprivileged worker must traverse them.
-        parent = os.path.dirname(root)
-        ancestors = []
-        while parent not in ("/", "") and parent not in made:
-            ancestors.append(parent)
-            parent = os.path.dirname(parent)
-        for folder in reversed(ancestors):
-            argv += ["--perms", "0755", "--dir", folder]
-            made.add(folder)
-        argv += ["--ro-bind", root, root]
+    argv += _system_and_python_binds()
     argv += ["--ro-bind", runtime_dir, SANDBOX_RUNTIME, "--setenv", "HOME", "/tmp"]
     if spool is not None:
         return argv + ["--bind", spool, "/spool", "--dir", SANDBOX_WORK, "--chdir", "/"]
