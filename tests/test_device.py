@@ -152,3 +152,19 @@ def test_the_worker_grades_on_cuda_where_it_is_present():
     g = graded(ROOT / "solutions" / "attention.py")
     assert "cuda" in g.data["metadata"].get("devices", [])
 
+
+
+def test_a_device_failure_leads_to_the_device_hints():
+    from grader.tools import hints
+
+    checks = [{"id": c.id, "exercise": c.exercise, "status": "passed"} for c in RUBRIC.checks]
+    for result in checks:
+        if result["id"] == "attend.device":
+            result["status"] = "failed"
+    data = {"checks": checks}
+    assert hints.ladders(RUBRIC, data) == {"attend": "device"}
+    assert hints.resolve(RUBRIC, "device") == "device" and "device" in RUBRIC.hints
+    for result in checks:
+        if result["id"] == "attend.scale":
+            result["status"] = "failed"  # an earlier card of attend: attend's own ladder
+    assert hints.ladders(RUBRIC, data) == {"attend": "attend"}
