@@ -228,3 +228,15 @@ def test_every_grader_path_named_in_comments_and_docs_exists():
     missing = sorted({(where, named) for where, named in named_grader_paths()
                       if not os.path.exists(os.path.join(paths.KIT_ROOT, named))})
     assert not missing, missing
+
+
+def test_no_function_in_the_grader_is_over_50_lines():
+    long = []
+    for name, path in MODULES.items():
+        with open(path, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+        long += [f"{name}.{node.name}: {node.end_lineno - node.lineno + 1} lines"
+                 for node in ast.walk(tree)
+                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and node.end_lineno - node.lineno + 1 > 50]
+    assert not long, long

@@ -122,73 +122,93 @@ class _Judge:
 
 def dispatch(tasks, jobs, config, progress, log, prefetch, stats=None):
     """Grade `tasks` on `jobs` judges; return {task id: answer}; `stats` gets each judge's peak
-    memory.  A judge that dies has its
-    tasks retried once on a new judge; a task that kills two judges is an error."""
-    pending = collections.deque(tasks)
-    stats = [] if stats is None else stats
-    events, judges, answers = queue.Queue(), [], {}
-    attempts = collections.Counter()
-    per_judge = 1 + prefetch
-    count = 0
+    memory.  A judge that dies has its tasks retried once on a new judge; a task that kills two
+    judges is an error."""
+    run = _Dispatch(tasks, jobs, config, progress, log, 1 + prefetch,
+                    [] if stats is None else stats)
     try:
-        while pending or any(j.outstanding for j in judges):
-            live = [j for j in judges if j.proc.poll() is None or j.outstanding]
-            open_judges = [j for j in live if j.open]
-            while pending and len(open_judges) < min(jobs, len(pending)):
-                count += 1
-                judge = _Judge(count, config, events, log)
-                judges.append(judge)
-                open_judges.append(judge)
-            for judge in open_judges:
-                while pending and len(judge.outstanding) < per_judge:
-                    judge.send(pending.popleft())
-            if not pending:
-                for judge in open_judges:
-                    judge.close_input()
+        while run.pending or any(j.outstanding for j in run.judges):
+            run.feed()
             try:
-                judge, answer = events.get(timeout=1.0)
+                judge, answer = run.events.get(timeout=1.0)
             except queue.Empty:
                 progress.tick()
                 continue
-            if answer is None:  # the judge ended: whatever it still held is retried once
-                judge.proc.wait()
-                judge.open = False
-                for task in judge.outstanding.values():
-                    attempts[task["id"]] += 1
-                    if attempts[task["id"]] < 2:
-                        pending.appendleft(task)
-                    else:
-                        answers[task["id"]] = {"id": task["id"], "student": task["student"],
-                                               "status": "error",
-                                               "error": "the grading process died twice on it"}
-                        progress.advance(answers[task["id"]])
-                judge.outstanding.clear()
-                judges.remove(judge)
-                continue
-            if "stats" in answer:
-                stats.append(answer["stats"])
-                continue
-            task = judge.outstanding.pop(answer.get("id"), None)
-            if task is None:
-                continue
-            answers[task["id"]] = answer
-            progress.advance(answer)
+            if answer is None:
+                run.judge_ended(judge)
+            else:
+                run.answered(judge, answer)
     finally:
-        for judge in judges:
+        run.close()
+    return run.answers
+
+
+class _Dispatch:
+    """The state of one dispatch: tasks not yet sent, the judges, the answers so far."""
+
+    def __init__(self, tasks, jobs, config, progress, log, per_judge, stats):
+        self.pending, self.jobs, self.config = collections.deque(tasks), jobs, config
+        self.progress, self.log, self.per_judge, self.stats = progress, log, per_judge, stats
+        self.events, self.judges, self.answers = queue.Queue(), [], {}
+        self.attempts, self.count = collections.Counter(), 0
+
+    def feed(self):
+        """Start judges up to `jobs`, give each up to `per_judge` tasks, close their inputs once
+        nothing is left to send."""
+        live = [j for j in self.judges if j.proc.poll() is None or j.outstanding]
+        open_judges = [j for j in live if j.open]
+        while self.pending and len(open_judges) < min(self.jobs, len(self.pending)):
+            self.count += 1
+            judge = _Judge(self.count, self.config, self.events, self.log)
+            self.judges.append(judge)
+            open_judges.append(judge)
+        for judge in open_judges:
+            while self.pending and len(judge.outstanding) < self.per_judge:
+                judge.send(self.pending.popleft())
+        if not self.pending:
+            for judge in open_judges:
+                judge.close_input()
+
+    def judge_ended(self, judge):
+        """Whatever the judge still held is retried once."""
+        judge.proc.wait()
+        judge.open = False
+        for task in judge.outstanding.values():
+            self.attempts[task["id"]] += 1
+            if self.attempts[task["id"]] < 2:
+                self.pending.appendleft(task)
+            else:
+                self.answers[task["id"]] = {"id": task["id"], "student": task["student"],
+                                            "status": "error",
+                                            "error": "the grading process died twice on it"}
+                self.progress.advance(self.answers[task["id"]])
+        judge.outstanding.clear()
+        self.judges.remove(judge)
+
+    def answered(self, judge, answer):
+        if "stats" in answer:
+            self.stats.append(answer["stats"])
+            return
+        task = judge.outstanding.pop(answer.get("id"), None)
+        if task is not None:
+            self.answers[task["id"]] = answer
+            self.progress.advance(answer)
+
+    def close(self):
+        for judge in self.judges:
             judge.close_input()
-        for judge in judges:
+        for judge in self.judges:
             try:
                 judge.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 judge.kill()
         while True:  # the judges' last words: their peak memory
             try:
-                _, answer = events.get_nowait()
+                _, answer = self.events.get_nowait()
             except queue.Empty:
                 break
             if answer and "stats" in answer:
-                stats.append(answer["stats"])
-    return answers
+                self.stats.append(answer["stats"])
 
 
 # What one job holds at its peak (`make bench`): a judge (~300 MiB resident) and the 1 + prefetch
