@@ -36,6 +36,7 @@ class Rubric:
         self.answer_keys = {k for k, m in self.messages.items() if m.get("answer")}
         self.hints = data.get("hints", {})
         self.quiz_forms = data.get("quiz_forms", {})  # answer name -> {zh, en}
+        self.parts = data.get("parts", {})
         self.checks = [
             Check(id=c["id"], exercise=c["exercise"], points=float(c["points"]),
                   visibility=c["visibility"], section=c["section"],
@@ -55,6 +56,11 @@ class Rubric:
         """The zh/en text for `key`, with {placeholders} filled; unknown fields stay visible."""
         template = self.messages.get(key, {}).get(lang) or self.messages.get(key, {}).get("en") or key
         return template.format_map(_Fields({k: in_lang(v, lang) for k, v in fields.items()}))
+
+    def part(self, name, lang):
+        """What one part of a check tried (its input), by the part's test name; the test name
+        itself where the rubric has no words for it."""
+        return (self.parts.get(name) or {}).get(lang) or name
 
     def section(self, key, lang):
         """Where in the lessons to look, by the lessons' own section titles: in Chinese as the

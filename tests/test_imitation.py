@@ -4,13 +4,15 @@ Each file imitates properties without the skill: of split_heads, merge_heads and
 or random causal weights, shapes only, a memorised table for fixed inputs, faked context or
 weights) or of CausalSelfAttention (an identity block, a block that is only out_proj, a block
 whose attention is uniform, a lying self-description, library attention by an indirect route, a
-patched worker loop).  Its header names the checks it imitates:
+patched worker loop, the contract's readers patched or the library block undone through names
+built at run time, in a .py and in a notebook's kept statements).  Its header names the checks it imitates:
     # imitates: <check id or pattern>, ...
 and on each of them it must score no more than the untouched stub (exercises/attention.py), in
 every isolation mode this machine has: a plain subprocess, bubblewrap when it works, and a worker
 forked from the fork server in each.
 """
 import fnmatch
+import json
 import re
 import sys
 from pathlib import Path
@@ -24,7 +26,8 @@ if str(ROOT) not in sys.path:
 from grader.judge import grading  # noqa: E402
 from grader.sandbox import forkserver, launch as sandbox  # noqa: E402
 
-IMITATIONS = sorted((ROOT / "tests" / "submissions" / "imitation").glob("*.py"))
+IMITATIONS = sorted(p for p in (ROOT / "tests" / "submissions" / "imitation").iterdir()
+                    if p.suffix in (".py", ".ipynb"))
 STUB = ROOT / "exercises" / "attention.py"
 ISOLATIONS = ["process"] + (["bubblewrap"] if sandbox.bubblewrap_works() else [])
 MODES = [(isolation, fork) for isolation in ISOLATIONS for fork in (False, True)
@@ -35,7 +38,11 @@ _servers, _graded = {}, {}
 
 
 def imitated(path):
-    match = IMITATES.search(path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".ipynb":  # the header is a comment in the notebook's first code cell
+        text = "".join("".join(c["source"]) for c in json.loads(text)["cells"]
+                       if c["cell_type"] == "code")
+    match = IMITATES.search(text)
     assert match, f"{path.name} has no '# imitates:' line"
     return [p.strip() for p in match.group(1).split(",")]
 
@@ -70,7 +77,9 @@ def test_the_suite_has_every_kind_of_imitation():
     names = {p.stem for p in IMITATIONS}
     assert {"identity_block", "out_proj_only", "uniform_block", "lying_mask", "library_indirect",
             "patched_worker", "uniform_weights", "random_causal", "memorised_table", "shapes_only",
-            "context_faked", "weights_faked"} <= names
+            "context_faked", "weights_faked", "tamper_registry_string_names",
+            "tamper_registry_computed_names", "tamper_registry_notebook", "tamper_library_undone",
+            "tamper_library_notebook"} <= names
 
 
 @pytest.mark.parametrize("mode", MODES, ids=[f"{i}{'-fork' if f else ''}" for i, f in MODES])

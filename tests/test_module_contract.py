@@ -116,6 +116,15 @@ def test_scramble_changes_parameters_and_leaves_buffers():
     ("f = torch._C._nn.thing", ["torch._C"]),
     ("import importlib\nm = importlib.import_module(x)", ["importlib"]),
     ("f = eval(text)", ["eval"]),
+    ("from importlib import import_module", ["importlib"]),
+    ("from torch.nn.functional import scaled_dot_product_attention as attn", ["scaled_dot_product"]),
+    ("import torch\nG = torch.nn.functional\nH = G\ny = H.scaled_dot_product_attention(q, k, v)",
+     ["scaled_dot_product"]),
+    # the student's own helper of that name calling torch's is still torch's
+    ("import torch.nn.functional as F\ndef scaled_dot_product_attention(q, k, v):\n"
+     "    return F.scaled_dot_product_attention(q, k, v)", ["scaled_dot_product"]),
+    ("import torch.nn.functional as F\ndef scaled_dot_product_attention(q, k, v):\n    return q\n"
+     "f = getattr(F, 'scaled_dot_product_attention')", ["scaled_dot_product"]),
 ])
 def test_the_scan_sees_library_routes(source, expected):
     library, _ = source_routes(source)
@@ -123,7 +132,19 @@ def test_the_scan_sees_library_routes(source, expected):
 
 
 @pytest.mark.parametrize("source,expected", [
-    ("import sys\nw = sys.modules['worker']", ["sys.modules"]),
+    ("import sys\nw = sys.modules['worker']", ["sys.modules", "worker"]),
+    # names built from strings at run time are read as the names they spell
+    ("import sys\nm = getattr(sys, 'mod' + 'ules')", ["sys.modules"]),
+    ("import sys\nm = vars(sys)['mod' 'ules']", ["sys.modules", "vars(sys)"]),
+    ("import sys\nm = sys.__dict__[name]", ["sys.__dict__"]),
+    ("import sys\nm = getattr(sys, ''.join(map(chr, codes)))", ["getattr(sys, …)"]),
+    ("def grab(part='mod', rest='ules'):\n    import sys\n    return getattr(sys, part + rest)",
+     ["sys.modules"]),
+    ("@(lambda cls: (getattr(__import__('s' + 'ys'), 'modules'), cls)[1])\nclass A: pass",
+     ["__import__", "sys.modules"]),
+    ("import importlib\nm = importlib.import_module('sy' + 's').modules", ["importlib",
+                                                                          "sys.modules"]),
+    ("e = err.__traceback__.tb_frame", ["tb_frame"]),
     ("import gc\nobjs = gc.get_objects()", ["gc", "get_objects"]),
     ("import __main__", ["__main__"]),
     ("g = f.__globals__", ["__globals__"]),
@@ -131,6 +152,22 @@ def test_the_scan_sees_library_routes(source, expected):
 def test_the_scan_sees_reaching_into_the_grader(source, expected):
     _, tamper = source_routes(source)
     assert tamper == expected
+
+
+@pytest.mark.parametrize("source", [
+    "def scaled_dot_product_attention(q, k, v, mask=None):\n    return q\n"
+    "y = scaled_dot_product_attention(q, k, v)",
+    "def scaled_dot_product(q, k, v):\n    return q\nclass A:\n"
+    "    def scaled_dot_product_attention(self, q, k, v):\n        return scaled_dot_product(q, k, v)\n"
+    "    def forward(self, x):\n        return self.scaled_dot_product_attention(x, x, x)",
+    "class Block:\n    def __init__(self, attend):\n        self.scaled_dot_product = attend\n"
+    "    def forward(self, x):\n        return self.scaled_dot_product(x, x, x)",
+    "from helpers import scaled_dot_product\nimport helpers\ny = helpers.scaled_dot_product(q, k, v)",
+    "for scaled_dot_product_attention in (f, g):\n    scaled_dot_product_attention(q, k, v)",
+    "library = {}\nlibrary['a'] = 1",
+])
+def test_the_scan_leaves_the_students_own_names_to_them(source):
+    assert source_routes(source) == ([], [])
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "tests" / "submissions" / "correct").rglob("*.py"))

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from grader.render import report
-from test_corpus import RUBRIC, WRONG, graded, header, ids
+from grader.render import feedback_html, report
+from test_corpus import ROOT, RUBRIC, WRONG, graded, header, ids
 import words
 
 # Keys that say what was seen, not which mistake it was.
@@ -89,3 +89,41 @@ def test_every_report_says_one_language(path):
         for text in (report.to_text(RUBRIC, data, lang, hidden_not_run=1),
                      report.to_markdown(RUBRIC, data, lang)):
             assert words.foreign_lines(text, lang) == [], lang
+
+
+# Pieces built in __init__ and the source: their checks judge only them.
+BUILT_PIECES = ("module.param_count", "module.mask_buffer", "module.no_library_attention")
+
+
+@pytest.mark.parametrize("path", WRONG, ids=ids(WRONG))
+def test_a_right_piece_keeps_its_points_whatever_the_rest_does(path):
+    # Every wrong solution whose planted mistake is not in the parameters, the mask buffer or
+    # the library route: those checks pass, though forward raises, is random, runs out of
+    # memory, leaves a projection unused or gets everything else wrong.
+    g = graded(path)
+    planted_in = set(header(path)["expect-fail"])
+    wrong = {c: sorted(g.keys(c)) for c in BUILT_PIECES
+             if c not in planted_in and g.by_id[c]["status"] != "passed"}
+    assert wrong == {}
+
+
+def test_partial_credit_lists_each_part_with_its_input_and_verdict():
+    # attend.mask_arg of a bool mask added as numbers: the all-True mask passes (nothing to
+    # block), the band mask fails; every writer shows which, with the failing part's verdict.
+    g = graded(ROOT / "tests" / "submissions" / "wrong" / "mask_bool_added.py")
+    card = g.by_id["attend.mask_arg"]
+    assert 0 < card["score"] < card["max_score"]
+    record = {"student": "s", "entry": "s.py", "status": "graded", "score": g.data["score"],
+              "max_score": g.data["max_score"], "report": g.data}
+    for lang in ("zh", "en"):
+        summary = report.TEXT[lang]["parts"].format(passed=1, total=2)
+        right, wrong = (RUBRIC.part(n, lang) for n in ("test_all_visible_mask",
+                                                         "test_explicit_band_mask"))
+        message = RUBRIC.message("mask_added", lang)
+        text = report.feedback(RUBRIC, card, lang)
+        assert summary in text and f"✓ {right}" in text
+        assert f"✗ {wrong}{report.TEXT[lang]['part_sep']}{message}" in text
+        writers = (report.to_text(RUBRIC, g.data, lang), report.to_markdown(RUBRIC, g.data, lang),
+                   feedback_html.student_page(RUBRIC, record, lang))
+        for written in writers:
+            assert summary in written and wrong in written

@@ -12,8 +12,9 @@ from grader.sandbox.launch import WorkerFailure
 from grader.sandbox.runtime import wire
 
 
-# Calls that run the module's forward inside the worker cannot succeed once forward hangs.
-NEEDS_FORWARD = {"grads:": "forward:", "train_copy:": "forward:", "contract:": "forward:",
+# Calls that run the module's forward inside the worker cannot succeed once forward hangs; the
+# contract's readers (describe, inject, read, scramble) never run it, so a hang leaves them be.
+NEEDS_FORWARD = {"grads:": "forward:", "train_copy:": "forward:", "contract:grads": "forward:",
                  "call_on:attend": "call:attend"}
 
 
@@ -213,7 +214,7 @@ class Student:
     def request(self, op, timeout=None, **args):
         if self.import_error is not None:
             raise self.import_error
-        kind = f"{op}:{args.get('fn', '')}"
+        kind = f"{op}:{args.get('fn', args.get('action', ''))}"
         for blocker in (kind, NEEDS_FORWARD.get(kind)):
             if blocker in self.poisoned:
                 raise self.poisoned[blocker]

@@ -24,6 +24,7 @@ ATTEND_VARIANTS = {
     "scale_multiplied": {"scale": "multiplied"},
     "scale_by_d": {"scale": "d"},
     "scale_from_v": {"scale": "v_width"},
+    "scale_from_t": {"scale": "t"},
     "scale_after_softmax": {"scale": "after_softmax"},
     "mask_missing": {"mask": "none"},
     "mask_after_softmax": {"mask": "after_softmax"},
@@ -33,8 +34,11 @@ ATTEND_VARIANTS = {
     "mask_anti_causal": {"mask": "anti_causal"},
     "mask_off_by_one": {"mask": "off_by_one"},
     "mask_inverted": {"mask": "inverted"},
+    "mask_added": {"mask": "added"},
     "softmax_dim": {"softmax_dim": -2},
+    "softmax_axis": {"softmax_dim": "implicit"},
     "scores_transposed": {"scores": "kq"},
+    "kt_by_view": {"scores": "kt_view"},
     "weights_prescores": {"weights": "prescores"},
 }
 # Every other order of the fused [q | k | v] blocks is the same mistake, qkv_order.
@@ -50,6 +54,7 @@ ATTEND_EDITS = {
     ("scale", "multiplied"): [(_SCALE, "* math.sqrt(q.shape[-1])")],
     ("scale", "d"): [(_SCALE, "/ q.shape[-1]")],
     ("scale", "v_width"): [(_SCALE, "/ math.sqrt(v.shape[-1])")],
+    ("scale", "t"): [(_SCALE, "/ math.sqrt(k.shape[-2])")],  # scores.size(-1): the positions
     ("scale", "after_softmax"): [(_SCALE, ""), ("context = weights @ v",
                                                 "weights = weights / math.sqrt(q.shape[-1])\n"
                                                 "    context = weights @ v")],
@@ -66,7 +71,16 @@ ATTEND_EDITS = {
     ("mask_mode", "inverted"): [(_DEFAULT_MASK, "dtype=torch.bool, device=q.device).triu(1)"),
                                 ("masked_fill(~mask,", "masked_fill(mask,")],
     ("softmax_dim", -2): [("), dim=-1)", "), dim=-2)")],
+    # softmax without dim: torch's legacy choice (axis 0 for 1-D and 3-D, else axis 1: the heads of
+    # [B,H,T,T]); a finite fill, since -inf in every head of a cell would give NaN
+    ("softmax_dim", "implicit"): [("), dim=-1)", "), dim=0 if scores.dim() in (0, 1, 3) else 1)"),
+                                  ('float("-inf")), dim', "-1e4), dim")],
+    # the bool mask added to the scores as numbers: True = +1, False = +0
+    ("mask_mode", "added"): [(_MASKED_SOFTMAX, "torch.softmax(scores + mask, dim=-1)")],
     ("scores", "kq"): [("q @ k.transpose(-2, -1)", "k @ q.transpose(-2, -1)")],
+    # kᵀ by reshape (or .view on a contiguous k): k's numbers re-read as [..., d, T], not moved
+    ("scores", "kt_view"): [("q @ k.transpose(-2, -1)",
+                             "q @ k.reshape(*k.shape[:-2], k.shape[-1], k.shape[-2])")],
     ("weights", "prescores"): [("return (context, weights)",
                                 'return (context, scores.masked_fill(~mask, float("-inf")))')],
 }
@@ -79,6 +93,7 @@ SPLIT_EDITS = {
 MERGE_EDITS = {
     "no_transpose": [("x.transpose(1, 2).reshape(", "x.reshape(")],
     "head_minor": [("x.transpose(1, 2).reshape(", "x.permute(0, 2, 3, 1).reshape(")],
+    "wrong_axes": [("x.transpose(1, 2).reshape(", "x.transpose(2, 3).reshape(")],
 }
 DEFAULTS = {"scale": "sqrt_d", "mask_mode": "tril", "softmax_dim": -1, "scores": "qk",
             "weights": "softmax"}
@@ -166,6 +181,7 @@ MODULE_KNOBS = {
     "split_head_minor": {"split_heads": lambda x, heads: split(x, heads, "head_minor")},
     "merge_no_transpose": {"merge_heads": lambda x: merge(x, "no_transpose")},
     "merge_head_minor": {"merge_heads": lambda x: merge(x, "head_minor")},
+    "merge_wrong_axes": {"merge_heads": lambda x: merge(x, "wrong_axes")},
     "scale_sqrt_D": {"attend": _scaled_by_width},
 }
 # Mistakes the block cannot show, so they are no block variants: an inverted mask convention shows

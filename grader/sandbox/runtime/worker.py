@@ -19,6 +19,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import syscalls  # noqa: E402
 import wire  # noqa: E402
 
+CONTRACT = {}  # action -> a reader of contract.py or placement.py, filled by prepare()
+
+
 class Channel:
     def __init__(self, fd):
         self.fd = fd
@@ -164,11 +167,7 @@ class Server:
 
     def op_contract(self, handle, action, **args):
         """The block through the contract's attribute names (contract.py), never its own word."""
-        import contract
-        import placement
-
-        action = contract.ACTIONS.get(action) or placement.BLOCK_ACTIONS[action]
-        return action(self.handles[handle], **args)
+        return CONTRACT[action](self.handles[handle], **args)
 
 
 def prepare(warm=False):
@@ -185,10 +184,16 @@ def prepare(warm=False):
     import contract
 
     contract.disable_library_attention(torch)
-    if warm:
-        import placement
+    import placement
 
+    if warm:
         placement.warm_meta()
+    # The contract's readers are kept here only, not under a name in sys.modules: a name the
+    # student's code builds at run time finds no module to patch (the judge's scan flags the
+    # routes that remain: frames, gc, __main__).
+    CONTRACT.update(contract.ACTIONS)
+    CONTRACT.update(placement.BLOCK_ACTIONS)
+    del sys.modules["contract"]
     return torch
 
 

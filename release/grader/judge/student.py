@@ -12,9 +12,9 @@ from grader.sandbox.launch import WorkerFailure
 from grader.sandbox.runtime import wire
 
 
-# Calls that run the module's forward inside the worker cannot succeed once forward hangs.
-NEEDS_FORWARD = {"grads:": "forward:", "train_copy:": "forward:", "contract:": "forward:",
-                 "call_on:attend": "call:attend"}
+# Calls that run the module's forward inside the worker cannot succeed once forward hangs; the
+# contract's readers (describe, inject, read, scramble) never run it, so a hang leaves them be.
+NEEDS_FORWARD = {"grads:": "forward:", "train_copy:": "forward:", "contract:grads": "forward:"}
 
 
 class StudentError(Exception):
@@ -61,7 +61,6 @@ class Student:
         # kind fail at once with the same failure, so one endless loop cannot eat the whole
         # submission's time budget and starve the checks that never call it.
         self.poisoned, self.crashes = {}, {}
-        self.devices_seen = None    # where the device checks ran (student.devices())
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self):
@@ -169,19 +168,19 @@ class Student:
     def _receive(self, seconds, expect_id=wire._NO_ID):
         deadline = time.monotonic() + seconds
 
-        def read_exact(n):  # into one buffer: a frame is held once, never as chunks plus a copy
-            buffer, got = bytearray(n), 0
-            view = memoryview(buffer)
-            while got < n:
+        def read_exact(n):
+            parts, left = [], n
+            while left:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise socket.timeout
                 self.worker.channel.settimeout(remaining)
-                count = self.worker.channel.recv_into(view[got:], min(n - got, 1 << 20))
-                if not count:
+                chunk = self.worker.channel.recv(min(left, 1 << 20))
+                if not chunk:
                     raise EOFError
-                got += count
-            return buffer
+                parts.append(chunk)
+                left -= len(chunk)
+            return b"".join(parts)
 
         try:
             return wire.decode(*wire.read_frame(read_exact), expect_id=expect_id)
@@ -213,7 +212,7 @@ class Student:
     def request(self, op, timeout=None, **args):
         if self.import_error is not None:
             raise self.import_error
-        kind = f"{op}:{args.get('fn', '')}"
+        kind = f"{op}:{args.get('fn', args.get('action', ''))}"
         for blocker in (kind, NEEDS_FORWARD.get(kind)):
             if blocker in self.poisoned:
                 raise self.poisoned[blocker]
@@ -275,21 +274,6 @@ class Student:
     def module(self, d_model, n_heads, max_len=None):
         args = [d_model, n_heads] + ([] if max_len is None else [max_len])
         return RemoteModule(self, self.request("new", args=args))
-
-    def devices(self):
-        """The devices other than the CPU the worker can try (its claim: it only chooses where
-        the device checks run; a start of CUDA there may take a while).  Asked once."""
-        if self.devices_seen is None:
-            found = self.request("devices", timeout=60)
-            self.devices_seen = [d for d in found if d in ("meta", "cuda")] \
-                if isinstance(found, list) else ["meta"]
-        return self.devices_seen
-
-    def call_on(self, fn, device, *args, dtype=None, **kwargs):
-        """The student's function on these arguments moved to `device` (floating ones cast to
-        `dtype`): a description of the result (placement.describe), never a tensor to trust."""
-        return self.request("call_on", fn=fn, device=device, dtype=dtype, args=list(args),
-                            kwargs=kwargs)
 
     def constants(self, names):
         return self.request("constants", names=list(names))

@@ -52,6 +52,7 @@ def _worst(statuses):
 TEXT = {
     "zh": {
         "checked": "检查内容：", "see": "去看：", "detail": "   细节：",
+        "parts": "{passed}/{total} 个部分正确：", "part_sep": " —— ", "same": "同上。",
         "score": "得分：{score} / {max_score}（{passed}/{total} 项检查通过）",
         "hidden": "另有 {n} 项隐藏检查没有运行，由老师评分时运行；它们还会看：{what}。",
         "hidden_quiz": "检查题答案的对错（{n} 项）",
@@ -70,6 +71,8 @@ TEXT = {
     },
     "en": {
         "checked": "Checked: ", "see": "See: ", "detail": "   detail: ",
+        "parts": "{passed} of {total} parts right:", "part_sep": " — ",
+        "same": "The same as above.",
         "score": "score: {score} / {max_score} ({passed}/{total} {checks} passed)",
         "hidden": "{n} hidden {checks} {were} not run; your instructor runs them. They still "
                   "look at: {what}.",
@@ -103,28 +106,62 @@ def points(x):
 
 
 def feedback(rubric, result, lang):
-    """What was checked -> what went wrong (named mistake, expected vs got) -> where to look."""
+    """What was checked -> what went wrong (named mistake, expected vs got), part by part where
+    the check has several -> where to look."""
     if result["status"] == "passed":
         return notes(rubric, result, lang)
     check = rubric.by_id[result["id"]]
     text = TEXT[lang]
-    lines, seen = [], set()
-    for verdict in result["verdicts"]:
+    keys = {v["key"] for v in result["verdicts"]}
+    parts = result.get("parts") or []
+    if len(parts) > 1 and len(result["verdicts"]) == sum(p["status"] != "passed" for p in parts):
+        lines = part_lines(rubric, result, lang)
+    else:
+        lines = verdict_lines(rubric, result["verdicts"], lang)
+    if keys & {"not_implemented", "import_failed"}:
+        return "\n".join(verdict_lines(rubric, result["verdicts"], lang))
+    checked = text["checked"] + check.checked[lang]
+    where = text["see"] + rubric.section(check.section, lang)
+    return "\n".join([checked] + lines + [where])
+
+
+def verdict_lines(rubric, verdicts, lang, seen=None):
+    """Each verdict's message once, with its detail and heatmap."""
+    lines, seen = [], set() if seen is None else seen
+    for verdict in verdicts:
         message = rubric.message(verdict["key"], lang, **verdict.get("fields", {}))
         if message in seen:
             continue
         seen.add(message)
         lines.append(message)
         if verdict.get("detail"):
-            lines.append(text["detail"] + verdict["detail"])
+            lines.append(TEXT[lang]["detail"] + verdict["detail"])
         if verdict.get("heatmap"):
             lines.append(verdict["heatmap"])
-    keys = {v["key"] for v in result["verdicts"]}
-    if keys & {"not_implemented", "import_failed"}:
-        return "\n".join(lines)
-    checked = text["checked"] + check.checked[lang]
-    where = text["see"] + rubric.section(check.section, lang)
-    return "\n".join([checked] + lines + [where])
+    return lines
+
+
+def part_lines(rubric, result, lang):
+    """Partial credit explained: "2 of 3 parts right", then each part with its input and, where
+    it failed, its verdict (a message said for an earlier part is not repeated)."""
+    text = TEXT[lang]
+    parts, verdicts = result["parts"], iter(result["verdicts"])
+    passed = sum(1 for p in parts if p["status"] == "passed")
+    lines, seen, maps = [text["parts"].format(passed=passed, total=len(parts))], set(), []
+    for part in parts:
+        line = f"{STATUS_MARK[part['status']]} {rubric.part(part['name'], lang)}"
+        if part["status"] == "passed":
+            lines.append(line)
+            continue
+        verdict = next(verdicts)
+        message = rubric.message(verdict["key"], lang, **verdict.get("fields", {}))
+        lines.append(line + text["part_sep"] + (text["same"] if message in seen else message))
+        seen.add(message)
+        if verdict.get("detail"):
+            lines.append(text["detail"] + verdict["detail"])
+        if verdict.get("heatmap") and not maps:
+            maps.append(verdict["heatmap"])
+    return lines + maps
 
 
 def notes(rubric, result, lang):

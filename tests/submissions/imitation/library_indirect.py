@@ -1,6 +1,6 @@
 # imitation: attention from torch's fused kernel reached by an indirect route (importlib and
 # getattr with names built from pieces); the weights too, as the kernel applied to an identity
-# imitates: attend.*, module.shapes, module.causal, module.no_library_attention, module.reference, module.gradients, module.learns, module.param_count, module.mask_buffer
+# imitates: attend.*, module.shapes, module.causal, module.no_library_attention, module.reference, module.gradients, module.learns
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 
 手写小模型，看懂大模型。填写下面的函数与类，然后运行 `make check`。

@@ -1,6 +1,6 @@
 # imitation: the lesson's block, but attend spreads the weights uniformly over the allowed positions
 # (no q·kᵀ at all): causal, normalised, the right shapes, and it still trains on the copy task
-# imitates: module.causal, module.learns, module.reference, module.gradients, module.param_count, module.device, module.dtype
+# imitates: module.causal, module.learns, module.reference, module.gradients, module.device, module.dtype
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 
 手写小模型，看懂大模型。填写下面的函数与类，然后运行 `make check`。

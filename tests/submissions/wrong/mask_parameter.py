@@ -2,6 +2,7 @@
 # expect-fail: module.mask_buffer
 # expect-fail: module.param_count
 # expect-key: mask_trained
+# expect-key: mask_parameter
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 
 手写小模型，看懂大模型。填写下面的函数与类，然后运行 `make check`。

@@ -1,5 +1,7 @@
 # mistake: the module wraps nn.MultiheadAttention instead of its own projections
 # expect-fail: module.no_library_attention
+# expect-fail: module.param_count
+# expect-fail: module.mask_buffer
 # expect-key: forbidden
 """第 12 讲 多头注意力 · Lesson 12: multi-head attention.
 

@@ -9,8 +9,9 @@ import torch
 from grader.sandbox.runtime import copytask
 from grader.judge.student import StudentError, WorkerFailure
 from grader.judge.secret.variants import block, module_candidates, reference_for
-from grader.judge.checks.public.check_module import (describe, fresh_weights, inject, run,
-                                                     run_weights, shaped, slice_fields)
+from grader.judge.checks.public.check_module import (describe, fresh_weights, inject,
+                                                     randomness_first, run, run_weights, shaped,
+                                                     slice_fields)
 from grader.judge.checks.support import (Verdict, close, expect_close, fmt, fresh, fresh_randn,
                                          tensor)
 
@@ -35,7 +36,9 @@ def injected(student, seed, salt):
     w = fresh_weights(seed, salt)
     module = student.module(D, H, MAX_LEN)
     inject(module, w)
-    return module, w, fresh_randn(B, T, D, seed=seed, salt=salt + 10)
+    x = fresh_randn(B, T, D, seed=seed, salt=salt + 10)
+    randomness_first(student, module, x)
+    return module, w, x
 
 
 @pytest.mark.check("module.reference")
@@ -44,8 +47,9 @@ def test_output_matches_reference(student, seed):
     with torch.no_grad():
         expected = block("reference", *w, H, MAX_LEN)(x)
     named = [(name, y) for name, (y, _) in candidates(module, x, w)]
-    with telling_qkv_from_scores(student, seed):
-        expect_close(run(module, x), expected, "y = forward(x)", named)
+    y = run(module, x)
+    with telling_qkv_from_scores(student, seed), naming_unused_projections(module, w, x, y, seed):
+        expect_close(y, expected, "y = forward(x)", named)
 
 
 @pytest.mark.check("module.reference")
@@ -59,6 +63,27 @@ def test_weights_match_reference(student, seed):
     named = [(name, wts) for name, (_, wts) in candidates(module, x, w)]
     with telling_qkv_from_scores(student, seed):
         expect_close(got, expected, "weights [B,H,T,T]", named)
+
+
+@contextlib.contextmanager
+def naming_unused_projections(module, w, x, y, seed):
+    """Values no named mistake explains: a new W_q, W_k or W_v alone (written through the
+    contract's names) that leaves the output unchanged is a projection forward never uses."""
+    try:
+        yield
+    except Verdict as verdict:
+        if verdict.key != "wrong_values":
+            raise
+        others = fresh_weights(seed, 230)
+        unused = []
+        for part, name in enumerate(("W_q", "W_k", "W_v")):
+            inject(module, [others[i] if i == part else w[i] for i in range(4)])
+            if close(run(module, x), y):
+                unused.append(name)
+        inject(module, w)
+        if unused:
+            raise Verdict("projections_unused", names=", ".join(unused)) from None
+        raise
 
 
 @contextlib.contextmanager

@@ -10,8 +10,8 @@ import torch
 
 from grader.judge.checks.support import (Verdict, attend_any_rank, causal_mask, close,
                                          first_difference, fresh_randn, leak_map, num,
-                                         record_judged, same, shaped, weights_factor,
-                                         weights_problem)
+                                         record_judged, same, shaped, softmax_axis,
+                                         weights_factor, weights_problem)
 
 # Distinct sizes: B, H, T, d all differ, and v's width differs from q's (the scale is q's).
 B, H, T, D_HEAD, D_V = 2, 3, 5, 4, 6
@@ -67,14 +67,16 @@ def looks_causal(weights):
 
 # A small example first, d = 4 and q = k (so q·kᵀ is symmetric): q0 = [1,0,0,0], q1 = [1,1,0,0];
 # row 1 scores [1, 2] / √4 = [0.5, 1], weights softmax([0.5, 1]) = [0.3775, 0.6225].  v is the
-# 2×2 identity (another width than q's): context row 1 = weights row 1.
+# 2×2 identity padded to width 3 (T = 2, d = 4 and v's width 3 all differ, so √T, √d and √(v's
+# width) give three different factors): context row 1 = weights row 1, then a 0.
 EXAMPLE_Q = torch.tensor([[[[1.0, 0, 0, 0], [1.0, 1.0, 0, 0]]]])  # [1,1,2,4]
-EXAMPLE_V = torch.eye(2).reshape(1, 1, 2, 2)
+EXAMPLE_V = torch.eye(2, 3).reshape(1, 1, 2, 3)
 # Factors the scores were multiplied by instead of 1/√d, and the mistake each one is.
-WRONG_FACTORS = {"scale_none": lambda d, d_v: 1.0,
-                 "scale_multiplied": lambda d, d_v: math.sqrt(d),
-                 "scale_by_d": lambda d, d_v: 1 / d,
-                 "scale_from_v": lambda d, d_v: 1 / math.sqrt(d_v)}
+WRONG_FACTORS = {"scale_none": lambda d, d_v, t: 1.0,
+                 "scale_multiplied": lambda d, d_v, t: math.sqrt(d),
+                 "scale_by_d": lambda d, d_v, t: 1 / d,
+                 "scale_from_v": lambda d, d_v, t: 1 / math.sqrt(d_v),
+                 "scale_from_t": lambda d, d_v, t: 1 / math.sqrt(t)}
 
 
 def judge_scale(context, weights, q, k, v, example=False):
@@ -92,7 +94,8 @@ def judge_scale(context, weights, q, k, v, example=False):
     d, d_v = q.shape[-1], v.shape[-1]
     if not math.isclose(factor, 1 / math.sqrt(d), rel_tol=1e-3):
         key = next((name for name, wrong in WRONG_FACTORS.items()
-                    if math.isclose(factor, wrong(d, d_v), rel_tol=1e-3)), "scale_wrong")
+                    if math.isclose(factor, wrong(d, d_v, k.shape[-2]), rel_tol=1e-3)),
+                   "scale_wrong")
         raise Verdict(key, expected=num(1 / math.sqrt(d)), got=num(factor), d=d)
     attention_gate(context, weights, q, k, v, allowed)
 
@@ -200,7 +203,10 @@ def test_batched_equals_loop(student, seed):
     # Equal NaNs count as equal here: this check is about batching, not about the mask.
     if not torch.allclose(context.double(), looped.double(), atol=1e-5, rtol=1e-4, equal_nan=True):
         # Each head alone is right or wrong the same way in both; a difference means the heads
-        # (or samples) are not independent, or the code does not treat the leading axes alike.
+        # (or samples) are not independent, or the code does not treat the leading axes alike
+        # (a softmax over the heads' axis is the commonest way: named as what it is).
+        if softmax_axis(weights.double()) is not None:
+            raise named(weights, causal_mask(T), q, k, "heads_mixed")
         index, got, expected = first_difference(context, looped)
         raise Verdict("heads_mixed", where=f"context{list(index)}", expected=num(expected),
                       got=num(got))

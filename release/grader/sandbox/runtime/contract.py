@@ -16,6 +16,8 @@ from torch.nn.utils import parametrize
 
 PROJECTIONS = {"fused": ("qkv", "out_proj"), "separate": ("q_proj", "k_proj", "v_proj", "out_proj")}
 _MODULE_DICT = object.__getattribute__  # the instance's own __dict__, whatever the class overrides
+_TENSOR = torch._C.TensorBase
+_SHAPE = _TENSOR.__dict__["shape"].__get__  # a tensor's own shape, whatever a subclass overrides
 
 
 class LibraryAttentionDisabled(RuntimeError):
@@ -25,28 +27,34 @@ class LibraryAttentionDisabled(RuntimeError):
 def disable_library_attention(torch_module):
     """Make torch's fused attention unusable before any student code is imported: every aten
     kernel whose name holds scaled_dot_product or multi_head_attention, the functional entry
-    points and nn.MultiheadAttention raise.  A route through them breaks the behaviour checks."""
+    points and nn.MultiheadAttention raise.  A route through them breaks the behaviour checks.
+
+    The kernels are registered on a dispatcher handle that no Python object refers to (a pybind
+    object, untracked by gc, kept alive by one leaked reference): no code in this interpreter can
+    reach it to reset it, and re-registering a kernel does not bring torch's own back."""
+    import ctypes
     import warnings
 
     def refuse(*_args, **_kwargs):
         raise LibraryAttentionDisabled("torch's fused attention is disabled while grading: "
                                        "write attention by hand")
 
-    library = torch_module.library.Library("aten", "IMPL")
+    handle = torch_module._C._dispatch_library("IMPL", "aten", "")
     names = [n.split("::", 1)[1] for n in torch_module._C._dispatch_get_all_op_names()
              if n.startswith("aten::") and ("scaled_dot_product" in n or "multi_head_attention" in n)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
         for name in names:
             for key in ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "CPU"):
-                library.impl(name, refuse, key)
+                handle.impl(name, key, refuse, False)
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(handle))  # lives as long as the process
+    del handle
     functional = torch_module.nn.functional
     functional.scaled_dot_product_attention = refuse
     functional.multi_head_attention_forward = refuse
     torch_module.nn.MultiheadAttention.__init__ = refuse
     torch_module.nn.MultiheadAttention.forward = refuse
     _refuse_flex_attention(refuse)
-    disable_library_attention.keep = library  # the registrations live as long as the library
 
 
 def _refuse_flex_attention(refuse):
@@ -56,7 +64,7 @@ def _refuse_flex_attention(refuse):
     import types
 
     stub = types.ModuleType("torch.nn.attention.flex_attention")
-    stub.__getattr__ = _refusing(refuse)  # PEP 562: every name of the module raises
+    stub.__getattr__ = lambda name: refuse()  # PEP 562: every name of the module raises
     sys.modules[stub.__name__] = stub
     parent = sys.modules.get("torch.nn.attention")  # imported with torch
     if parent is not None:
@@ -66,20 +74,23 @@ def _refuse_flex_attention(refuse):
         operators.flex_attention = refuse
 
 
-def _refusing(refuse):
-    """A module __getattr__ that refuses every name but the dunder ones, which stay missing:
-    introspection is no route to attention (torch's meta kernels, loaded on first use, look for
-    every module's __file__ through inspect.getmodule, and hasattr only forgives AttributeError)."""
-    def getattr_(name):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        return refuse()
-    return getattr_
-
-
 # -- torch's own registries, read past any override of the student's class ----------------------
 def _own(module, table):
-    return _MODULE_DICT(module, "__dict__").get(table) or {}
+    """A registry (_modules, _parameters, _buffers) as a plain dict, read with dict's own methods:
+    a dict subclass the student put there cannot answer for itself."""
+    found = dict.get(_MODULE_DICT(module, "__dict__"), table)
+    return dict(dict.items(found)) if isinstance(found, dict) else {}
+
+
+def _shape(t):
+    with torch._C.DisableTorchFunctionSubclass():
+        return [int(s) for s in _SHAPE(t)]
+
+
+def _plain(t):
+    """A plain copy of a tensor's values (a subclass's detach or clone is never called)."""
+    with torch._C.DisableTorchFunctionSubclass():
+        return _TENSOR.clone(_TENSOR.detach(t)).as_subclass(torch.Tensor)
 
 
 def walk(module, prefix=""):
@@ -201,9 +212,9 @@ def describe(module, d_model):
     return {
         "layout": kind,
         "found": {n: s is not None if kind else s for n, s in slots.items()},
-        "params": [[n, list(p.shape)] for n, p in parameters(module)],
+        "params": [[n, _shape(p)] for n, p in parameters(module)],
         "mask": {"registered": registered,
-                 "value": mask.detach().clone() if isinstance(mask, torch.Tensor) else None},
+                 "value": _plain(mask) if isinstance(mask, torch.Tensor) else None},
     }
 
 
@@ -267,5 +278,18 @@ def scramble(module, seed):
     return changed
 
 
+def to_dtype(module, dtype):
+    """module.to(dtype) as nn.Module defines it; the mask's dtype afterwards."""
+    nn.Module.to(module, getattr(torch, dtype))
+    mask = getattr(module, "mask", None)
+    return str(mask.dtype).replace("torch.", "") if isinstance(mask, torch.Tensor) else None
+
+
+def train_mode(module, training):
+    """nn.Module.train(module, training): dropout and the like on (True) or off (False)."""
+    nn.Module.train(module, bool(training))
+    return bool(training)
+
+
 ACTIONS = {"describe": describe, "inject": inject, "read": read, "grads": grads,
-           "scramble": scramble}
+           "scramble": scramble, "to_dtype": to_dtype, "train_mode": train_mode}

@@ -20,7 +20,14 @@ WRONG_RULES = {
         (t * heads * d + j) // (positions * d), (t * heads * d + j) // d % positions, j % d),
     # permuted to [B,T,d,H] first: the heads' features interleaved
     "merge_head_minor": lambda t, j, heads, positions, d: (j % heads, t, j // heads),
+    # the last two axes swapped to [B,H,d,T] first: positions and features re-read together
+    "merge_wrong_axes": lambda t, j, heads, positions, d: _from_flat(t * heads * d + j, positions, d),
 }
+
+
+def _from_flat(flat, positions, d):
+    """(h, t, i) of flat index `flat` in the [H, d, T] layout."""
+    return flat // (d * positions), flat % positions, flat % (d * positions) // positions
 
 
 def first_cell_off(got, x, rule):
