@@ -14,7 +14,8 @@ from grader.sandbox.runtime import wire
 
 # Calls that run the module's forward inside the worker cannot succeed once forward hangs; the
 # contract's readers (describe, inject, read, scramble) never run it, so a hang leaves them be.
-NEEDS_FORWARD = {"grads:": "forward:", "train_copy:": "forward:", "contract:grads": "forward:"}
+NEEDS_FORWARD = {"grads:": "forward:", "train_copy:": "forward:", "contract:grads": "forward:",
+                 "call_on:attend": "call:attend"}
 
 
 class StudentError(Exception):
@@ -61,6 +62,7 @@ class Student:
         # kind fail at once with the same failure, so one endless loop cannot eat the whole
         # submission's time budget and starve the checks that never call it.
         self.poisoned, self.crashes = {}, {}
+        self.devices_seen = None    # where the device checks ran (student.devices())
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self):
@@ -168,19 +170,19 @@ class Student:
     def _receive(self, seconds, expect_id=wire._NO_ID):
         deadline = time.monotonic() + seconds
 
-        def read_exact(n):
-            parts, left = [], n
-            while left:
+        def read_exact(n):  # into one buffer: a frame is held once, never as chunks plus a copy
+            buffer, got = bytearray(n), 0
+            view = memoryview(buffer)
+            while got < n:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise socket.timeout
                 self.worker.channel.settimeout(remaining)
-                chunk = self.worker.channel.recv(min(left, 1 << 20))
-                if not chunk:
+                count = self.worker.channel.recv_into(view[got:], min(n - got, 1 << 20))
+                if not count:
                     raise EOFError
-                parts.append(chunk)
-                left -= len(chunk)
-            return b"".join(parts)
+                got += count
+            return buffer
 
         try:
             return wire.decode(*wire.read_frame(read_exact), expect_id=expect_id)
@@ -274,6 +276,21 @@ class Student:
     def module(self, d_model, n_heads, max_len=None):
         args = [d_model, n_heads] + ([] if max_len is None else [max_len])
         return RemoteModule(self, self.request("new", args=args))
+
+    def devices(self):
+        """The devices other than the CPU the worker can try (its claim: it only chooses where
+        the device checks run; a start of CUDA there may take a while).  Asked once."""
+        if self.devices_seen is None:
+            found = self.request("devices", timeout=60)
+            self.devices_seen = [d for d in found if d in ("meta", "cuda")] \
+                if isinstance(found, list) else ["meta"]
+        return self.devices_seen
+
+    def call_on(self, fn, device, *args, dtype=None, **kwargs):
+        """The student's function on these arguments moved to `device` (floating ones cast to
+        `dtype`): a description of the result (placement.describe), never a tensor to trust."""
+        return self.request("call_on", fn=fn, device=device, dtype=dtype, args=list(args),
+                            kwargs=kwargs)
 
     def constants(self, names):
         return self.request("constants", names=list(names))

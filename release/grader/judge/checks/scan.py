@@ -10,6 +10,7 @@ name built from literals (`getattr(sys, "mod" + "ules")`) is read as the name it
 getattr of a computed name on a module is itself a route.  What it still cannot see (a name
 decoded from data at run time) is said in the rubric's text of module.no_library_attention."""
 import ast
+import functools
 
 # Names that lead to torch's ready-made attention (matched inside names, attributes and strings).
 LIBRARY_PARTS = ("scaled_dot_product", "multi_head_attention", "MultiheadAttention",
@@ -31,17 +32,25 @@ OWNED_ROOTS = {"self", "cls", "super", "type"}  # chains that start at the stude
 
 def source_routes(source):
     """(library routes, tampering routes) the source shows, read without running it."""
+    library, tamper = _routes(source)
+    return list(library), list(tamper)
+
+
+@functools.lru_cache(maxsize=4)
+def _routes(source):
+    """source_routes as tuples, kept for the last few sources: three checks of one submission
+    read the same text (5 ms a parse and walk)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return [], []
+        return (), ()
     constants = _string_constants(tree)
     names = Bindings(tree)
     library, tamper = set(), set()
     for node in ast.walk(tree):
         library |= set(_library_refs(node, constants, names))
         tamper |= set(_tamper_refs(node, constants, names))
-    return sorted(library), sorted(tamper)
+    return tuple(sorted(library)), tuple(sorted(tamper))
 
 
 class Bindings:

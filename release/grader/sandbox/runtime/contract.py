@@ -64,7 +64,7 @@ def _refuse_flex_attention(refuse):
     import types
 
     stub = types.ModuleType("torch.nn.attention.flex_attention")
-    stub.__getattr__ = lambda name: refuse()  # PEP 562: every name of the module raises
+    stub.__getattr__ = _refusing(refuse)  # PEP 562: every name of the module raises
     sys.modules[stub.__name__] = stub
     parent = sys.modules.get("torch.nn.attention")  # imported with torch
     if parent is not None:
@@ -72,6 +72,17 @@ def _refuse_flex_attention(refuse):
     operators = sys.modules.get("torch._higher_order_ops.flex_attention")
     if operators is not None:
         operators.flex_attention = refuse
+
+
+def _refusing(refuse):
+    """A module __getattr__ that refuses every name but the dunder ones, which stay missing:
+    introspection is no route to attention (torch's meta kernels, loaded on first use, look for
+    every module's __file__ through inspect.getmodule, and hasattr only forgives AttributeError)."""
+    def getattr_(name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return refuse()
+    return getattr_
 
 
 # -- torch's own registries, read past any override of the student's class ----------------------
@@ -278,13 +289,6 @@ def scramble(module, seed):
     return changed
 
 
-def to_dtype(module, dtype):
-    """module.to(dtype) as nn.Module defines it; the mask's dtype afterwards."""
-    nn.Module.to(module, getattr(torch, dtype))
-    mask = getattr(module, "mask", None)
-    return str(mask.dtype).replace("torch.", "") if isinstance(mask, torch.Tensor) else None
-
-
 def train_mode(module, training):
     """nn.Module.train(module, training): dropout and the like on (True) or off (False)."""
     nn.Module.train(module, bool(training))
@@ -292,4 +296,4 @@ def train_mode(module, training):
 
 
 ACTIONS = {"describe": describe, "inject": inject, "read": read, "grads": grads,
-           "scramble": scramble, "to_dtype": to_dtype, "train_mode": train_mode}
+           "scramble": scramble, "train_mode": train_mode}

@@ -1,7 +1,7 @@
 """The worker: runs inside the sandbox, imports the student's module and serves calls.
 
-It imports nothing from the judge side (no checks, no reference, no variants): only `wire` and
-`copytask`, which are copied beside it into a private folder.  It never decides a verdict; it
+It imports nothing from the judge side (no checks, no reference, no variants): only `wire`,
+`syscalls` and `copytask`, which are copied beside it into a private folder.  It never decides a verdict; it
 only returns what the student's code computed.  Everything it sends is untrusted by the judge.
 
 Usage: python -I worker.py CHANNEL_FD STUDENT_FILE [--wait-go]
@@ -16,9 +16,11 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import syscalls  # noqa: E402
 import wire  # noqa: E402
 
-CONTRACT = {}  # action -> the contract's function (contract.py), filled by prepare()
+CONTRACT = {}  # action -> a reader of contract.py or placement.py, filled by prepare()
+
 
 class Channel:
     def __init__(self, fd):
@@ -91,6 +93,17 @@ class Server:
                            else args[index].transpose(*spec))
         return getattr(self.module, fn)(*args, **(kwargs or {}))
 
+    def op_devices(self):
+        import placement
+
+        return placement.devices()
+
+    def op_call_on(self, fn, device, dtype=None, args=(), kwargs=None):
+        """The student's function on the judge's arguments moved to another device or dtype."""
+        import placement
+
+        return placement.call_on(self.module, fn, device, dtype, list(args), kwargs)
+
     def op_constants(self, names):
         missing = object()
         values = {}
@@ -157,9 +170,10 @@ class Server:
         return CONTRACT[action](self.handles[handle], **args)
 
 
-def prepare():
+def prepare(warm=False):
     """What every worker does before it sees a student: torch on one thread, seeded, and its fused
-    attention disabled (contract.py), so a route through it breaks instead of passing.
+    attention disabled (contract.py), so a route through it breaks instead of passing.  `warm`:
+    also load torch's meta kernels now (placement.warm_meta), for a worker that waits anyway.
 
     The fork server (zygote.py) runs this once and forks; a cold worker runs it itself.
     """
@@ -170,10 +184,15 @@ def prepare():
     import contract
 
     contract.disable_library_attention(torch)
+    import placement
+
+    if warm:
+        placement.warm_meta()
     # The contract's readers are kept here only, not under a name in sys.modules: a name the
     # student's code builds at run time finds no module to patch (the judge's scan flags the
     # routes that remain: frames, gc, __main__).
     CONTRACT.update(contract.ACTIONS)
+    CONTRACT.update(placement.BLOCK_ACTIONS)
     del sys.modules["contract"]
     return torch
 
@@ -241,9 +260,11 @@ def serve(channel, student_file, torch):
 
 def main():
     channel_fd, student_file = int(sys.argv[1]), os.path.abspath(sys.argv[2])
+    syscalls.install()  # before torch starts a thread: every later thread inherits the filter
     channel = Channel(channel_fd)
-    torch = prepare()
-    if sys.argv[3:] == ["--wait-go"]:
+    spare = sys.argv[3:] == ["--wait-go"]
+    torch = prepare(warm=spare)
+    if spare:
         try:
             channel.receive()  # the go: the student's file is in place now
         except EOFError:
