@@ -31,7 +31,7 @@ def scaled_dot_product_attention(query, key, value, allowed):
 
 def attend(q, k, v, mask=None, return_weights=False):
     if mask is None:
-        mask = torch.tril(torch.ones(q.size(-2), k.size(-2), dtype=torch.bool))
+        mask = torch.tril(torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device))
     context, weights = scaled_dot_product_attention(q, k, v, mask)
     if return_weights:
         return context, weights

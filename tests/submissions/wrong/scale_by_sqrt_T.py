@@ -26,7 +26,7 @@ def attend(q, k, v, mask=None, return_weights=False):
     scores = q @ k.transpose(-2, -1)
     scores = scores / math.sqrt(scores.size(-1))
     if mask is None:
-        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
     weights = F.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
     context = weights @ v
     return (context, weights) if return_weights else context
