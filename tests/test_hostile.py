@@ -78,20 +78,24 @@ def shm_segments():
 
 
 def _started_by_another_checkout(pid):
-    """Whether `pid` descends from a Python of another checkout of the kit on this machine (a
-    colleague's tests share the uid pool); a process re-parented to init counts as ours."""
-    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    """Whether `pid` belongs to another grading than this test process's: it descends from a
+    Python of the kit's venv (this checkout's other test worker, a colleague's checkout, their
+    judges) and not from this process.  One re-parented to init is a leftover, so it is ours."""
+    chain = []  # (pid, program) of each process from `pid` up to init
     while pid > 1:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
                 program = handle.read().split(b"\0")[0].decode(errors="replace")
             with open(f"/proc/{pid}/stat") as handle:
-                pid = int(handle.read().rsplit(")", 1)[1].split()[1])
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             return False
-        if "/.venv/" in program and not program.startswith(ours + "/"):
-            return True
-    return False
+        chain.append((pid, program))
+        pid = parent
+    ancestors = chain[1:]
+    if any(ancestor == os.getpid() for ancestor, _ in ancestors):
+        return False
+    return any("/.venv/" in program for _, program in ancestors)
 
 
 def pool_processes():
