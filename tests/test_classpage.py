@@ -214,7 +214,8 @@ def test_the_card_shows_the_override_beside_the_graders_verdict(graded):
     assert (test["score"], test["status"]) == (2, "passed")
     assert test["output"].startswith("Changed by a TA: the grader gave 0 / 2 (failed), now 2.")
     assert results["score"] == applied["score"] == record["score"] + 2
-    assert results["output"].startswith(f"Score {report.points(applied['score'])} / 39. ")
+    full = report.points(sum(c.points for c in RUBRIC.checks))
+    assert results["output"].startswith(f"Score {report.points(applied['score'])} / {full}. ")
     assert "hidden checks pass" in results["output"] and "isolation" not in results["output"]
     assert results["extra_data"]["overridden"] == ["attend.causal"]
     assert results["extra_data"]["rubric_hash"] == RUBRIC.hash

@@ -248,8 +248,11 @@ HOSTILE = {
     "fake_json_stdout": dict(zero=ALL),
     "lying_tensor": dict(zero=ALL, keys={"split_heads.shape": "wrong_shape",
                                          "split_heads.transpose": "wrong_shape"}),
+    # attend.device judges only attention it has seen on the CPU: the impostor is the other
+    # attend cards' to name, that card says it could not observe (and costs what it is worth)
     "fake_shape_object": dict(zero=ALL, keys={"merge_heads.*": "wrong_type",
-                                              "attend.*": "wrong_type"}),
+                                              "attend.[!d]*": "wrong_type",
+                                              "attend.device": "device_unobserved"}),
     "write_results_json": dict(zero=ALL),
 }
 

@@ -94,7 +94,7 @@ class Student:
 
     def _await_hello(self):
         """Wait for the worker's greeting: its import time counts against the one budget."""
-        began = time.monotonic()
+        began, self.prepared_seconds = time.monotonic(), 0.0
         left = self.limits.submission_seconds - self.spent
         try:
             hello = self._receive_hello(max(min(self.startup_seconds, left), 0.1))
@@ -107,7 +107,7 @@ class Student:
             self._stop()
             raise self.import_error from None
         finally:
-            self.spent += time.monotonic() - began
+            self.spent += time.monotonic() - began - self.prepared_seconds
         self.hello_pending = False
         if not isinstance(hello, dict) or "hello" not in hello:
             self._stop()
@@ -121,8 +121,11 @@ class Student:
 
     def _receive_hello(self, seconds):
         """The worker's hello; before it, the worker may tell the line of the student's file its
-        import is at (worker.import_telling_where): the latest is kept for a timeout to show."""
+        import is at (worker.import_telling_where): the latest is kept for a timeout to show.
+        A cold worker's first message says that its own preparation is over (worker.main): the
+        time until then is the kit's, not the student's (self.prepared_seconds)."""
         deadline, self.stuck_line = time.monotonic() + seconds, None
+        began, first = time.monotonic(), True
         while True:
             try:
                 message = self._receive(max(deadline - time.monotonic(), 0.01))
@@ -131,6 +134,11 @@ class Student:
                     raise
                 raise WorkerFailure("timeout", f"no answer within {seconds:g} s",
                                     f"{seconds:g} 秒内没有完成") from None
+            if first and message == {"prepared": True}:  # sent before any student code ran
+                self.prepared_seconds = time.monotonic() - began
+                first = False
+                continue
+            first = False
             if not (isinstance(message, dict) and set(message) == {"stuck"}):
                 return message
             if isinstance(message["stuck"], int) and not isinstance(message["stuck"], bool):

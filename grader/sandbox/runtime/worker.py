@@ -263,12 +263,16 @@ def main():
     syscalls.install()  # before torch starts a thread: every later thread inherits the filter
     channel = Channel(channel_fd)
     spare = sys.argv[3:] == ["--wait-go"]
-    torch = prepare(warm=spare)
+    # Meta's kernels are loaded before the student's code in every worker: loaded later, they
+    # would need what that code may have spent (a /tmp it filled, torch._dynamo's cache dir).
+    torch = prepare(warm=True)
     if spare:
         try:
             channel.receive()  # the go: the student's file is in place now
         except EOFError:
             return  # a spare that was never used
+    else:
+        channel.send({"prepared": True})  # the judge starts the student's clock here
     serve(channel, student_file, torch)
 
 
