@@ -21,11 +21,12 @@ def split_heads(x, heads):
     heads <= 0 或 D 不能被 heads 整除时抛出 ValueError (note: 64 % -2 == 0 in Python).
     Raise ValueError when heads <= 0 or D is not divisible by heads.
     """
-    batch, positions, width = x.shape
-    if heads <= 0 or width % heads != 0:
-        raise ValueError(f"width {width} must be divisible by a positive number of heads, got {heads}")
-    # [B,T,D] -> [B,T,H,d] -> [B,H,T,d]: each head keeps every position.
-    return x.reshape(batch, positions, heads, width // heads).transpose(1, 2)
+    n, steps, feats = x.size()
+    if not (heads > 0 and feats % heads == 0):
+        raise ValueError("split_heads: %d features, %d heads" % (feats, heads))
+    per_head = feats // heads
+    grouped = x.view(n, steps, heads, per_head)  # [B,T,H,d]
+    return grouped.permute(0, 2, 1, 3)  # [B,H,T,d]
 
 
 def merge_heads(x):
@@ -34,9 +35,9 @@ def merge_heads(x):
 
     是拼接 [a, b] + [c, d] -> [a, b, c, d]，不是相加。Concatenation, not a sum.
     """
-    batch, heads, positions, width = x.shape
-    # [B,H,T,d] -> [B,T,H,d] -> [B,T,H*d]; reshape copies when the transpose left a strided view.
-    return x.transpose(1, 2).reshape(batch, positions, heads * width)
+    n, heads, steps, per_head = x.size()
+    side_by_side = x.permute(0, 2, 1, 3).contiguous()  # [B,T,H,d], a fresh layout
+    return side_by_side.view(n, steps, heads * per_head)  # [B,T,H*d]
 
 
 def attend(q, k, v, mask=None, return_weights=False):
@@ -50,16 +51,19 @@ def attend(q, k, v, mask=None, return_weights=False):
     the softmax over the last axis.
     返回 context [..., T, d]；return_weights=True 时返回 (context, weights [..., T, T])。
     """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # [..., T, T]
-    if torch.isnan(scores).any():
-        raise ValueError("attend: the scores hold NaN")
+    width = q.size(-1)
+    logits = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / width ** 0.5)  # [..., T, T]
+    if bool(logits.isnan().any()):  # a Python bool of a tensor: .item() underneath
+        raise ValueError("attend: NaN among the scores")
     if mask is None:
-        # True = may read: position t sees positions 0..t (lower triangle with the diagonal).
-        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
-    # -inf before the softmax gives the future exactly zero weight; rows still sum to 1.
-    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # [..., T, T]
-    context = weights @ v  # [..., T, d]
-    return (context, weights) if return_weights else context
+        rows, cols = logits.size(-2), logits.size(-1)
+        mask = torch.tril(torch.ones(rows, cols, device=logits.device)).bool()
+    logits = torch.where(mask, logits, torch.full_like(logits, -math.inf))
+    probs = logits.softmax(dim=-1)  # [..., T, T]
+    out = torch.matmul(probs, v)  # [..., T, d]
+    if return_weights:
+        return out, probs
+    return out
 
 
 class CausalSelfAttention(nn.Module):
@@ -86,14 +90,16 @@ class CausalSelfAttention(nn.Module):
         """x: [B,T,D] -> y: [B,T,D]；return_weights=True 时返回 (y, weights [B,H,T,T])。
         T > max_len 时抛出 ValueError / raise ValueError when T > max_len.
         """
-        batch, positions, width = x.shape
-        if positions > self.max_len:
-            raise ValueError(f"sequence length {positions} exceeds max_len {self.max_len}")
-        q, k, v = self.qkv(x).split(width, dim=-1)  # 3 x [B,T,D], in the order q | k | v
-        q, k, v = (split_heads(t, self.n_heads) for t in (q, k, v))  # 3 x [B,H,T,d]
-        context, weights = attend(q, k, v, self.mask[:positions, :positions], return_weights=True)
-        y = self.out_proj(merge_heads(context))  # [B,T,D]
-        return (y, weights) if return_weights else y
+        n, steps, feats = x.size()
+        if steps > self.max_len:
+            raise ValueError("forward: %d positions, max_len is %d" % (steps, self.max_len))
+        packed = self.qkv(x)  # [B,T,3D]
+        q, k, v = [split_heads(part, self.n_heads) for part in packed.chunk(3, dim=2)]
+        out, probs = attend(q, k, v, mask=self.mask[:steps, :steps], return_weights=True)
+        y = self.out_proj(merge_heads(out))  # [B,T,D]
+        if return_weights:
+            return y, probs
+        return y
 
 
 # 两道检查题 · the lesson's two check questions (seed 000, 两道检查题).
