@@ -8,6 +8,7 @@ import socket
 import time
 
 from grader.sandbox import launch as sandbox
+from grader.sandbox.runtime import facts
 from grader.sandbox.launch import WorkerFailure
 from grader.sandbox.runtime import wire
 
@@ -208,7 +209,7 @@ class Student:
         (the grader's own failure, never blamed on the student); any other end is the student's
         process ending (a student's own exit(70) after the hello included)."""
         before_hello = getattr(self, "hello_pending", True)
-        if before_hello and self.worker.proc.poll() == sandbox.SANDBOX_FAILED:
+        if before_hello and self.worker.proc.poll() == facts.SANDBOX_FAILED:
             self._fail("sandbox", "the grader could not set up its sandbox (exit code 70)",
                        "评分器没能搭好运行代码的沙箱（退出码 70）")
         self._fail("crashed", f"worker exited ({self.worker.exit_description()})",
@@ -339,23 +340,11 @@ class RemoteModule:
                                 "持有这个模块的进程已经重启")
         return self.student.request(op, handle=self.handle, **args)
 
-    def describe(self):
-        return self._request("describe")
-
-    def buffer(self, name):
-        return self._request("buffer", name=name)
-
     def load(self, state):
         return self._request("load", state=state)
 
     def __call__(self, x, return_weights=False):
         return self._request("forward", x=x, return_weights=return_weights)
-
-    def grads(self, x, upstream):
-        return self._request("grads", x=x, upstream=upstream)
-
-    def to_meta(self):
-        return self._request("to_meta")
 
     def contract(self, action, **args):
         """The block through the contract's attribute names (the worker's contract.py)."""

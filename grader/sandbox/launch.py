@@ -10,9 +10,7 @@ the memory it writes (RLIMIT_DATA) instead of its address space, which CUDA rese
 hundred GiB: the device checks then run on CUDA too (check_device.py).
 """
 import dataclasses
-import glob
 import os
-import resource
 import shutil
 import signal
 import socket
@@ -22,11 +20,11 @@ import tempfile
 import threading
 
 from grader import paths, safefs
-from grader.sandbox.runtime import wire
+from grader.sandbox.runtime import facts, wire
+from grader.sandbox.runtime.facts import UNPRIVILEGED, accelerator_nodes
 
 SANDBOX_WORK = "/submission"
 SANDBOX_RUNTIME = "/grader-runtime"
-UNPRIVILEGED = 65534  # nobody
 
 
 class WorkerFailure(Exception):
@@ -50,7 +48,7 @@ class Limits:
     memory_bytes: int = 3 * 1024 ** 3   # RLIMIT_AS of one worker (torch's import alone maps ~1 GiB)
     processes: int = 64                 # RLIMIT_NPROC (effective for a non-root uid)
     file_bytes: int = 64 * 1024 ** 2    # RLIMIT_FSIZE: the largest file the worker may write
-    tmp_bytes: int = 32 * 1024 ** 2     # size of the sandbox's /tmp (RAM: it must be bounded)
+    tmp_bytes: int = facts.TMP_BYTES    # size of the sandbox's /tmp (RAM: it must be bounded)
     output_bytes: int = 16 * 1024       # how much of stdout and stderr is kept, each
     open_files: int = 256               # RLIMIT_NOFILE: bounds the pipe and socket buffers it can fill
 
@@ -87,21 +85,6 @@ def choose_isolation(requested="auto"):
     if requested == "bubblewrap" and not bubblewrap_works():
         raise RuntimeError("bubblewrap is not available here (apt-get install -y bubblewrap)")
     return requested
-
-
-def accelerator_nodes():
-    """The NVIDIA device nodes of this machine (/dev/nvidiactl, /dev/nvidia0, /dev/nvidia-uvm,
-    ...), which a worker that may use CUDA needs; none on a machine without a GPU."""
-    import stat
-
-    nodes = []
-    for path in sorted(glob.glob("/dev/nvidia*")):
-        try:
-            if stat.S_ISCHR(os.stat(path).st_mode):
-                nodes.append(path)
-        except OSError:
-            pass
-    return nodes
 
 
 def make_runtime_dir():
@@ -191,9 +174,6 @@ def bubblewrap_argv(work_dir, runtime_dir, spool=None, uid=UNPRIVILEGED,
     return argv
 
 
-CLONE_NEWIPC, CLONE_NEWNET = 0x08000000, 0x40000000
-
-
 def _namespace_unsharer():
     """A call that gives the child System V IPC objects of its own, gone with the worker, and a
     network namespace of its own (no connection to another worker, nor out): root only; as an
@@ -206,34 +186,19 @@ def _namespace_unsharer():
     unshare = ctypes.CDLL(None, use_errno=True).unshare
 
     def own_namespaces():  # refused where root lacks CAP_SYS_ADMIN (a default Docker container):
-        unshare(CLONE_NEWIPC | CLONE_NEWNET)  # the worker then shares them (docs/security.md)
+        unshare(facts.CLONE_NEWIPC | facts.CLONE_NEWNET)  # the worker then shares them (docs/security.md)
     return own_namespaces
-
-
-def _memory_limit():
-    """RLIMIT_AS, or where CUDA may start RLIMIT_DATA (CUDA reserves address space it never
-    writes; under a cap of 3 GiB of address space it cannot start at all).  Resolved here, in the
-    parent: nothing is looked up between fork and exec."""
-    return resource.RLIMIT_DATA if accelerator_nodes() else resource.RLIMIT_AS
 
 
 def _apply_limits(limits):
     own_namespaces = _namespace_unsharer()
-    memory = _memory_limit()
+    table = facts.rlimit_table(vars(limits))  # resolved here, in the parent: nothing is looked
+    # up between fork and exec
 
     def preexec():
         os.setsid()
         own_namespaces()
-        for kind, value in ((resource.RLIMIT_CPU, limits.cpu_seconds),
-                            (memory, limits.memory_bytes),
-                            (resource.RLIMIT_NPROC, limits.processes),
-                            (resource.RLIMIT_FSIZE, limits.file_bytes),
-                            (resource.RLIMIT_NOFILE, limits.open_files),
-                            (resource.RLIMIT_CORE, 0)):
-            try:
-                resource.setrlimit(kind, (value, value))
-            except (ValueError, OSError):
-                pass  # a limit the OS does not allow is left as it is
+        facts.apply_rlimits(table)
     return preexec
 
 
@@ -321,7 +286,6 @@ class WorkerProcess:
         return describe_exit(self.proc.poll(), lang)
 
 
-SANDBOX_FAILED = 70  # the exit status of a worker whose sandbox could not be set up (zygote.py)
 SIGNAL_WORDS = {"SIGXCPU": ("CPU 时间超限", "CPU time limit"),
                 "SIGXFSZ": ("文件大小超限", "file size limit"), "SIGKILL": ("被强制结束", "killed")}
 

@@ -118,21 +118,6 @@ class Server:
         self.handles[handle] = instance
         return handle
 
-    def op_describe(self, handle):
-        module = self.handles[handle]
-        state_names = set(module.state_dict().keys())
-        return {
-            "class": [cls.__name__ for cls in type(module).__mro__],
-            "is_module": isinstance(module, self.torch.nn.Module),
-            "params": [[n, list(p.shape), str(p.device)] for n, p in module.named_parameters()],
-            "buffers": [[n, list(b.shape), str(b.dtype).replace("torch.", ""), str(b.device),
-                         n in state_names] for n, b in module.named_buffers()],
-            "modules": [[n, type(m).__name__] for n, m in module.named_modules() if n],
-        }
-
-    def op_buffer(self, handle, name):
-        return self.handles[handle].get_buffer(name)
-
     def op_load(self, handle, state):
         module = self.handles[handle]
         with self.torch.no_grad():
@@ -147,18 +132,6 @@ class Server:
                 return module(x, return_weights=True)
             return module(x)
 
-    def op_grads(self, handle, x, upstream):
-        module = self.handles[handle]
-        for p in module.parameters():
-            p.grad = None
-        y = module(x)
-        (y * upstream).sum().backward()
-        return {n: p.grad for n, p in module.named_parameters()}
-
-    def op_to_meta(self, handle):
-        self.handles[handle].to("meta")
-        return self.op_describe(handle)
-
     def op_train_copy(self, seed, n_heads):
         import copytask
 
@@ -170,10 +143,11 @@ class Server:
         return CONTRACT[action](self.handles[handle], **args)
 
 
-def prepare(warm=False):
-    """What every worker does before it sees a student: torch on one thread, seeded, and its fused
-    attention disabled (contract.py), so a route through it breaks instead of passing.  `warm`:
-    also load torch's meta kernels now (placement.warm_meta), for a worker that waits anyway.
+def prepare():
+    """What every worker does before it sees a student: torch on one thread, seeded, its fused
+    attention disabled (contract.py), so a route through it breaks instead of passing, and meta's
+    kernels loaded (placement.warm_meta): loaded later, they would need what the student's code
+    may have spent (a /tmp it filled: torch._dynamo's cache dir is looked for there).
 
     The fork server (zygote.py) runs this once and forks; a cold worker runs it itself.
     """
@@ -186,8 +160,7 @@ def prepare(warm=False):
     contract.disable_library_attention(torch)
     import placement
 
-    if warm:
-        placement.warm_meta()
+    placement.warm_meta()
     # The contract's readers are kept here only, not under a name in sys.modules: a name the
     # student's code builds at run time finds no module to patch (the judge's scan flags the
     # routes that remain: frames, gc, __main__).
@@ -263,9 +236,7 @@ def main():
     syscalls.install()  # before torch starts a thread: every later thread inherits the filter
     channel = Channel(channel_fd)
     spare = sys.argv[3:] == ["--wait-go"]
-    # Meta's kernels are loaded before the student's code in every worker: loaded later, they
-    # would need what that code may have spent (a /tmp it filled, torch._dynamo's cache dir).
-    torch = prepare(warm=True)
+    torch = prepare()
     if spare:
         try:
             channel.receive()  # the go: the student's file is in place now

@@ -39,14 +39,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import facts  # noqa: E402
 import syscalls  # noqa: E402
 import worker  # noqa: E402
+from facts import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID,  # noqa: E402
+                   SANDBOX_FAILED, TMP_BYTES, UNPRIVILEGED)
 
 SPOOL, SUBMISSION = "/spool", "/submission"
-UNPRIVILEGED = 65534
-CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
-CLONE_NEWIPC, CLONE_NEWNET = 0x08000000, 0x40000000
-TMP_BYTES = 32 * 1024 ** 2
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 4096, 16384, 1 << 18, 2
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
@@ -66,17 +65,11 @@ def mount(source, target, fstype, flags, data=None):
                       encode(data)), f"mount {target}")
 
 
+MEMORY_RLIMIT = facts.memory_rlimit()  # looked up once, before any fork
+
+
 def set_limits(limits):
-    for kind, value in ((resource.RLIMIT_CPU, limits["cpu_seconds"]),
-                        (resource.RLIMIT_AS, limits["memory_bytes"]),
-                        (resource.RLIMIT_NPROC, limits["processes"]),
-                        (resource.RLIMIT_FSIZE, limits["file_bytes"]),
-                        (resource.RLIMIT_NOFILE, limits.get("open_files", 256)),
-                        (resource.RLIMIT_CORE, 0)):
-        try:
-            resource.setrlimit(kind, (value, value))
-        except (ValueError, OSError):
-            pass  # a limit the OS does not allow is left as it is
+    facts.apply_rlimits(facts.rlimit_table(limits, MEMORY_RLIMIT))
 
 
 def drop_privileges(uid=UNPRIVILEGED):
@@ -184,9 +177,9 @@ def child(request, fds, mode, closing, torch):
                 signal.signal(-code, signal.SIG_DFL)
                 os.kill(os.getpid(), -code)
                 code = 128 - code
-    except BaseException as exc:  # the sandbox could not be set up: say so on stderr, exit 70
+    except BaseException as exc:  # the sandbox could not be set up: say so on stderr and exit
         os.write(2, f"zygote child: {type(exc).__name__}: {exc}\n".encode(errors="replace"))
-        code = 70
+        code = SANDBOX_FAILED
     finally:
         os._exit(code)
 
@@ -201,7 +194,7 @@ def probe_namespaces(spool=SPOOL):
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
-        code = 70
+        code = SANDBOX_FAILED
         try:
             os.close(read_end)
             enter_namespaces(probe, runtime_under_tmp())
@@ -212,7 +205,7 @@ def probe_namespaces(spool=SPOOL):
                     os._exit(0)
                 except BaseException as exc:
                     os.write(write_end, f"{type(exc).__name__}: {exc}".encode(errors="replace"))
-                    os._exit(70)
+                    os._exit(SANDBOX_FAILED)
             code = os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1])
         except BaseException as exc:
             os.write(write_end, f"{type(exc).__name__}: {exc}".encode(errors="replace"))
@@ -289,7 +282,7 @@ class Zygote:
                        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4)})
 
     def run(self):
-        self.torch = worker.prepare(warm=True)  # meta's kernels too: each fork has them
+        self.torch = worker.prepare()  # meta's kernels too: each fork has them
         why_not = probe_namespaces() if self.mode == "namespaces" else None
         self.send({"ready": why_not is None, "mode": self.mode, "error": why_not})
         if why_not is not None:

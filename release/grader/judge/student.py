@@ -8,6 +8,7 @@ import socket
 import time
 
 from grader.sandbox import launch as sandbox
+from grader.sandbox.runtime import facts
 from grader.sandbox.launch import WorkerFailure
 from grader.sandbox.runtime import wire
 
@@ -94,7 +95,7 @@ class Student:
 
     def _await_hello(self):
         """Wait for the worker's greeting: its import time counts against the one budget."""
-        began = time.monotonic()
+        began, self.prepared_seconds = time.monotonic(), 0.0
         left = self.limits.submission_seconds - self.spent
         try:
             hello = self._receive_hello(max(min(self.startup_seconds, left), 0.1))
@@ -107,7 +108,7 @@ class Student:
             self._stop()
             raise self.import_error from None
         finally:
-            self.spent += time.monotonic() - began
+            self.spent += time.monotonic() - began - self.prepared_seconds
         self.hello_pending = False
         if not isinstance(hello, dict) or "hello" not in hello:
             self._stop()
@@ -121,8 +122,11 @@ class Student:
 
     def _receive_hello(self, seconds):
         """The worker's hello; before it, the worker may tell the line of the student's file its
-        import is at (worker.import_telling_where): the latest is kept for a timeout to show."""
+        import is at (worker.import_telling_where): the latest is kept for a timeout to show.
+        A cold worker's first message says that its own preparation is over (worker.main): the
+        time until then is the kit's, not the student's (self.prepared_seconds)."""
         deadline, self.stuck_line = time.monotonic() + seconds, None
+        began, first = time.monotonic(), True
         while True:
             try:
                 message = self._receive(max(deadline - time.monotonic(), 0.01))
@@ -131,6 +135,11 @@ class Student:
                     raise
                 raise WorkerFailure("timeout", f"no answer within {seconds:g} s",
                                     f"{seconds:g} 秒内没有完成") from None
+            if first and message == {"prepared": True}:  # sent before any student code ran
+                self.prepared_seconds = time.monotonic() - began
+                first = False
+                continue
+            first = False
             if not (isinstance(message, dict) and set(message) == {"stuck"}):
                 return message
             if isinstance(message["stuck"], int) and not isinstance(message["stuck"], bool):
@@ -200,7 +209,7 @@ class Student:
         (the grader's own failure, never blamed on the student); any other end is the student's
         process ending (a student's own exit(70) after the hello included)."""
         before_hello = getattr(self, "hello_pending", True)
-        if before_hello and self.worker.proc.poll() == sandbox.SANDBOX_FAILED:
+        if before_hello and self.worker.proc.poll() == facts.SANDBOX_FAILED:
             self._fail("sandbox", "the grader could not set up its sandbox (exit code 70)",
                        "评分器没能搭好运行代码的沙箱（退出码 70）")
         self._fail("crashed", f"worker exited ({self.worker.exit_description()})",
@@ -331,23 +340,11 @@ class RemoteModule:
                                 "持有这个模块的进程已经重启")
         return self.student.request(op, handle=self.handle, **args)
 
-    def describe(self):
-        return self._request("describe")
-
-    def buffer(self, name):
-        return self._request("buffer", name=name)
-
     def load(self, state):
         return self._request("load", state=state)
 
     def __call__(self, x, return_weights=False):
         return self._request("forward", x=x, return_weights=return_weights)
-
-    def grads(self, x, upstream):
-        return self._request("grads", x=x, upstream=upstream)
-
-    def to_meta(self):
-        return self._request("to_meta")
 
     def contract(self, action, **args):
         """The block through the contract's attribute names (the worker's contract.py)."""

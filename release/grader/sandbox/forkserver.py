@@ -19,6 +19,7 @@ import tempfile
 import threading
 
 from grader.sandbox import launch as sandbox
+from grader.sandbox.runtime import facts
 from grader.sandbox.launch import WorkerFailure
 from grader import safefs
 from grader.sandbox import uidpool
@@ -198,7 +199,7 @@ class ForkServer:
         with self.lock:
             self.workers[spawn_id] = worker
         self.send({"op": "spawn", "id": spawn_id, "dir": copy_dir or work_dir,
-                   "student": student_name, "uid": slot.uid if slot else sandbox.UNPRIVILEGED,
+                   "student": student_name, "uid": slot.uid if slot else facts.UNPRIVILEGED,
                    "limits": limits.describe()}, worker.fds)
         for fd in worker.fds:
             os.close(fd)

@@ -14,7 +14,6 @@ def devices():
     """The devices other than the CPU this worker can try: `meta` always (every operation runs
     for shapes and dtypes only, and refuses a tensor of another device), `cuda` where torch
     here can make a tensor on one."""
-    warm_meta()
     found = ["meta"]
     try:
         if torch.cuda.is_available():
@@ -26,10 +25,9 @@ def devices():
 
 
 def warm_meta():
-    """torch loads its meta kernels (and sympy) on the first operation on `meta`, about as long
-    as `import torch` itself: done before any student where a worker waits anyway (the fork
-    server, watch's spares), else here, under the judge's long timeout for devices(), never
-    inside a student's call."""
+    """torch loads its meta kernels (sympy, and torch._dynamo for a masked_fill) on the first
+    operations on `meta`, about as long as `import torch` itself: every worker does it before the
+    student's code (worker.prepare), never inside a student's call."""
     x = torch.ones(2, 2, device="meta")
     torch.softmax((x @ x / 2).masked_fill(torch.ones(2, 2, dtype=torch.bool, device="meta"), 0), -1)
 

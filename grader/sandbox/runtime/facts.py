@@ -1,0 +1,54 @@
+"""The sandbox's facts, written once: the uid a worker drops to, the size of its /tmp, the
+namespace flags, the exit status of a sandbox that could not be set up, and the table of resource
+limits with the one rule for which memory limit applies.  The launcher (grader/sandbox/launch.py,
+in the judge) and the fork server (zygote.py, inside the sandbox) both read it, so a cold worker
+and a forked one get the same box.  Standard library only: it runs inside the sandbox too.
+"""
+import glob
+import os
+import resource
+import stat
+
+UNPRIVILEGED = 65534  # nobody: the uid of a worker without a uid of its own (uidpool.py)
+TMP_BYTES = 32 * 1024 ** 2  # a worker's /tmp is RAM: it must have a size
+SANDBOX_FAILED = 70  # the exit status of a worker whose sandbox could not be set up
+CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+CLONE_NEWIPC, CLONE_NEWNET = 0x08000000, 0x40000000
+
+
+def accelerator_nodes():
+    """The NVIDIA device nodes of this machine (/dev/nvidiactl, /dev/nvidia0, /dev/nvidia-uvm,
+    ...), which a worker that may use CUDA needs; none on a machine without a GPU."""
+    nodes = []
+    for path in sorted(glob.glob("/dev/nvidia*")):
+        try:
+            if stat.S_ISCHR(os.stat(path).st_mode):
+                nodes.append(path)
+        except OSError:
+            pass
+    return nodes
+
+
+def memory_rlimit():
+    """RLIMIT_AS, or where CUDA may start RLIMIT_DATA (CUDA reserves address space it never
+    writes; under a cap of 3 GiB of address space it cannot start at all)."""
+    return resource.RLIMIT_DATA if accelerator_nodes() else resource.RLIMIT_AS
+
+
+def rlimit_table(limits, memory=None):
+    """[(resource, value)] for `limits` (a mapping of Limits' fields): built before the fork, so
+    nothing is looked up between fork and exec."""
+    return [(resource.RLIMIT_CPU, limits["cpu_seconds"]),
+            (memory_rlimit() if memory is None else memory, limits["memory_bytes"]),
+            (resource.RLIMIT_NPROC, limits["processes"]),
+            (resource.RLIMIT_FSIZE, limits["file_bytes"]),
+            (resource.RLIMIT_NOFILE, limits.get("open_files", 256)),
+            (resource.RLIMIT_CORE, 0)]
+
+
+def apply_rlimits(table):
+    for kind, value in table:
+        try:
+            resource.setrlimit(kind, (value, value))
+        except (ValueError, OSError):
+            pass  # a limit the OS does not allow is left as it is
