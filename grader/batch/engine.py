@@ -45,7 +45,7 @@ from grader.batch.records import (FORMAT, MARKDOWN, PAGE, REPORT, STUDENTS, is_c
                                   remove_leftovers)
 from grader.batch import similarity
 from grader.batch.similarity import THRESHOLD, keep_source
-from grader import paths
+from grader import options, paths
 from grader.inert import json_text
 from grader.statefile import write_atomic
 
@@ -97,13 +97,12 @@ def _check_arguments(args, source, outdir):
     if not 0 < args.similarity <= 1:
         raise ValueError(f"--similarity wants a share in (0, 1], e.g. 0.7 (got {args.similarity})")
     shard = parse_shard(args.shard) if args.shard else None
-    return shard, sandbox.choose_isolation("bubblewrap" if args.require_sandbox else args.isolation)
+    return shard, sandbox.choose_isolation(options.isolation_of(args))
 
 
 def run(args):
     """`batch DIR --out OUTDIR`: list, skip what is current, grade the rest, rebuild the class."""
     from grader.batch import gradebook
-    from grader.sandbox import launch as sandbox
 
     source, outdir = os.path.abspath(args.dir), os.path.abspath(args.out)
     try:
@@ -123,7 +122,7 @@ def run(args):
     write_atomic(os.path.join(outdir, MANIFEST),
                  json_text(manifest, ensure_ascii=False, indent=1) + "\n")
     todo = [e for e in entries if not is_current(read_record(outdir, e.student), e, fingerprint)]
-    limits = sandbox.Limits(call_seconds=args.call_timeout, memory_bytes=args.memory_mb * 2 ** 20)
+    limits = options.limits_from(args)
     config = {"outdir": outdir, "lang": args.lang, "isolation": isolation,
               "limits": limits.describe(), "fingerprint": fingerprint,
               "prefetch": max(0, args.prefetch), "fork_server": not args.cold_workers}
@@ -323,26 +322,21 @@ def rebuild(outdir):
 
 def add_arguments(sub):
     """The `batch` and `merge` subcommands (called from grader/__main__.py)."""
-    from grader.sandbox import launch as sandbox
-
     p = sub.add_parser("batch", help="a folder of submissions: reports, pages, gradebook (instructors)")
     p.add_argument("dir", help="one entry per student: .py, .ipynb, folder, .zip or git repository")
     p.add_argument("--out", required=True, help="output folder (never inside DIR)")
     p.add_argument("--jobs", type=int, default=0, help="grading processes (default: one per usable core, fewer where memory "
                    "is short; docs/instructors.md, Speed)")
-    p.add_argument("--lang", choices=("zh", "en"), default="zh",
-                   help="language of the Markdown and the page's first view")
+    options.add_lang(p, help="language of the Markdown and the page's first view")
     p.add_argument("--shard", help="K/N: grade only the K-th of N deterministic parts")
     p.add_argument("--prefetch", type=int, default=1,
                    help="submissions whose worker starts while one is checked (per process)")
-    p.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default="auto")
+    options.add_isolation(p)
     p.add_argument("--cold-workers", action="store_true",
                    help="start every worker with its own torch import instead of forking it from a "
                         "warm zygote (slower; the fork server is off anyway for bubblewrap as a "
                         "non-root user)")
-    p.add_argument("--require-sandbox", action="store_true", help="refuse to grade without bubblewrap")
-    p.add_argument("--call-timeout", type=float, default=sandbox.Limits.call_seconds)
-    p.add_argument("--memory-mb", type=int, default=sandbox.Limits.memory_bytes // 2 ** 20)
+    options.add_limits(p)
     p.add_argument("--similarity", type=float, default=THRESHOLD, help=SIMILARITY_HELP)
     p = sub.add_parser("merge", help="join batch outputs (shards) into one gradebook")
     p.add_argument("outdirs", nargs="+", help="batch output folders")

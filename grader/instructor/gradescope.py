@@ -30,7 +30,7 @@ import zipfile
 
 from grader.statefile import write_atomic
 from grader import paths
-from grader import inert
+from grader import inert, options
 
 ROOT = paths.KIT_ROOT
 DEFAULT_OUT = os.path.join(ROOT, "build", "gradescope", "autograder.zip")
@@ -205,7 +205,7 @@ def main(argv=None):
     p.add_argument("--out", default=DEFAULT_OUT)
     p = sub.add_parser("run", help="grade ROOT/submission into ROOT/results/results.json")
     p.add_argument("--root", default=os.environ.get("AUTOGRADER_ROOT", "/autograder"))
-    p.add_argument("--lang", choices=("zh", "en"), default="zh")
+    options.add_lang(p)
     args = parser.parse_args(argv)
     if args.command == "build":
         print(build(args.out))

@@ -20,6 +20,7 @@ import time
 
 from grader.authoring.course import (ASSIGNMENT, COURSE, assignment_known, generate_assignment,
                                     nbgrader)
+from grader import options
 from grader.instructor import nbfeedback, nbregrade
 
 
@@ -90,7 +91,7 @@ def main(argv):
     parser.add_argument("--timeout", type=int,
                         help=f"seconds a notebook cell may run (default {CELL_TIMEOUT})")
     parser.add_argument("--jobs", type=int, default=1, help="regrades at once (nbgrader takes a core)")
-    parser.add_argument("--lang", choices=("zh", "en"), default="zh")
+    options.add_lang(parser)
     args = parser.parse_args(argv)
     course = os.path.abspath(args.course)
     if args.command in ("autograde", "regrade"):

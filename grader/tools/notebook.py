@@ -374,22 +374,19 @@ def load_ipython_extension(ipython):
 def _judge_main(argv):
     import argparse
 
+    from grader import options
+
     parser = argparse.ArgumentParser(prog="python -m grader.notebook judge")
     parser.add_argument("path")
     parser.add_argument("--hidden", action="store_true", help="public and hidden checks")
-    parser.add_argument("--call-timeout", type=float)
-    parser.add_argument("--budget", type=float)
-    parser.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default="auto")
+    options.add_limits(parser, call_seconds=None, memory=False)
+    parser.add_argument("--budget", type=float, help="seconds for all calls of the submission")
+    options.add_isolation(parser, require=False)
     args = parser.parse_args(argv)
     from grader.judge import grading
-    from grader.sandbox import launch as sandbox
     from grader.judge.submission import SubmissionError
 
-    limits = sandbox.Limits()
-    if args.call_timeout:
-        limits.call_seconds = args.call_timeout
-    if args.budget:
-        limits.submission_seconds = args.budget
+    limits = options.limits_from(args)
     visibilities = ("public", "hidden") if args.hidden else ("public",)
     try:
         data = grading.grade(args.path, visibilities, isolation=args.isolation, limits=limits)

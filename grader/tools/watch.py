@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 
+from grader import options
 from grader.sandbox import launch as sandbox
 from grader.judge import submission as submission_module
 from grader.tools.hints import (exercise_progress, first_unfinished, ladders, record_run,
@@ -329,13 +330,12 @@ def resolve_path(submission):
 def main(args):
     try:
         path = resolve_path(args.submission)
-        isolation = sandbox.choose_isolation("bubblewrap" if args.require_sandbox
-                                             else args.isolation)
+        isolation = sandbox.choose_isolation(options.isolation_of(args))
     except (SubmissionError, RuntimeError) as exc:
         said = exc.said(args.lang) if isinstance(exc, SubmissionError) else f"`{exc}`"
         print(TEXT[args.lang]["error"].format(message=said), file=sys.stderr)
         return 2
-    limits = sandbox.Limits(call_seconds=args.call_timeout, memory_bytes=args.memory_mb * 2 ** 20)
+    limits = options.limits_from(args)
     judge = WarmJudge(limits, isolation, start=getattr(args, "worker_start", "auto"))
     session = Session(path, state_path(args.submission), args.lang, limits, judge, args.poll,
                       getattr(args, "stats", None))

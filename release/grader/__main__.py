@@ -7,8 +7,7 @@ import argparse
 import os
 import sys
 
-from grader import threads
-from grader.sandbox import launch as sandbox
+from grader import options, threads
 from grader.judge.submission import SubmissionError
 
 DEFAULT_EXERCISE = os.path.join("exercises", "attention.py")
@@ -40,39 +39,25 @@ def _add_grading(sub):
                        default=DEFAULT_EXERCISE if name == "check" else None,
                        help=".py, .ipynb, or a folder holding one")
         p.add_argument("--format", choices=("text", "json", "markdown", "gradescope"), default="text")
-        p.add_argument("--lang", choices=("zh", "en"), default="zh")
+        options.add_lang(p)
         p.add_argument("--out", help="write the report here instead of stdout")
         p.add_argument("--summary", help="also append the Markdown report to this file "
                        "($GITHUB_STEP_SUMMARY: per-check feedback on the Actions run's page)")
-        p.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default="auto")
-        p.add_argument("--require-sandbox", action="store_true",
-                       help="refuse to grade without bubblewrap")
-        p.add_argument("--call-timeout", type=float, default=sandbox.Limits.call_seconds,
-                       help="seconds for one call into the student's code")
-        p.add_argument("--memory-mb", type=int, default=sandbox.Limits.memory_bytes // 2 ** 20)
-        p.add_argument("--submission-timeout", type=float,
-                       default=sandbox.Limits.submission_seconds,
-                       help="seconds for all calls of one submission")
-        p.add_argument("--cpu-seconds", type=int, default=sandbox.Limits.cpu_seconds)
-        p.add_argument("--max-processes", type=int, default=sandbox.Limits.processes)
-        p.add_argument("--output-kb", type=int, default=sandbox.Limits.output_bytes // 1024,
-                       help="how much of the student's stdout and stderr is kept")
+        options.add_isolation(p)
+        options.add_limits(p, every=True)
 
 
 def _add_watch(sub):
     """`watch`: the public checks on every save."""
     p = sub.add_parser("watch", help="rerun the public checks on every save (students)")
     p.add_argument("submission", nargs="?", default=DEFAULT_EXERCISE, help="the .py file to watch")
-    p.add_argument("--lang", choices=("zh", "en"), default="zh")
+    options.add_lang(p)
     p.add_argument("--poll", action="store_true",
                    help="poll the file instead of using watchfiles (network drives, tests)")
-    p.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default="auto")
-    p.add_argument("--require-sandbox", action="store_true")
+    options.add_isolation(p)
     # Shorter than check's: the public checks use tiny tensors, and an endless loop should not
     # hold the screen for long.
-    p.add_argument("--call-timeout", type=float, default=3.0,
-                   help="seconds for one call into the student's code")
-    p.add_argument("--memory-mb", type=int, default=sandbox.Limits.memory_bytes // 2 ** 20)
+    options.add_limits(p, call_seconds=3.0)
     p.add_argument("--stats", help=argparse.SUPPRESS)  # JSON lines per screen: tests and bench
     p.add_argument("--worker-start", choices=("auto", "spare"), default="auto",
                    help=argparse.SUPPRESS)  # "spare": never fork (tests and bench of the spares)
@@ -85,10 +70,10 @@ def _add_hint(sub):
                    "CausalSelfAttention or quiz; default: the first unfinished one")
     p.add_argument("--submission", default=DEFAULT_EXERCISE,
                    help="the student's file: its hint state is kept beside it")
-    p.add_argument("--lang", choices=("zh", "en"), default="zh")
+    options.add_lang(p)
     p.add_argument("--reset", action="store_true", help="start this exercise's hints again")
-    p.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default="auto")
-    p.add_argument("--call-timeout", type=float, default=sandbox.Limits.call_seconds)
+    options.add_isolation(p, require=False)
+    options.add_limits(p, memory=False)
 
 
 def _add_submit(sub):
@@ -103,9 +88,9 @@ def _add_submit(sub):
                    help="package even the untouched stub without asking")
     p.add_argument("--no-commit", action="store_true",
                    help="in a git checkout, do not commit the work file")
-    p.add_argument("--lang", choices=("zh", "en"), default="zh")
-    p.add_argument("--isolation", choices=("auto", "bubblewrap", "process"), default="auto")
-    p.add_argument("--call-timeout", type=float, default=sandbox.Limits.call_seconds)
+    options.add_lang(p)
+    options.add_isolation(p, require=False)
+    options.add_limits(p, memory=False)
 
 
 def main(argv=None):
@@ -131,11 +116,7 @@ def grade_command(args):
     from grader.judge import grading
     from grader import inert
 
-    isolation = "bubblewrap" if args.require_sandbox else args.isolation
-    limits = sandbox.Limits(call_seconds=args.call_timeout, memory_bytes=args.memory_mb * 2 ** 20,
-                            submission_seconds=args.submission_timeout,
-                            cpu_seconds=args.cpu_seconds, processes=args.max_processes,
-                            output_bytes=args.output_kb * 1024)
+    isolation, limits = options.isolation_of(args), options.limits_from(args)
     try:
         sub, student = grading.start(args.submission, isolation, limits)
     except SubmissionError as exc:  # its reason names the student's files: inert

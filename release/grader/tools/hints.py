@@ -152,9 +152,9 @@ def unfinished_now(submission, args, state_file):
             ladder = (last.get("ladders") or {}).get(exercise) if exercise else None
             return (ladder if ladder in rubric.hints else exercise), "state"
     from grader.judge import grading
-    from grader.sandbox import launch as sandbox
+    from grader import options
 
-    limits = sandbox.Limits(call_seconds=args.call_timeout)
+    limits = options.limits_from(args)
     data = grading.grade(submission, ("public",), args.isolation, limits)
     rubric = rubric_module.load()
     progress, ladder_of = exercise_progress(rubric, data), ladders(rubric, data)

@@ -404,11 +404,11 @@ def check_work(args, work, source, kind, ui, interactive, ask):
     """Import the work in the sandboxed worker, ask about the stub, run the public checks:
     the report data, or an exit status when nothing may be packaged."""
     from grader.judge import grading
-    from grader.sandbox import launch as sandbox
+    from grader import options
     from grader.judge.student import Student, StudentError, WorkerFailure
 
     sub = submission_module.Submission(work, source, kind)
-    limits = sandbox.Limits(call_seconds=args.call_timeout)
+    limits = options.limits_from(args)
     try:
         proxy = Student(sub.work_dir, limits=limits, isolation=args.isolation).start()
     except Exception as exc:  # e.g. bubblewrap asked for and missing: the kit's trouble
