@@ -19,6 +19,7 @@ import pytest
 
 from grader.authoring import stubs as authoring
 from grader.sandbox import forkserver, launch as sandbox, uidpool
+from grader.sandbox.runtime import facts
 from grader.judge import grading, submission
 from grader import inert, rubric, safefs
 from grader.render import report
@@ -352,8 +353,11 @@ def _may_unshare_network():
 
     unshare = ctypes.CDLL(None).unshare  # resolved before the fork: a child only calls it
     pid = os.fork()
-    if pid == 0:
-        os._exit(0 if unshare(sandbox.CLONE_NEWNET) == 0 else 1)
+    if pid == 0:  # the child never returns into pytest, whatever happens
+        try:
+            os._exit(0 if unshare(facts.CLONE_NEWNET) == 0 else 1)
+        finally:
+            os._exit(2)
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 

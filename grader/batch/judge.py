@@ -11,13 +11,13 @@ page's attention heatmaps are the weights the checks judged (support.record_judg
 """
 import collections
 import json
-import os
 import queue
 import sys
 import threading
 import time
 
 from grader.batch.records import FORMAT, write_student
+from grader.judge import serving
 
 PROBE_T = 5  # the T of the attend checks whose judged weights the page draws
 
@@ -129,7 +129,7 @@ def _graded(started, data):
 def judge_main(argv):
     """Read tasks (JSON lines) on stdin, grade them, write the files, answer on stdout."""
     config = json.loads(argv[0])
-    answers = _answer_channel()
+    answers = serving.reply_channel()
     from grader.sandbox import launch as sandbox
 
     limits = sandbox.Limits(**config["limits"])
@@ -156,20 +156,8 @@ def _process_cpu():
     return own.ru_utime + own.ru_stime
 
 
-def _answer_channel():
-    """stdout, kept for the answers only: anything else printed goes to the log."""
-    answers = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return answers
-
-
 def _answer(answers, message):
-    try:
-        answers.write(json.dumps(message) + "\n")  # ASCII: any string the student made survives
-        answers.flush()
-    except (BrokenPipeError, OSError):
-        pass  # the batch was killed: the files are written, the next run skips them
+    serving.reply(answers, message)  # ASCII: any string the student made survives the pipe
 
 
 def _start_fork_server(config):

@@ -130,14 +130,13 @@ class KernelJudge:
 # -- the judge's side ----------------------------------------------------------------------------
 def grade_one(judge, request):
     """One request's report data; never raises for what the submission does."""
-    import dataclasses
+    import types
 
+    from grader import options
     from grader.judge import submission
-    limits = dataclasses.replace(judge.pool.limits)
-    if request.get("call_seconds"):
-        limits.call_seconds = float(request["call_seconds"])
-    if request.get("budget_seconds"):
-        limits.submission_seconds = float(request["budget_seconds"])
+
+    limits = options.limits_from(types.SimpleNamespace(call_timeout=request.get("call_seconds"),
+                                                       budget=request.get("budget_seconds")))
     visibilities = ("public", "hidden") if request.get("hidden") else ("public",)
     try:
         sub = submission.load(request["path"])
@@ -148,10 +147,10 @@ def grade_one(judge, request):
 
 def serve():
     """Answer requests until stdin closes."""
-    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)  # whatever prints to stdout from now on lands in the log, not in a reply
-    sys.stdout = sys.stderr
+    from grader.judge import serving
     from grader.sandbox import launch as sandbox
+
+    replies = serving.reply_channel()
     from grader.tools.warm import WarmJudge
 
     judge = WarmJudge(sandbox.Limits(), sandbox.choose_isolation("auto"), size=SPARES,
@@ -163,8 +162,8 @@ def serve():
                 data = grade_one(judge, json.loads(line))
             except Exception as exc:  # a bug of ours: this request fails, the judge stays
                 data = {"error": f"internal error {type(exc).__name__}: {str(exc)[:300]}"}
-            replies.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
-            replies.flush()
+            if not serving.reply(replies, data, ensure_ascii=False, default=str):
+                break  # the kernel is gone
     finally:
         judge.close()
     return 0
