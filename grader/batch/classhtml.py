@@ -6,7 +6,8 @@ works without its script (the table comes sorted by need and whole).
 """
 import urllib.parse
 
-from grader.batch.roster import ACTIONS, WORDS, score_text
+from grader.batch.roster import ACTIONS, WORDS
+from grader.render.report import class_points
 from grader.render.classtext import html_escape as esc
 
 STYLE = """<style>
@@ -121,7 +122,7 @@ def _flags(flags):
 def _score_cell(row):
     parts = "".join(f'<br><span class="part">{esc(check)} {passed}/{total}</span>'
                     for check, passed, total in row["partial"])
-    return f"{score_text(row['score'])} / {score_text(row['max_score'])}{parts}"
+    return f"{class_points(row['score'])} / {class_points(row['max_score'])}{parts}"
 
 
 def _student_row(need, row):
@@ -130,7 +131,7 @@ def _student_row(need, row):
                       for k in row["causes"])
     note = row["note"]
     return (f'<tr data-student="{esc(row["student"])}" data-status="{row["status"]}" '
-            f'data-need="{need}" data-score="{score_text(row["score"])}" '
+            f'data-need="{need}" data-score="{class_points(row["score"])}" '
             f'data-causes="{len(row["causes"])}" data-flags="{len(row["flags"])}">'
             f'<td class="n">{need}</td><td>{page_link(row["student"])}'
             f'<br><span class="part">{esc(row["entry"])}</span></td>'
@@ -261,7 +262,7 @@ def overrides_html(summary):
             ("理由", "why", None), ("谁、何时", "who, when", None)) + "".join(
             f'<tr data-student="{esc(o["student"])}" data-check="{esc(o["check"])}">'
             f'<td>{page_link(o["student"])}</td><td><code>{esc(o["check"])}</code></td>'
-            f'<td class="n">{score_text(o["was"])} → {score_text(o["score"])}</td>'
+            f'<td class="n">{class_points(o["was"])} → {class_points(o["score"])}</td>'
             f'<td>{esc(o["why"])}</td><td>{esc(o.get("who") or "")} {esc(o.get("when") or "")}'
             "</td></tr>" for o in items) + "</table>")
     else:
@@ -273,7 +274,7 @@ def overrides_html(summary):
                        f'<tr data-action="{esc(e["action"])}"><td>{esc(e.get("when") or "")}</td>'
                        f'<td>{esc(e.get("who") or "")}</td><td>{both(*ACTIONS[e["action"]])}</td>'
                        f'<td>{page_link(e["student"])}</td><td><code>{esc(e["check"])}</code></td>'
-                       f'<td class="n">{score_text(e["replaced"])} → {score_text(e["score"])}</td>'
+                       f'<td class="n">{class_points(e["replaced"])} → {class_points(e["score"])}</td>'
                        f'<td>{esc(e["why"])}</td></tr>' for e in history)
                    + "</table></details>")
     return "\n".join(out)
@@ -289,7 +290,7 @@ def override_notice_html(record):
     if not record.get("overrides"):
         return ""
     items = "".join(f'<li><a href="#check-{esc(o["check"])}"><code>{esc(o["check"])}</code></a> '
-                    f'{score_text(o["was"])} → {score_text(o["score"])}: {esc(o["why"])}</li>'
+                    f'{class_points(o["was"])} → {class_points(o["score"])}: {esc(o["why"])}</li>'
                     for o in record["overrides"])
     return ('<article class="card overridden" id="overrides" data-check="overrides">'
             '<div class="card-head"><h3>'

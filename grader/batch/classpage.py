@@ -5,7 +5,8 @@ classtext (inert)."""
 import csv
 import io
 
-from grader.batch.roster import ACTIONS, WORDS, score_text
+from grader.batch.roster import ACTIONS, WORDS
+from grader.render.report import class_points
 from grader.render.classtext import csv_cell, md_code_block, md_inline
 
 
@@ -25,8 +26,8 @@ def students_markdown(summary, lang):
         status = WORDS[row["status"]][0 if lang == "zh" else 1]
         note = row["note"][lang]
         lines.append(f"| {n} | {md_inline(row['student'])} | {status}"
-                     f"{': ' + md_inline(note) if note else ''} | {score_text(row['score'])} / "
-                     f"{score_text(row['max_score'])} | "
+                     f"{': ' + md_inline(note) if note else ''} | {class_points(row['score'])} / "
+                     f"{class_points(row['max_score'])} | "
                      f"{', '.join('`' + k + '`' for k in row['causes'])} | "
                      f"{md_inline(', '.join(_flag_words(row['flags'], lang)))} |")
     return lines
@@ -90,16 +91,16 @@ def overrides_markdown(summary, lang):
     lines = ["", f"## {t('助教改分', 'Overrides')}", "",
              t("| 学生 | 检查 | 分数 | 理由 | 谁、何时 |", "| student | check | score | why | who, when |"),
              "|---|---|---|---|---|"]
-    lines += [f"| {md_inline(o['student'])} | `{o['check']}` | {score_text(o['was'])} → "
-              f"{score_text(o['score'])} | {md_inline(o['why'])} | "
+    lines += [f"| {md_inline(o['student'])} | `{o['check']}` | {class_points(o['was'])} → "
+              f"{class_points(o['score'])} | {md_inline(o['why'])} | "
               f"{md_inline(o.get('who') or '')} {md_inline(o.get('when') or '')} |"
               for o in summary["overrides"]]
     if history:
         lines += ["", t("改分记录：", "History:"), ""]
         lines += [f"- {md_inline(e.get('when') or '')} {md_inline(e.get('who') or '')} "
                   f"{ACTIONS[e['action']][0 if lang == 'zh' else 1]} {md_inline(e['student'])} "
-                  f"`{e['check']}` {score_text(e['replaced'])} → "
-                  f"{score_text(e['score'])}: {md_inline(e['why'])}" for e in history]
+                  f"`{e['check']}` {class_points(e['replaced'])} → "
+                  f"{class_points(e['score'])}: {md_inline(e['why'])}" for e in history]
     return lines
 
 
@@ -138,7 +139,7 @@ def mistakes_csv(summary, records, causes_of):
             r = entries[student]
             cards = causes_of(r).get(item["key"], [])
             writer.writerow([item["key"], csv_cell(student), csv_cell(r["entry"]),
-                             score_text(r["score"]), score_text(r["max_score"]), " ".join(cards),
+                             class_points(r["score"]), class_points(r["max_score"]), " ".join(cards),
                              item["text"]["zh"], item["text"]["en"]])
     return out.getvalue()
 

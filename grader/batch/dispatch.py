@@ -16,6 +16,7 @@ import time
 from grader import paths, threads
 
 from grader.inert import one_line
+from grader.render.report import class_points
 
 ROOT = paths.KIT_ROOT
 
@@ -53,7 +54,7 @@ class Progress:
         self.done += 1
         who, why = one_line(answer["student"]), one_line(answer.get("error"))  # the student's words
         if answer["status"] == "graded":
-            text = f"{who}  {answer['score']:g}/{answer['max_score']:g}"
+            text = f"{who}  {class_points(answer['score'])}/{class_points(answer['max_score'])}"
         elif answer["status"] == "ungradable":
             text = f"✗ {who}: 无法评分 cannot grade: {why}"
         else:

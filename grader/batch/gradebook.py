@@ -12,7 +12,8 @@ import sys
 from grader import rubric as rubric_module
 from grader.batch import classhtml, classpage, overrides as overrides_module, roster, similarity
 from grader.inert import json_text
-from grader.render.classtext import csv_cell, md_inline
+from grader.render.classtext import csv_cell
+from grader.render.report import class_points
 from grader.batch.mistakes import causes
 from grader.batch.records import MARKDOWN, PAGE, STUDENTS
 from grader.render import feedback_html
@@ -39,7 +40,6 @@ def causes_of(record):
 
 
 BINS = 10
-score_text = roster.score_text
 
 
 def gradebook_csv(the_rubric, records, lang="en"):
@@ -57,9 +57,9 @@ def gradebook_csv(the_rubric, records, lang="en"):
         if record.get("report"):
             scores = {c["id"]: c["score"] for c in record["report"]["checks"]}
         writer.writerow([csv_cell(record["student"]), csv_cell(record["entry"])]
-                        + [score_text(scores.get(i)) for i in ids]
-                        + [score_text(record.get("score") or 0),
-                           score_text(record.get("max_score") or max_score),
+                        + [class_points(scores.get(i)) for i in ids]
+                        + [class_points(record.get("score") or 0),
+                           class_points(record.get("max_score") or max_score),
                            roster.status_of(record), csv_cell(roster.gradebook_note(record, lang)),
                            csv_cell(roster.partial_text(record))])
     return out.getvalue()
@@ -194,14 +194,15 @@ def summary_markdown(summary, lang):
     checks, the outcomes that name no cause, then the near-copies and the overrides."""
     t = (lambda a, b: a if lang == "zh" else b)
     lines = [f"# {t('全班概况', 'Class summary')}", ""]
-    m = summary["max_score"]
+    m = class_points(summary["max_score"])
+    mean, median = class_points(summary["mean"]), class_points(summary["median"])
     lines.append(t(f"学生 {summary['students']} 人 · 已评分 {summary['graded']} · "
                    f"无法评分 {len(summary['ungradable'])} · 满分 {summary['full_marks']} 人",
                    f"{summary['students']} students · {summary['graded']} graded · "
                    f"{len(summary['ungradable'])} ungradable · {summary['full_marks']} full marks"))
     if summary["mean"] is not None:
-        lines += ["", t(f"平均 {summary['mean']:g} / {m:g} · 中位数 {summary['median']:g} / {m:g}",
-                        f"mean {summary['mean']:g} / {m:g} · median {summary['median']:g} / {m:g}")]
+        lines += ["", t(f"平均 {mean} / {m} · 中位数 {median} / {m}",
+                        f"mean {mean} / {m} · median {median} / {m}")]
     lines += [""] + classpage.students_markdown(summary, lang) + [""]
     lines += classpage.reteach_markdown(summary, lang)
     lines += ["", f"## {t('分数分布', 'Score histogram')}", "", "```text"]
@@ -222,7 +223,7 @@ def _checks_markdown(summary, lang):
                "| check | points | passed | not passed | share not passed |"),
              "|---|---:|---:|---:|---:|"]
     for c in summary["checks"]:
-        lines.append(f"| `{c['id']}` {c['title'][lang]} | {c['points']:g} | {c['passed']} | "
+        lines.append(f"| `{c['id']}` {c['title'][lang]} | {class_points(c['points'])} | {c['passed']} | "
                      f"{c['not_passed']} | {c['percent_not_passed']}% |")
     if summary["outcomes"]:
         lines += ["", f"## {t('其他结果（没有指明错误原因）', 'Other outcomes (no cause named)')}",

@@ -17,7 +17,7 @@ import getpass
 import json
 import os
 
-from grader.batch.roster import score_text
+from grader.render.report import class_points
 from grader.statefile import write_atomic
 
 FILE = "overrides.json"
@@ -173,11 +173,11 @@ def add_arguments(sub):
 
 def history_lines(outdir):
     """What `override OUT --list` prints: the overrides in force, then every change."""
-    lines = [f"in force: {o['student']} {o['check']} {score_text(o.get('was'))} -> "
-             f"{score_text(o['score'])} ({o.get('who') or '?'}, {o.get('when') or '?'}): "
+    lines = [f"in force: {o['student']} {o['check']} {class_points(o.get('was'))} -> "
+             f"{class_points(o['score'])} ({o.get('who') or '?'}, {o.get('when') or '?'}): "
              f"{o['why']}" for o in load(outdir)]
     lines += [f"{e.get('when') or '?'} {e.get('who') or '?'} {e['action']} {e['student']} "
-              f"{e['check']}: {score_text(e['replaced'])} -> {score_text(e['score'])}: {e['why']}"
+              f"{e['check']}: {class_points(e['replaced'])} -> {class_points(e['score'])}: {e['why']}"
               for e in load_history(outdir)]
     return lines or ["no overrides"]
 

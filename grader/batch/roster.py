@@ -5,7 +5,7 @@ reteach them and what to look at twice (a near-copy group, an override, a manife
 someone else, notebook cells left out).  The gradebook's status and note come from here too.
 """
 from grader.render.package import package_notes
-from grader.render.report import import_failure
+from grader.render.report import class_points, import_failure
 
 # The statuses, in the order of need (a lower rank first).
 RANK = {"ungradable": 0, "not_graded": 0, "untouched_stub": 1, "import_failed": 2,
@@ -26,9 +26,6 @@ CRASH_KEYS = {"crashed", "memory_limit", "protocol"}
 TIMEOUT_KEYS = {"timeout", "budget"}  # a call too slow, or the submission's whole time used up
 
 
-def score_text(x):
-    """Every score of the class outputs, one way: at most two decimals (28.6667 -> 28.67)."""
-    return "" if x is None else f"{round(float(x), 2):g}"
 
 
 def _keys(result):
@@ -110,9 +107,9 @@ def status_note(record, status, lang):
 
 def override_lines(record, lang):
     zh = lang == "zh"
-    return [(f"助教改分 {o['check']}：{score_text(o['was'])} → {score_text(o['score'])}，"
-             f"理由：{o['why']}" if zh else f"override {o['check']} {score_text(o['was'])} -> "
-             f"{score_text(o['score'])}: {o['why']}")
+    return [(f"助教改分 {o['check']}：{class_points(o['was'])} → {class_points(o['score'])}，"
+             f"理由：{o['why']}" if zh else f"override {o['check']} {class_points(o['was'])} -> "
+             f"{class_points(o['score'])}: {o['why']}")
             + (f"（{o['who']}，{o['when']}）" if zh else f" ({o['who']}, {o['when']})")
             * bool(o.get("who")) for o in record.get("overrides", [])]
 

@@ -16,6 +16,7 @@ import os
 import re
 
 from grader.authoring.course import ASSIGNMENT, COURSE, NOTEBOOK
+from grader.render.report import points
 from grader.tools.notebook import render_check
 from grader.authoring.notebook_build import (HIDDEN_BEGIN, HIDDEN_END, cell_grade_id, cell_text,
                                              dumps, grade_id_of)
@@ -76,7 +77,7 @@ def rewrite_autograded(course, student, scores, rubric, source, record, lang):
         if check is not None and check.id in changed:
             kernel = changed[check.id]["kernel"]
             note = ("\n（沙箱复评 · regraded in the sandbox"
-                    + (f"；kernel 中这一格得了 {kernel:g} 分 · the kernel's cell gave {kernel:g}"
+                    + (f"；kernel 中这一格得了 {points(kernel)} 分 · the kernel's cell gave {points(kernel)}"
                        if kernel is not None else "") + "）")
             cell["outputs"] = sandbox_outputs(check, scores[check.id][1], rubric, lang, note)
         elif check is not None:
@@ -96,8 +97,8 @@ def _note_cell(record):
         lines += [f"- nbgrader: {record['nbgrader']}", ""]
     groups = {}
     for d in record["disagreements"]:
-        kernel = "—" if d["kernel"] is None else f"{d['kernel']:g}"
-        groups.setdefault((kernel, f"{d['sandbox']:g}"), []).append(f"`{d['check']}`")
+        kernel = "—" if d["kernel"] is None else points(d['kernel'])
+        groups.setdefault((kernel, points(d['sandbox'])), []).append(f"`{d['check']}`")
     for (kernel, sandbox), checks in groups.items():
         named = ", ".join(checks) if len(checks) <= 4 else \
             ", ".join(checks[:3]) + f" … ({len(checks)} checks)"

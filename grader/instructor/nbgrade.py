@@ -21,6 +21,7 @@ import time
 from grader.authoring.course import (ASSIGNMENT, COURSE, assignment_known, generate_assignment,
                                     nbgrader)
 from grader import options
+from grader.render.report import points
 from grader.instructor import nbfeedback, nbregrade
 
 
@@ -101,10 +102,10 @@ def main(argv):
             records, timings = nbregrade.regrade(course, max(args.jobs, 2), lang=args.lang), {}
             nbregrade.write_report(course, records, timings)
         for r in records:
-            kernel = "—" if r["kernel_score"] is None else f"{r['kernel_score']:g}"
+            kernel = "—" if r["kernel_score"] is None else points(r['kernel_score'])
             flag = f"  {len(r['disagreements'])} disagreed" if r["disagreements"] else ""
-            print(f"{r['student']:>16}  kernel {kernel:>5}  sandbox {r['sandbox_score']:>5g}  "
-                  f"final {r['final_score']:>5g} / {r['max_score']:g}{flag}")
+            print(f"{r['student']:>16}  kernel {kernel:>5}  sandbox {points(r['sandbox_score']):>5}  "
+                  f"final {points(r['final_score']):>5} / {points(r['max_score'])}{flag}")
         for key, value in timings.items():
             print(f"{key}: {value}")
         if timings.get("nbgrader_exit_code"):

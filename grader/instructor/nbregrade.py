@@ -21,6 +21,7 @@ import tempfile
 
 from grader.authoring.course import ASSIGNMENT, COURSE, COURSE_ID, NOTEBOOK, db_url
 from grader.instructor.nbfeedback import rebuilt_story, rewrite_autograded
+from grader.render.report import points
 from grader.tools.notebook import KIT_LINE, run_judge
 from grader.authoring.notebook_build import build, cell_grade_id, cell_text, grade_id_of
 
@@ -251,9 +252,9 @@ def write_report(course, records, timings):
              "| student | nbgrader (kernel) | sandbox | final | max | disagreements |",
              "|---|---|---|---|---|---|"]
     for r in records:
-        kernel = "—" if r["kernel_score"] is None else f"{r['kernel_score']:g}"
-        lines.append(f"| {r['student']} | {kernel} | {r['sandbox_score']:g} | {r['final_score']:g} | "
-                     f"{r['max_score']:g} | {len(r['disagreements'])} |")
+        kernel = "—" if r["kernel_score"] is None else points(r['kernel_score'])
+        lines.append(f"| {r['student']} | {kernel} | {points(r['sandbox_score'])} | {points(r['final_score'])} | "
+                     f"{points(r['max_score'])} | {len(r['disagreements'])} |")
     disagreed = [r for r in records if r["disagreements"]]
     lines += ["", f"## {len(disagreed)} notebooks disagreed", ""]
     for r in disagreed:

@@ -6,7 +6,7 @@ from grader.render.package import describe as describe_package
 
 
 def _num(x):
-    return "" if x is None else f"{x:g}"
+    return "" if x is None else report.points(x)
 
 
 def _who(record):

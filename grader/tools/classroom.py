@@ -32,7 +32,9 @@ def verdict(report_path, check_id):
     check = checks.get(check_id)
     if check is None:
         return 1, f"报告里没有检查 {check_id}。\nThe report has no check {check_id}."
-    line = f"{check['id']}  {check['title']}  [{check['score']:g}/{check['max_score']:g}]"
+    from grader.render.report import points
+
+    line = f"{check['id']}  {check['title']}  [{points(check['score'])}/{points(check['max_score'])}]"
     if check["status"] == "passed":
         return 0, "✓ " + line
     return 1, "\n".join(["✗ " + line, check.get("feedback") or check["status"]])

@@ -118,9 +118,7 @@ def _toggle():
             '<span class="zh">English</span><span class="en">中文</span></button>')
 
 
-def _num(x):
-    """Scores on the page: at most two decimals, as in the gradebook (28.6667 -> 28.67)."""
-    return f"{round(x, 2):g}"
+_num = report.class_points  # scores on the page: as in the gradebook (28.6667 -> 28.67)
 
 
 # -- heatmaps ------------------------------------------------------------------------------------
@@ -313,7 +311,7 @@ def summary_page(summary, lang="zh", first="", teaching="", last="", head=""):
                                        f"{summary['students']} students, {summary['graded']} graded")
             + "</div>"]
     if summary["mean"] is not None:
-        body.append(f'<div class="total">{both("平均", "mean")} {summary["mean"]:g} / {m:g}</div>')
+        body.append(f'<div class="total">{both("平均", "mean")} {_num(summary["mean"])} / {_num(m)}</div>')
     body += [_toggle(), "</header>", "<main>", first, teaching]
     body.append('<h2 id="scores">' + both("分数分布", "Score histogram")
                 + '</h2><div class="bars" id="histogram">')
@@ -335,7 +333,7 @@ def _checks_table(summary):
             + both("未通过", "not passed") + "</th></tr>"]
     for c in summary["checks"]:
         body.append(f'<tr data-check="{esc(c["id"])}"><td><code>{esc(c["id"])}</code> '
-                    f'{both(c["title"]["zh"], c["title"]["en"])}</td><td class="n">{c["points"]:g}</td>'
+                    f'{both(c["title"]["zh"], c["title"]["en"])}</td><td class="n">{_num(c["points"])}</td>'
                     f'<td class="n">{c["passed"]}</td><td class="n"><span class="share" '
                     f'style="width:{c["percent_not_passed"]}px"></span>{c["not_passed"]} '
                     f'({c["percent_not_passed"]}%)</td></tr>')

@@ -99,10 +99,17 @@ def plural(n, one, many):
     return one if n == 1 else many
 
 
-def points(x):
-    """Every score and point count the kit prints, one way: 1, 0.5, 2.25 (never 1.0 or 1e+01)."""
-    x = round(float(x), 4)
-    return str(int(x)) if x == int(x) else f"{x:.4f}".rstrip("0")
+def points(x, decimals=4):
+    """Every score and point count the kit prints, one way: 1, 0.5, 2.25 (never 1.0 or 1e+01);
+    a student's own reports to 4 decimals, the class outputs to 2 (28.6667 -> 28.67)."""
+    x = round(float(x), decimals)
+    return str(int(x)) if x == int(x) else f"{x:.{decimals}f}".rstrip("0")
+
+
+def class_points(x):
+    """A score of the class outputs (gradebook, class page, a TA's card): two decimals; "" for
+    none."""
+    return "" if x is None else points(x, 2)
 
 
 def feedback(rubric, result, lang):
