@@ -35,10 +35,10 @@ def sandbox_outputs(check, result, rubric, lang, note=""):
     if result is None:
         text = f"✗ {check.id}: 评分器没能运行这项检查 · the grader could not run this check"
         return [_stream("stdout", text + note + "\n"),
-                _stream("stderr", f"✗ {check.id}: 0/{report._num(check.points)}\n")]
+                _stream("stderr", f"✗ {check.id}: 0/{report.points(check.points)}\n")]
     outputs = [_stream("stdout", render_check(rubric, result, lang) + note + "\n")]
     if result["score"] <= 0:
-        outputs.append(_stream("stderr", f"✗ {check.id}: 0/{report._num(check.points)}\n"))
+        outputs.append(_stream("stderr", f"✗ {check.id}: 0/{report.points(check.points)}\n"))
     return outputs
 
 

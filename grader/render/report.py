@@ -19,6 +19,15 @@ def status_of(r, lang):
     return "✎", (f"助教改分（原判：{words}）" if lang == "zh" else f"changed by a TA (grader: {words})")
 
 
+def check_line(r, title, lang, mark=None, status=None):
+    """One check on one line, as every terminal view shows it: mark, id, title, [score/max] and
+    the status words (`mark` and `status` default to the card's own; status "" leaves it out)."""
+    own_mark, own_status = status_of(r, lang)
+    mark, status = own_mark if mark is None else mark, own_status if status is None else status
+    line = f"{mark} {r['id']}  {title}  [{points(r['score'])}/{points(r['max_score'])}]"
+    return f"{line} {status}" if status else line
+
+
 def build(rubric, checks, parts, metadata):
     """One entry per rubric check: status, score and the verdict data of its failing parts."""
     results = []
@@ -241,12 +250,9 @@ def to_text(rubric, report, lang, hidden_not_run=0):
         if r["exercise"] != current:
             current = r["exercise"]
             lines.append(f"\n== {current} ==")
-        check = rubric.by_id[r["id"]]
-        mark, status = status_of(r, lang)
-        if failure:  # the reason is said once, above; the cards only list what did not run
-            status = text["not_run"]
-        lines.append(f"{mark} {r['id']}  {check.title[lang]}  "
-                     f"[{points(r['score'])}/{points(r['max_score'])}] {status}")
+        # a failure at import is said once, above; the cards only list what did not run
+        lines.append(check_line(r, rubric.by_id[r["id"]].title[lang], lang,
+                                status=text["not_run"] if failure else None))
         feedback_text = "" if failure else feedback(rubric, r, lang)
         if feedback_text:
             lines.extend("    " + line for line in feedback_text.splitlines())
@@ -399,9 +405,6 @@ def to_gradescope(rubric, report, lang):
         "score": report["score"], "output_format": "md", "visibility": "visible", "tests": tests,
         "output": gradescope_summary(rubric, report, lang), "extra_data": provenance,
     }, ensure_ascii=False, indent=2)
-
-
-_num = points  # the name the notebook tools import
 
 
 RENDERERS = {"json": to_json, "markdown": to_markdown, "gradescope": to_gradescope}

@@ -32,12 +32,12 @@ def verdict(report_path, check_id):
     check = checks.get(check_id)
     if check is None:
         return 1, f"报告里没有检查 {check_id}。\nThe report has no check {check_id}."
-    from grader.render.report import points
+    from grader.render.report import check_line
 
-    line = f"{check['id']}  {check['title']}  [{points(check['score'])}/{points(check['max_score'])}]"
     if check["status"] == "passed":
-        return 0, "✓ " + line
-    return 1, "\n".join(["✗ " + line, check.get("feedback") or check["status"]])
+        return 0, check_line(check, check["title"], "en", mark="✓", status="")
+    return 1, "\n".join([check_line(check, check["title"], "en", mark="✗", status=""),
+                         check.get("feedback") or check["status"]])
 
 
 def best_work(folder="."):

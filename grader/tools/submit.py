@@ -142,7 +142,7 @@ def summarize(data):
 
 
 def summary_lines(the_rubric, data, lang):
-    from grader.render.report import plural, points, still_hidden
+    from grader.render.report import check_line, plural, points, still_hidden
 
     words, s = TEXT[lang], summarize(data)
     lines = [words["summary"].format(score=points(s["score"]), max_score=points(s["max_score"]),
@@ -152,7 +152,7 @@ def summary_lines(the_rubric, data, lang):
         lines.append(words["not_passed"])
         for c in failing:
             title = the_rubric.by_id[c["id"]].title[lang]
-            lines.append(f"    ✗ {c['id']}  {title}  [{points(c['score'])}/{points(c['max_score'])}]")
+            lines.append("    " + check_line(c, title, lang, mark="✗", status=""))
         lines.append(words["full_feedback"])
     if s["hidden_not_run"]:
         n = s["hidden_not_run"]

@@ -318,7 +318,7 @@ def autograde_cell(check_id, lang=None):
                              f"{TEXT[lang]['interrupted']}\n")
             return None
     if "error" in data:
-        sys.stderr.write(f"✗ {check_id}: 0/{report._num(check_.points)} ({data['error']})\n")
+        sys.stderr.write(f"✗ {check_id}: 0/{report.points(check_.points)} ({data['error']})\n")
         return None
     result = next((c for c in data["checks"] if c["id"] == check_id), None)
     if result is None:
@@ -329,7 +329,7 @@ def autograde_cell(check_id, lang=None):
         return None
     if result["score"] > 0:
         return result["score"]
-    sys.stderr.write(f"✗ {check_id}: 0/{report._num(check_.points)}\n")
+    sys.stderr.write(f"✗ {check_id}: 0/{report.points(check_.points)}\n")
     return None
 
 
@@ -349,10 +349,7 @@ def render_check(rubric, result, lang):
     """One check as `make check` shows it: mark, id, title, points, status, then the feedback."""
     from grader.render import report
 
-    check_ = rubric.by_id[result["id"]]
-    status = report.STATUS_WORDS[lang][result["status"]]
-    lines = [f"{report.STATUS_MARK[result['status']]} {result['id']}  {check_.title[lang]}  "
-             f"[{report._num(result['score'])}/{report._num(result['max_score'])}] {status}"]
+    lines = [report.check_line(result, rubric.by_id[result["id"]].title[lang], lang)]
     text = report.feedback(rubric, result, lang)
     lines += ["    " + line for line in text.splitlines()] if text else []
     return "\n".join(lines)
