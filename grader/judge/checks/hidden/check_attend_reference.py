@@ -1,6 +1,8 @@
 """Hidden checks of attend and merge_heads against the reference solution (grader/judge/secret/reference.py),
 on inputs drawn fresh for this grading; a mismatch is named when a known-wrong variant (the
 reference with one knob turned, grader/judge/secret/variants.py) gives the student's numbers."""
+import functools
+
 import pytest
 
 from grader.judge.secret.reference import ref
@@ -28,13 +30,14 @@ def fresh_qkv(seed, salt, lead):
 def expect_reference(context, weights, q, k, v):
     """Context and weights equal the reference's, or a Verdict naming the variant they equal."""
     expected, expected_w = ref.attend(q, k, v, return_weights=True)
-    variants = {name: attend_variant(name, q, k, v) for name in ATTEND_VARIANTS}
+    variants = functools.cache(lambda: {name: attend_variant(name, q, k, v)
+                                        for name in ATTEND_VARIANTS})
     heat = leak_map(weights, causal_mask(T), q, k) if weights.shape == expected_w.shape else ""
     try:
         expect_close(weights, expected_w, "weights",
-                     [(name, w) for name, (_, w) in variants.items()])
+                     lambda: [(name, w) for name, (_, w) in variants().items()])
         expect_close(context, expected, "context",
-                     [(name, c) for name, (c, _) in variants.items()])
+                     lambda: [(name, c) for name, (c, _) in variants().items()])
     except Verdict as verdict:
         verdict.heatmap = heat
         raise

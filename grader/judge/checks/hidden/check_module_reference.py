@@ -46,7 +46,7 @@ def test_output_matches_reference(student, seed):
     module, w, x = injected(student, seed, 200)
     with torch.no_grad():
         expected = block("reference", *w, H, MAX_LEN)(x)
-    named = [(name, y) for name, (y, _) in candidates(module, x, w)]
+    named = lambda: [(name, y) for name, (y, _) in candidates(module, x, w)]  # noqa: E731
     y = run(module, x)
     with telling_qkv_from_scores(student, seed), naming_unused_projections(module, w, x, y, seed):
         expect_close(y, expected, "y = forward(x)", named)
@@ -60,7 +60,7 @@ def test_weights_match_reference(student, seed):
     _, got = run_weights(module, x)
     if list(got.shape) == [B, T, T] and close(got, expected.mean(dim=1)):
         raise Verdict("weights_averaged")
-    named = [(name, wts) for name, (_, wts) in candidates(module, x, w)]
+    named = lambda: [(name, wts) for name, (_, wts) in candidates(module, x, w)]  # noqa: E731
     with telling_qkv_from_scores(student, seed):
         expect_close(got, expected, "weights [B,H,T,T]", named)
 
