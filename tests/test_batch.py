@@ -29,6 +29,7 @@ from grader.batch import engine as batch, entries, judge
 from grader.judge import grading, submission
 from grader import rubric
 from grader.sandbox import launch as sandbox  # noqa: E402
+import words  # noqa: E402
 
 SUBMISSIONS = ROOT / "tests" / "submissions"
 PY = sys.executable
@@ -38,6 +39,9 @@ MAX = sum(c.points for c in RUBRIC.checks)
 GRADED = {"alice", "bob", "carol", "dave", "erin", "henry"}
 UNGRADABLE = {"frank": "not a readable zip", "gina": "no attention.py",
               "ivan": "symlink to a file outside"}
+# The same reasons as the (default) Chinese gradebook says them.
+UNGRADABLE_ZH = {"frank": "不是可读取的 zip 文件", "gina": "里面没有 attention.py",
+                 "ivan": "是指向提交之外文件的符号链接"}
 
 
 def digest_tree(path):
@@ -133,9 +137,12 @@ def test_every_entry_gets_a_row_and_the_right_outcome(mixed):
         assert row["status"] == "graded" and row["note"] == ""
         assert float(row["max_score"]) == MAX
         assert sum(float(row[c]) for c in CHECK_IDS) == pytest.approx(float(row["total"]), abs=1e-3)
-    for sid, reason in UNGRADABLE.items():
+    for sid, reason in UNGRADABLE_ZH.items():
         row = by_id[sid]
         assert row["status"] == "ungradable" and reason in row["note"], row
+        assert words.foreign_lines(row["note"].replace(sid, ""), "zh") == [], row["note"]  # a name is data
+        record = json.loads((mixed["out"] / "students" / sid / "report.json").read_text())
+        assert UNGRADABLE[sid] in record["error"] and reason in record["error_said"]["zh"]
         assert float(row["total"]) == 0 and all(row[c] == "" for c in CHECK_IDS)
         assert str(mixed["source"]) not in row["note"]  # the entry's name, not the TA's path
 

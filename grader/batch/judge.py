@@ -75,8 +75,9 @@ def _begin(task, isolation, limits, spawner=None):
     started = _Started(task)
     try:
         started.sub, started.student = grading.start(task["path"], isolation, limits, spawner)
-    except SubmissionError as exc:
-        started.error = str(exc).replace(task["path"], task["entry"])
+    except SubmissionError as exc:  # said in both languages, with the entry's name, never our path
+        started.error = {lang: exc.said(lang).replace(task["path"], task["entry"])
+                         for lang in ("zh", "en")}
     except Exception as exc:  # the grader's own trouble (e.g. no worker could start): not saved
         started.crash = exc
     return started
@@ -94,7 +95,8 @@ def _complete(started, config, session=None, split=None):
         from grader import rubric
 
         drawing = time.thread_time()
-        record.update(status="ungradable", error=started.error, score=0,
+        record.update(status="ungradable", error=started.error["en"], error_said=started.error,
+                      score=0,
                       max_score=sum(c.points for c in rubric.load().checks), container=None,
                       report=None, attention_maps=None)
     else:

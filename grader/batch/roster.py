@@ -5,7 +5,7 @@ reteach them and what to look at twice (a near-copy group, an override, a manife
 someone else, notebook cells left out).  The gradebook's status and note come from here too.
 """
 from grader.render.package import package_notes
-from grader.render.report import class_points, import_failure
+from grader.render.report import class_points, error_of, import_failure
 
 # The statuses, in the order of need (a lower rank first).
 RANK = {"ungradable": 0, "not_graded": 0, "untouched_stub": 1, "import_failed": 2,
@@ -83,7 +83,7 @@ def status_note(record, status, lang):
     zh = lang == "zh"
     if status in ("ungradable", "not_graded"):
         head = WORDS[status][0] + "：" if zh else WORDS[status][1].capitalize() + ": "
-        return head + (record.get("error") or "")
+        return head + error_of(record, lang)
     if status == "untouched_stub":
         return ("交上来的是未改动的模板：没有实现任何函数，也没有回答检查题。" if zh else
                 "The untouched stub: no function implemented, no quiz question answered.")

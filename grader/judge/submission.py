@@ -186,9 +186,10 @@ def _read(path):
         raise SubmissionError(f"{path}: larger than {MAX_BYTES // 1024} KiB",
                               f"{path}：超过 {MAX_BYTES // 1024} KiB") from None
     except safefs.NotRegular:
-        raise SubmissionError(f"{path}: not a regular file") from None
+        raise SubmissionError(f"{path}: not a regular file", f"{path}：不是普通文件") from None
     except OSError as exc:
-        raise SubmissionError(f"{path}: not readable ({exc.strerror})") from None
+        raise SubmissionError(f"{path}: not readable ({exc.strerror})",
+                              f"{path}：无法读取（`{exc.strerror}`）") from None
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -199,7 +200,8 @@ def _pick_in_folder(folder):
     try:
         return _walk_for_attention(folder)
     except RecursionError:  # os.walk recurses: a folder nested 1500 levels deep
-        raise SubmissionError(f"{folder}: folders nested too deep to search") from None
+        raise SubmissionError(f"{folder}: folders nested too deep to search",
+                              f"{folder}：文件夹嵌套太深，无法查找") from None
 
 
 def _walk_for_attention(folder):
@@ -226,7 +228,8 @@ def load(path):
         picked = _pick_in_folder(path)
         inside = os.path.realpath(path)
         if os.path.commonpath([inside, os.path.realpath(picked)]) != inside:
-            raise SubmissionError(f"{picked}: a symlink to a file outside the submission")
+            raise SubmissionError(f"{picked}: a symlink to a file outside the submission",
+                                  f"{picked}：是指向提交之外文件的符号链接")
         sub = load_file(picked, origin=path)
         sub.container = "git" if os.path.exists(os.path.join(path, ".git")) else "folder"
         return sub
@@ -279,11 +282,14 @@ def _packaged_work(archive, package):
 def _check_zip_caps(archive):
     members = archive.infolist()
     if len(members) > MAX_ZIP_MEMBERS:
-        raise SubmissionError(f"the zip holds {len(members)} members, more than {MAX_ZIP_MEMBERS}")
+        raise SubmissionError(f"the zip holds {len(members)} members, more than {MAX_ZIP_MEMBERS}",
+                              f"zip 里有 {len(members)} 个成员，超过上限 {MAX_ZIP_MEMBERS}")
     total = sum(info.file_size for info in members)
     if total > MAX_ZIP_UNCOMPRESSED:
         raise SubmissionError(f"the zip's members add up to {total // 2 ** 20} MiB uncompressed, "
-                              f"more than {MAX_ZIP_UNCOMPRESSED // 2 ** 20} MiB")
+                              f"more than {MAX_ZIP_UNCOMPRESSED // 2 ** 20} MiB",
+                              f"zip 解压后共 {total // 2 ** 20} MiB，超过上限 "
+                              f"{MAX_ZIP_UNCOMPRESSED // 2 ** 20} MiB")
 
 
 def load_zip(path):
@@ -295,10 +301,11 @@ def load_zip(path):
     try:
         data = safefs.read_regular(path, MAX_ZIP_BYTES)  # a FIFO named .zip cannot block us
     except safefs.TooLarge:
-        raise SubmissionError(f"{path}: the zip is larger than {MAX_ZIP_BYTES // 2 ** 20} MiB") \
-            from None
+        raise SubmissionError(f"{path}: the zip is larger than {MAX_ZIP_BYTES // 2 ** 20} MiB",
+                              f"{path}：zip 超过 {MAX_ZIP_BYTES // 2 ** 20} MiB") from None
     except OSError as exc:
-        raise SubmissionError(f"{path}: not a readable zip ({exc.strerror or exc})") from None
+        raise SubmissionError(f"{path}: not a readable zip ({exc.strerror or exc})",
+                              f"{path}：zip 无法读取（`{exc.strerror or exc}`）") from None
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             _check_zip_caps(archive)
@@ -306,21 +313,27 @@ def load_zip(path):
                                        deadline=time.monotonic() + ZIP_SECONDS)
             info = _packaged_work(archive, package) or _zip_candidates(archive)
             if info.file_size > MAX_BYTES:
-                raise SubmissionError(f"{info.filename}: larger than {MAX_BYTES // 1024} KiB")
+                raise SubmissionError(f"{info.filename}: larger than {MAX_BYTES // 1024} KiB",
+                                      f"{info.filename}：超过 {MAX_BYTES // 1024} KiB")
             with archive.open(info) as handle:
                 raw = handle.read(MAX_BYTES + 1)
-    except (SubmissionError, manifest.ZipTooSlow) as exc:
-        raise SubmissionError(f"{path}: {exc}") from None
+    except SubmissionError as exc:
+        raise SubmissionError(f"{path}: {exc}", f"{path}：{exc.said('zh')}") from None
+    except manifest.ZipTooSlow as exc:
+        raise SubmissionError(f"{path}: {exc}", f"{path}：检查提交包里列出的文件用时太久") from None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, RuntimeError,
             NotImplementedError, ValueError, zlib.error) as exc:
         raise SubmissionError(f"{path}: not a readable zip ({type(exc).__name__}: "
-                              f"{str(exc)[:120]})") from None
+                              f"{str(exc)[:120]})", f"{path}：不是可读取的 zip 文件"
+                              f"（`{type(exc).__name__}: {str(exc)[:120]}`）") from None
     if len(raw) > MAX_BYTES:
-        raise SubmissionError(f"{path}: {info.filename} is larger than {MAX_BYTES // 1024} KiB")
+        raise SubmissionError(f"{path}: {info.filename} is larger than {MAX_BYTES // 1024} KiB",
+                              f"{path}：其中的 {info.filename} 超过 {MAX_BYTES // 1024} KiB")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise SubmissionError(f"{path}: {info.filename} is not UTF-8 text") from None
+        raise SubmissionError(f"{path}: {info.filename} is not UTF-8 text",
+                              f"{path}：其中的 {info.filename} 不是 UTF-8 文本") from None
     sub = _notebook_submission(path, text) if has_suffix(info.filename, ".ipynb") else \
         Submission(path, text, "python")
     sub.container = "zip"
@@ -330,7 +343,7 @@ def load_zip(path):
 
 def load_file(path, origin):
     if not os.access(path, os.R_OK):
-        raise SubmissionError(f"{path}: not readable")
+        raise SubmissionError(f"{path}: not readable", f"{path}：无法读取")
     text = _read(path)
     if has_suffix(path, ".ipynb"):
         return _notebook_submission(origin, text)

@@ -215,7 +215,8 @@ def student_page(the_rubric, record, lang="zh", extra=""):
                     + both("无法评分", "could not be graded") + "</span><h3>"
                     + both("提交无法评分", "The submission could not be graded") + "</h3>"
                     f'<span class="points">0 / {_num(max_score)}</span></div>'
-                    f'<pre class="feedback">{esc(record.get("error") or "")}</pre>'
+                    + both(report.error_of(record, "zh"), report.error_of(record, "en"), tag="pre",
+                           cls="feedback")
                     + both("请检查提交的文件：需要 attention.py（或 .ipynb），可以放在文件夹或 zip 中。",
                            "Check what was submitted: an attention.py (or .ipynb), alone, in a "
                            "folder or in a zip.", tag="p", cls="note") + "</article>")

@@ -19,6 +19,15 @@ def status_of(r, lang):
     return "✎", (f"助教改分（原判：{words}）" if lang == "zh" else f"changed by a TA (grader: {words})")
 
 
+def error_of(record, lang):
+    """Why a batch entry could not be graded, in `lang` where it was said in both (a record of
+    an older kit has only the English)."""
+    said_ = record.get("error_said")
+    if isinstance(said_, dict) and isinstance(said_.get(lang), str):
+        return said_[lang]
+    return record.get("error") or ""
+
+
 def check_line(r, title, lang, mark=None, status=None):
     """One check on one line, as every terminal view shows it: mark, id, title, [score/max] and
     the status words (`mark` and `status` default to the card's own; status "" leaves it out)."""

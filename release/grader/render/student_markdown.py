@@ -23,10 +23,10 @@ def student_markdown(the_rubric, record, lang):
         package = "".join(f"\n- {md_inline(line)}"
                           for line in describe_package(record.get("package"), lang))
         changed = "".join(f"\n- {'助教改分' if lang == 'zh' else 'changed by a TA'}: `{o['check']}` "
-                          f"{o['was']:g} → {o['score']:g}: {md_inline(o['why'])}"
+                          f"{_num(o['was'])} → {_num(o['score'])}: {md_inline(o['why'])}"
                           for o in record.get("overrides", []))
         return f"{head}\n\n{_who(record)}\n{package}{changed}{rest}"
     title = "多头注意力 · 评分报告" if lang == "zh" else "Multi-head attention: grading report"
     why = "无法评分" if lang == "zh" else "Could not be graded"
     return (f"# {title}\n\n{_who(record)}\n\n"
-            f"**{why}:** {md_inline(record.get('error'))}\n\n**0 / {_num(record.get('max_score'))}**\n")
+            f"**{why}:** {md_inline(report.error_of(record, lang))}\n\n**0 / {_num(record.get('max_score'))}**\n")
