@@ -21,7 +21,7 @@ def parse(argv):
     _add_watch(sub)
     _add_hint(sub)
     _add_submit(sub)
-    try:  # instructors: `batch DIR --out OUTDIR`, `merge OUTDIR... --out MERGED` (not in release/)
+    try:  # instructors: batch, merge, override, export, recipes (not in release/)
         from grader.batch import engine as batch
     except ImportError:
         batch = None
@@ -96,7 +96,7 @@ def _add_submit(sub):
 def main(argv=None):
     threads.pin_environment()  # before anything imports torch: judges, zygotes, their threads
     args = parse(sys.argv[1:] if argv is None else argv)
-    if args.command in ("batch", "merge", "override", "recipes"):
+    if args.command in ("batch", "merge", "override", "export", "recipes"):
         from grader.batch import engine as batch
 
         return batch.main(args)

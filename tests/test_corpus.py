@@ -254,6 +254,11 @@ HOSTILE = {
                                               "attend.[!d]*": "wrong_type",
                                               "attend.device": "device_unobserved"}),
     "write_results_json": dict(zero=ALL),
+    # nothing defined is nothing attempted: every check says which name is missing
+    "defines_nothing": dict(zero=ALL, keys={"split_heads.*": "not_defined",
+                                            "merge_heads.*": "not_defined",
+                                            "attend.*": "not_defined", "module.*": "not_defined",
+                                            "quiz.*": "quiz_missing"}),
 }
 
 

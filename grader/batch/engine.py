@@ -342,9 +342,10 @@ def add_arguments(sub):
     p.add_argument("outdirs", nargs="+", help="batch output folders")
     p.add_argument("--out", required=True, help="the merged output folder")
     p.add_argument("--similarity", type=float, help=SIMILARITY_HELP + " (default: the shards')")
-    from grader.batch import overrides, recipes
+    from grader.batch import export, overrides, recipes
 
     overrides.add_arguments(sub)
+    export.add_arguments(sub)
     recipes.add_arguments(sub)
 
 
@@ -359,6 +360,10 @@ def main(args):
         from grader.batch import recipes
 
         return recipes.main(args)
+    if args.command == "export":
+        from grader.batch import export
+
+        return export.main(args)
     return merge(args) if args.command == "merge" else run(args)
 
 

@@ -47,6 +47,8 @@ def classify(exc):
         if exc.memory_limit:
             fields["limit"] = f"{exc.memory_limit / 2 ** 30:g} GiB"
             return {"status": "error", "key": "memory_limit", "fields": fields}
+        if exc.not_defined:
+            return {"status": "failed", "key": "not_defined", "fields": {"name": exc.not_defined}}
         if exc.not_implemented:
             return {"status": "failed", "key": "not_implemented", "fields": {}}
         if "view size is not compatible" in exc.message:

@@ -32,6 +32,7 @@ class StudentError(Exception):
         self.code = str(info.get("code") or "")[:200]
         self.during = during
         self.memory_limit = None
+        self.not_defined = None  # the name the student's file does not define (Student._called)
         super().__init__(f"{self.type}: {self.message}")
 
     def is_a(self, name):
@@ -39,7 +40,8 @@ class StudentError(Exception):
 
     @property
     def not_implemented(self):
-        return self.is_a("NotImplementedError")
+        """Nothing was attempted: the stub's raise, or the name is not defined at all."""
+        return self.is_a("NotImplementedError") or self.not_defined is not None
 
     def where(self):
         return f"attention.py:{self.line}: {self.code}" if self.line else "attention.py"
@@ -270,8 +272,18 @@ class Student:
         """Call the student's function; `views` = [(arg index, dim0, dim1)] are transposed (or
         [(arg index, [dims])] permuted) in the worker before the call, to hand the student a
         non-contiguous tensor."""
-        return self.request("call", fn=fn, args=list(args), kwargs=kwargs,
-                            views=[list(v) for v in views])
+        return self._called(fn, lambda: self.request("call", fn=fn, args=list(args),
+                                                     kwargs=kwargs, views=[list(v) for v in views]))
+
+    def _called(self, name, request):
+        """The request's answer; a name the student's file does not define (the worker's lookup
+        fails, and the file's own names, told at import, lack it) is no attempt, like a stub."""
+        try:
+            return request()
+        except StudentError as exc:
+            if exc.is_a("AttributeError") and exc.line is None and name not in self.names:
+                exc.not_defined = name
+            raise
 
     def split_heads(self, x, heads):
         return self.call("split_heads", x, heads)
@@ -284,7 +296,8 @@ class Student:
 
     def module(self, d_model, n_heads, max_len=None):
         args = [d_model, n_heads] + ([] if max_len is None else [max_len])
-        return RemoteModule(self, self.request("new", args=args))
+        return RemoteModule(self, self._called("CausalSelfAttention",
+                                               lambda: self.request("new", args=args)))
 
     def devices(self):
         """The devices other than the CPU the worker can try (its claim: it only chooses where
@@ -305,7 +318,8 @@ class Student:
         return self.request("constants", names=list(names))
 
     def train_copy(self, seed, n_heads, timeout=None):
-        return self.request("train_copy", timeout=timeout, seed=seed, n_heads=n_heads)
+        return self._called("CausalSelfAttention", lambda: self.request(
+            "train_copy", timeout=timeout, seed=seed, n_heads=n_heads))
 
     def source(self):
         """The student's file as text, for static checks: the judge's own copy, read before any
