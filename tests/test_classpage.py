@@ -221,6 +221,25 @@ def test_the_card_shows_the_override_beside_the_graders_verdict(graded):
     assert results["extra_data"]["rubric_hash"] == RUBRIC.hash
 
 
+def test_the_export_carries_the_overridden_scores(graded, tmp_path):
+    """`export`: Gradescope's results.json per graded student and scores.csv, overrides applied."""
+    done = grader("export", graded["out"], "--to", tmp_path / "exp", "--lang", "en")
+    assert done.returncode == 0, done.stderr
+    with open(tmp_path / "exp" / "scores.csv", encoding="utf-8", newline="") as handle:
+        rows = {r["student"]: r for r in csv.DictReader(handle)}
+    with open(graded["out"] / "gradebook.csv", encoding="utf-8", newline="") as handle:
+        book = {r["student"]: r for r in csv.DictReader(handle)}
+    assert set(rows) == set(book)
+    for student, row in rows.items():  # the same final score and status as the gradebook's
+        assert (row["score"], row["status"]) == (book[student]["total"], book[student]["status"])
+    assert rows["erin"]["overridden"] == "attend.causal"
+    results = json.loads((tmp_path / "exp" / "gradescope" / "erin" / "results.json").read_text())
+    assert str(results["score"]).rstrip("0").rstrip(".") == rows["erin"]["score"]
+    assert results["extra_data"]["overridden"] == ["attend.causal"]
+    ungradable = [s for s, r in rows.items() if r["status"] == "ungradable"]
+    assert ungradable and not any((tmp_path / "exp" / "gradescope" / s).exists() for s in ungradable)
+
+
 def test_the_page_in_chromium(graded, tmp_path):
     """The DOM Chromium builds (its script ran: the filter shows), the students in need order
     with links to their pages, the reteach rows, the groups; screenshots to look at."""
