@@ -1,20 +1,27 @@
 """The door matrix: one submission, one verdict, whatever door it enters by.
 
-The baseline is `python -m grader grade FILE --format json`, run as an instructor runs it.  Every
-other door must report the same `(check id, status, score)` for the same file:
+Every door must report the same `(check id, status, score)` for the same file.  The doors that
+stay up and grade one file after another see every file of the corpus, the doors that start anew
+for each file a sample:
 
-- the student's doors, on the public subset: `python -m grader check`, `python -m grader watch`
-  (the verdict each screen showed, from its --stats lines) and the notebook's `%check` (the
-  kernel's judge process, fed the assembled cells as the kernel feeds it);
-- `python -m grader batch` (each student's report.json, and gradebook.csv's per-check columns);
+- `python -m grader batch` on the whole corpus (one run: each student's report.json and
+  gradebook.csv's per-check columns) is the table every other door is held to;
+- `python -m grader grade FILE --format json`, as an instructor runs it, on the CLI sample: it
+  must equal the batch's table for the file (so every door equals `grade`);
+- the student's doors, on the public subset: `python -m grader watch` (one process, every file
+  saved in turn: the verdict each screen showed, from its --stats lines) and the notebook's
+  `%check` (the kernel's judge process, fed the assembled cells as the kernel feeds it) on every
+  file, `python -m grader check` on the CLI sample;
 - the Gradescope autograder, run as Gradescope runs it (an emulated /autograder with source/,
   submission/ and results/, its own hardening included);
 - the Classroom workflow's grading step, run from the committed workflow file in a copy of the
   student bundle, and its per-check command-grader steps;
 - the nbgrader regrade of the same code handed in as the released notebook.
 
-The fast doors see every file of the corpus; the slow ones (Gradescope, Classroom, nbgrader) a
-fixed sample that holds the reference, the stub and files that fail in different ways.
+The slowest doors (Gradescope, Classroom, nbgrader) see a fixed sample that holds the reference,
+the stub and files that fail in different ways; the CLI sample adds a file of each other kind
+(another correct style, a part-credit mask, the device and dtype mistakes, randomness, a block
+without the library).
 """
 import concurrent.futures
 import csv
@@ -58,6 +65,11 @@ FILES = corpus()
 # file and a block without the library.
 SAMPLE = ["reference", "stub", "correct-einsum", "wrong-split_no_transpose",
           "wrong-mask_missing", "wrong-no_out_proj", "wrong-quiz_shape_as_list"]
+# `grade` and `check`, each a process of its own per file (torch imported twice, a cold worker).
+CLI_SAMPLE = SAMPLE + ["correct-nan_guard_item", "correct-separate_projections",
+                       "wrong-mask_bool_added", "wrong-device_mask_no_device",
+                       "wrong-dtype_softmax_float32", "wrong-block_dropout_active",
+                       "wrong-linear_made_in_forward", "wrong-uses_sdpa", "wrong-merge_sum"]
 
 
 def verdict(checks):
@@ -86,17 +98,29 @@ def each(function, names, jobs=2):
 
 
 @pytest.fixture(scope="module")
-def graded():
-    """The baseline: `grade` on every file, as an instructor runs it."""
-    return each(lambda name: cli_report("grade", FILES[name]), list(FILES))
+def batched(tmp_path_factory):
+    """`batch` on every file of the corpus: (its output folder, {name: report data})."""
+    entries = tmp_path_factory.mktemp("doors") / "in"
+    entries.mkdir()
+    for name, path in FILES.items():
+        shutil.copy(path, entries / f"{name}.py")
+    out = entries.parent / "out"
+    proc = run([PY, "-m", "grader", "batch", str(entries), "--out", str(out)])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    reports = {}
+    for name in FILES:
+        record = json.loads((out / "students" / name / "report.json").read_text(encoding="utf-8"))
+        reports[name] = record["report"]
+    return out, reports
 
 
 @pytest.fixture(scope="module")
-def baseline(graded):
-    return {name: verdict(data["checks"]) for name, data in graded.items()}
+def baseline(batched):
+    return {name: verdict(data["checks"]) for name, data in batched[1].items()}
 
 
-def test_the_baseline_covers_every_check_and_the_extremes(graded, baseline):
+def test_the_baseline_covers_every_check_and_the_extremes(batched, baseline):
+    graded = batched[1]
     for name, table in baseline.items():
         assert set(table) == {c.id for c in RUBRIC.checks}, name
     assert graded["reference"]["score"] == MAX
@@ -109,8 +133,14 @@ def test_the_baseline_covers_every_check_and_the_extremes(graded, baseline):
             assert graded[name]["score"] < MAX, name
 
 
+def test_grade_gives_the_batchs_verdict(baseline):
+    graded = each(lambda name: cli_report("grade", FILES[name]), CLI_SAMPLE)
+    for name, data in graded.items():
+        assert verdict(data["checks"]) == baseline[name], name
+
+
 def test_check_gives_the_public_part_of_grade(baseline):
-    checked = each(lambda name: cli_report("check", FILES[name]), list(FILES))
+    checked = each(lambda name: cli_report("check", FILES[name]), CLI_SAMPLE)
     for name, data in checked.items():
         assert verdict(data["checks"]) == public(baseline[name]), name
 
@@ -163,19 +193,10 @@ def wait_for_screen(stats, number, proc, seconds=120):
     pytest.fail(f"watch drew no screen {number} within {seconds} s")
 
 
-def test_batch_gives_grades_verdict_in_reports_and_gradebook(baseline, tmp_path):
-    entries = tmp_path / "in"
-    entries.mkdir()
-    for name, path in FILES.items():
-        shutil.copy(path, entries / f"{name}.py")
-    out = tmp_path / "out"
-    proc = run([PY, "-m", "grader", "batch", str(entries), "--out", str(out)])
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    with open(out / "gradebook.csv", encoding="utf-8", newline="") as handle:
+def test_the_gradebook_gives_the_reports_verdict(batched, baseline):
+    with open(batched[0] / "gradebook.csv", encoding="utf-8", newline="") as handle:
         rows = {row["student"]: row for row in csv.DictReader(handle)}
     for name in FILES:
-        record = json.loads((out / "students" / name / "report.json").read_text(encoding="utf-8"))
-        assert verdict(record["report"]["checks"]) == baseline[name], name
         row = rows[name]
         # The gradebook writes scores to two decimals (28.67), the same as the class page.
         assert {c: float(row[c]) for c in baseline[name]} == \
