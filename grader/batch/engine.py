@@ -41,8 +41,8 @@ import time
 
 from grader.batch.dispatch import Progress, default_jobs, dispatch
 from grader.batch.entries import Entry, hash_file, list_entries, parse_shard, shard_of
-from grader.batch.records import (FORMAT, MARKDOWN, PAGE, REPORT, STUDENTS, is_current, read_record,
-                                  remove_leftovers)
+from grader.batch.records import (FORMAT, MANIFEST, MARKDOWN, PAGE, REPORT, STUDENTS, is_current,
+                                  read_record, records_in, remove_leftovers)
 from grader.batch import similarity
 from grader.batch.similarity import THRESHOLD, keep_source
 from grader import options, paths
@@ -50,7 +50,7 @@ from grader.inert import json_text
 from grader.statefile import write_atomic
 
 ROOT = paths.KIT_ROOT
-MANIFEST, LOG = "batch.json", "batch.log"
+LOG = "batch.log"
 # What decides a report or draws a page: the judge (checks, reference, variants), the sandbox and
 # its runtime, the renderers and the rubric; of the batch, the judge process (the heatmaps' data),
 # the records (the pages' files) and the gradebook (which the records draw the Markdown with).
@@ -308,14 +308,8 @@ def rebuild(outdir):
     """The class outputs again from the folder's records (after an override): nothing regraded."""
     from grader.batch import gradebook
 
-    with open(os.path.join(outdir, MANIFEST), encoding="utf-8") as handle:
-        manifest = json.load(handle)
-    records = []
-    for item in manifest["entries"]:
-        record = read_record(outdir, item["student"])
-        if record is None or record.get("digest") != item["digest"]:
-            record = _missing(Entry(item["entry"], None, item["student"], item["digest"]))
-        records.append(record)
+    manifest, records = records_in(outdir, missing=lambda item: _missing(
+        Entry(item["entry"], None, item["student"], item["digest"])))
     return gradebook.write_class_outputs(outdir, records, manifest.get("lang", "zh"),
                                          manifest.get("similarity") or THRESHOLD)
 

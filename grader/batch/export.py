@@ -11,11 +11,10 @@ Nothing is regraded: everything comes from the records in OUT/students and OUT/o
 """
 import csv
 import io
-import json
 import os
 
 from grader.batch import overrides, roster
-from grader.batch.records import read_record
+from grader.batch.records import records_in
 from grader.render import report
 from grader.render.classtext import csv_cell
 from grader.statefile import write_atomic
@@ -36,15 +35,8 @@ def add_arguments(sub):
 
 def records_of(outdir):
     """Every student's record of the batch at OUTDIR, overrides applied, in the manifest's order."""
-    with open(os.path.join(outdir, "batch.json"), encoding="utf-8") as handle:
-        entries = json.load(handle)["entries"]
     items = overrides.load(outdir)
-    found = []
-    for item in entries:
-        record = read_record(outdir, item["student"])
-        if record is not None and record.get("digest") == item["digest"]:
-            found.append(overrides.apply(record, items))
-    return found
+    return [overrides.apply(record, items) for record in records_in(outdir)[1]]
 
 
 def scores_csv(records):

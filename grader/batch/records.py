@@ -12,6 +12,7 @@ import os
 from grader.statefile import write_atomic
 
 STUDENTS = "students"
+MANIFEST = "batch.json"
 REPORT, PAGE, MARKDOWN = "report.json", "feedback.html", "feedback.md"
 FORMAT = 1
 
@@ -23,6 +24,22 @@ def read_record(outdir, student):
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) and record.get("format") == FORMAT else None
+
+
+def records_in(outdir, missing=None):
+    """(the batch manifest at OUTDIR, its students' records in the manifest's order).  A record
+    that is absent or of other content than the manifest says is `missing(item)` where given,
+    else left out."""
+    with open(os.path.join(outdir, MANIFEST), encoding="utf-8") as handle:
+        manifest = json.load(handle)
+    records = []
+    for item in manifest["entries"]:
+        record = read_record(outdir, item["student"])
+        if record is None or record.get("digest") != item["digest"]:
+            record = missing(item) if missing else None
+        if record is not None:
+            records.append(record)
+    return manifest, records
 
 
 def is_current(record, entry, fingerprint):

@@ -130,13 +130,11 @@ class KernelJudge:
 # -- the judge's side ----------------------------------------------------------------------------
 def grade_one(judge, request):
     """One request's report data; never raises for what the submission does."""
-    import types
-
     from grader import options
     from grader.judge import submission
 
-    limits = options.limits_from(types.SimpleNamespace(call_timeout=request.get("call_seconds"),
-                                                       budget=request.get("budget_seconds")))
+    limits = options.limits_from(call_timeout=request.get("call_seconds"),
+                                 budget=request.get("budget_seconds"))
     visibilities = ("public", "hidden") if request.get("hidden") else ("public",)
     try:
         sub = submission.load(request["path"])

@@ -51,11 +51,12 @@ _LIMIT_OPTIONS = {
 }
 
 
-def limits_from(args):
-    """The Limits the parsed `args` ask for: every limit option present and set; the rest default."""
+def limits_from(args=None, **values):
+    """The Limits the parsed `args` (or the options given by keyword, as a judge's request names
+    them) ask for: every limit option present and set; the rest default."""
     fields = {}
     for option, (field, convert) in _LIMIT_OPTIONS.items():
-        value = getattr(args, option, None)
+        value = values.get(option, getattr(args, option, None))
         if value:
             fields[field] = convert(value)
     return Limits(**fields)
