@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.judge.workers import forked
 from grader.authoring import stubs as authoring
 from grader.sandbox import forkserver, launch as sandbox
 from grader.judge import grading
@@ -43,7 +44,7 @@ def submit(tmp_path, name, source):
 
 
 def grade(server, path, limits=None):
-    sub, student = grading.start(path, server.isolation, limits, server.spawn)
+    sub, student = grading.start(path, server.isolation, limits, forked(server))
     return grading.finish(sub, student)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.judge.workers import forked
 from grader.authoring import stubs as authoring
 from grader.sandbox import forkserver, launch as sandbox, uidpool
 from grader.sandbox.runtime import facts
@@ -159,7 +160,7 @@ class Graded:
         saved, tempfile.tempdir = tempfile.tempdir, scratch
         try:
             if server:
-                sub, worker = grading.start(str(folder), server.isolation, limits, server.spawn)
+                sub, worker = grading.start(str(folder), server.isolation, limits, forked(server))
             else:
                 sub, worker = grading.start(str(folder), mode, limits)
             self.student = worker
@@ -360,7 +361,7 @@ def _meeting_student(tmp_path, name, mode, listen, token, port):
     (folder / "attention.py").write_text(MEET.format(token=token, port=port, listen=listen))
     server = zygote(mode[len("fork-"):]) if mode.startswith("fork-") else None
     return Student(str(folder), limits=LIMITS, isolation=server.isolation if server else mode,
-                   spawner=server.spawn if server else None).start()
+                   workers=forked(server) if server else None).start()
 
 
 def _may_unshare_network():
@@ -419,13 +420,13 @@ def test_a_fork_flood_cannot_starve_another_students_worker(tmp_path, mode):
         folder.mkdir()
         (folder / "attention.py").write_text(source, encoding="utf-8")
     server = zygote(mode[len("fork-"):]) if mode.startswith("fork-") else None
-    spawner = server.spawn if server else None
-    sub, flood = grading.start(str(flood_dir), "bubblewrap", limits, spawner)
+    workers = forked(server) if server else None
+    sub, flood = grading.start(str(flood_dir), "bubblewrap", limits, workers)
     try:
         assert flood.constants(["FORKED"])["FORKED"] > 0  # its children hold its limit now
         honest = grading.grade(str(honest_dir), isolation="bubblewrap", limits=limits) \
             if not server else grading.finish(*grading.start(str(honest_dir), "bubblewrap",
-                                                             limits, spawner))
+                                                             limits, workers))
         assert honest["score"] == MAX, [c["id"] for c in honest["checks"] if c["status"] != "passed"]
     finally:
         flood.close()

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from grader.judge.workers import forked
 from grader.judge import grading  # noqa: E402
 from grader.sandbox import forkserver, launch as sandbox  # noqa: E402
 
@@ -47,19 +48,19 @@ def imitated(path):
     return [p.strip() for p in match.group(1).split(",")]
 
 
-def _spawner(isolation):
+def _forked(isolation):
     if isolation not in _servers:
         server = forkserver.ForkServer(isolation)
         server.wait_ready()
         _servers[isolation] = server
-    return _servers[isolation].spawn
+    return forked(_servers[isolation])
 
 
 def graded(path, isolation, fork):
     """{check id: score} of one grading, once per (file, mode)."""
     key = (path, isolation, fork)
     if key not in _graded:
-        sub, student = grading.start(str(path), isolation, None, _spawner(isolation) if fork else None)
+        sub, student = grading.start(str(path), isolation, None, _forked(isolation) if fork else None)
         data = grading.finish(sub, student)
         assert data["metadata"]["isolation"] == isolation
         _graded[key] = {c["id"]: c["score"] for c in data["checks"]}

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from grader.judge.workers import forked
 from grader.authoring import stubs as authoring
 from grader.sandbox import forkserver, launch as sandbox
 from grader.judge import grading
@@ -55,7 +56,7 @@ def grade_source(tmp_path, source, mode, extra_files=None):
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     if mode.startswith("fork-"):
         isolation = mode[len("fork-"):]
-        sub, student = grading.start(str(folder), isolation, FAST, zygote(isolation).spawn)
+        sub, student = grading.start(str(folder), isolation, FAST, forked(zygote(isolation)))
         data = grading.finish(sub, student)
         assert data["metadata"]["worker_start"] == "fork"
     else:

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from grader.judge.workers import forked
 from grader.authoring import release, stubs as authoring
 from grader.tools import hints, submit, watch
 from grader import notebook, rubric
@@ -223,7 +224,7 @@ def test_a_stuck_import_shows_the_line_it_was_stuck_at(tmp_path):
     isolation = launch.choose_isolation("auto")
     server = forkserver.ForkServer(isolation) if forkserver.supported(isolation) else None
     try:
-        sub, student = grading.start(str(work), spawner=server.spawn if server else None)
+        sub, student = grading.start(str(work), workers=forked(server) if server else None)
         student.startup_seconds = 4.0 if server else 20.0
         data = grading.finish(sub, student, ("public",))
     finally:

@@ -68,13 +68,12 @@ class _Started:
         self.sub = self.student = self.error = self.crash = None
 
 
-def _begin(task, isolation, limits, spawner=None):
-    from grader.judge import grading
+def _begin(task, judge):
     from grader.judge.submission import SubmissionError
 
     started = _Started(task)
     try:
-        started.sub, started.student = grading.start(task["path"], isolation, limits, spawner)
+        started.sub, started.student = judge.begin(task["path"])
     except SubmissionError as exc:  # said in both languages, with the entry's name, never our path
         started.error = {lang: exc.said(lang).replace(task["path"], task["entry"])
                          for lang in ("zh", "en")}
@@ -83,7 +82,7 @@ def _begin(task, isolation, limits, spawner=None):
     return started
 
 
-def _complete(started, config, session=None, split=None):
+def _complete(started, config, judge, split=None):
     """Grade a started submission and write its files; `split` (the judge's CPU split) gets
     the CPU of drawing its heatmaps' data and writing its pages."""
     task = started.task
@@ -100,15 +99,13 @@ def _complete(started, config, session=None, split=None):
                       max_score=sum(c.points for c in rubric.load().checks), container=None,
                       report=None, attention_maps=None)
     else:
-        from grader.judge import grading
 
         package = getattr(started.sub, "package", None)  # a `make submit` zip, verified
         if package is not None:
             from grader.judge.manifest import flag_identity
 
             flag_identity(package, task["student"])  # the entry's name is who it is
-        data = grading.finish(started.sub, started.student, session=session,
-                              entry=task["entry"])  # closes the worker
+        data = judge.finish(started.sub, started.student, entry=task["entry"])  # closes the worker
         drawing = time.thread_time()
         record.update(_graded(started, data))
     record["seconds"] = round(time.monotonic() - started.began, 3)
@@ -133,21 +130,20 @@ def judge_main(argv):
     config = json.loads(argv[0])
     answers = serving.reply_channel()
     from grader.sandbox import launch as sandbox
+    from grader.judge.service import Judge
 
-    limits = sandbox.Limits(**config["limits"])
-    zygote = _start_fork_server(config)
-    # The judge's own heavy imports now, while the zygote imports torch on the other core; then
-    # pytest, configured and its checks collected once for all the submissions of this judge.
-    from grader.judge import runner
-
-    session = runner.CheckSession()
-    zygote = _fork_server_ready(zygote)
+    # One zygote per judge (where it works): torch is imported once, each submission's worker is
+    # a fork of it.  The judge's own heavy imports now, while the zygote imports torch on the
+    # other core; then pytest, configured and its checks collected once for all the submissions.
+    judge = Judge(sandbox.Limits(**config["limits"]), config["isolation"],
+                  start="auto" if config.get("fork_server", True) else "exec")
+    session = judge.session(("public", "hidden"))
+    judge.workers.ready()
     session.ready.wait(timeout=120)  # a session that failed to start says so at its first run
     split = {"startup_cpu": _process_cpu(), "render_cpu": 0.0}
-    graded = _grade_tasks(_task_inbox(), config, limits, zygote, session, answers, split)
-    session.close()
+    graded = _grade_tasks(_task_inbox(), config, judge, answers, split)
     split.update(check_cpu=session.check_cpu, threads=session.threads_given)
-    _answer(answers, {"stats": dict(_stats(zygote, graded), **split)})
+    _answer(answers, {"stats": dict(_stats(judge, graded), **split)})
     return 0
 
 
@@ -160,28 +156,6 @@ def _process_cpu():
 
 def _answer(answers, message):
     serving.reply(answers, message)  # ASCII: any string the student made survives the pipe
-
-
-def _start_fork_server(config):
-    """One zygote per judge: torch is imported once, each submission's worker is a fork of it."""
-    from grader.sandbox import forkserver
-
-    if config.get("fork_server", True) and forkserver.supported(config["isolation"]):
-        return forkserver.ForkServer(config["isolation"])
-    return None
-
-
-def _fork_server_ready(zygote):
-    """The zygote, ready; or None (cold workers) where it cannot isolate its children."""
-    if zygote is None:
-        return None
-    try:
-        zygote.wait_ready()
-    except RuntimeError as exc:  # e.g. no namespaces here: correct but slower, and said so
-        print(f"warning: {exc}; every submission gets a cold worker instead", file=sys.stderr)
-        zygote.close()
-        return None
-    return zygote
 
 
 def _task_inbox():
@@ -198,10 +172,9 @@ def _task_inbox():
     return inbox
 
 
-def _grade_tasks(inbox, config, limits, zygote, session, answers, split):
+def _grade_tasks(inbox, config, judge, answers, split):
     """Grade every task, keeping `prefetch` submissions starting behind the one being checked;
     returns how many were graded (split["render_cpu"] gets the pages' CPU)."""
-    spawner = zygote.spawn if zygote else None
     ahead = collections.deque()  # started submissions, oldest first
     done, graded = False, 0
     while True:
@@ -213,10 +186,10 @@ def _grade_tasks(inbox, config, limits, zygote, session, answers, split):
             if task is None:
                 done = True
                 break
-            ahead.append(_begin(task, config["isolation"], limits, spawner))
+            ahead.append(_begin(task, judge))
         if not ahead:
             break
-        _answer(answers, _complete_or_report(ahead.popleft(), config, session, split))
+        _answer(answers, _complete_or_report(ahead.popleft(), config, judge, split))
         graded += 1
     for started in ahead:
         if started.student is not None:
@@ -224,9 +197,9 @@ def _grade_tasks(inbox, config, limits, zygote, session, answers, split):
     return graded
 
 
-def _complete_or_report(started, config, session, split):
+def _complete_or_report(started, config, judge, split):
     try:
-        return _complete(started, config, session, split)
+        return _complete(started, config, judge, split)
     except Exception as exc:  # an internal error: reported, not written, retried next run
         import traceback
 
@@ -237,17 +210,18 @@ def _complete_or_report(started, config, session, split):
                 "status": "error", "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
 
 
-def _stats(zygote, graded):
+def _stats(judge, graded):
     """Peak resident memory (ru_maxrss, KiB on Linux) and CPU: this judge, and its largest worker
     (a forked worker's is reported by the zygote, which waits for it; shared pages count in
-    full)."""
+    full).  Closes the judge."""
     import resource
 
+    server = judge.workers.server
+    judge.close()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     worker_kb, worker_cpu = children.ru_maxrss, children.ru_utime + children.ru_stime
-    if zygote is not None:
-        zygote.close()
-        worker_kb, worker_cpu = zygote.peak_child_kb, zygote.child_cpu_seconds
+    if server is not None:
+        worker_kb, worker_cpu = server.peak_child_kb, server.child_cpu_seconds
     own = resource.getrusage(resource.RUSAGE_SELF)
     return {"judge_mb": own.ru_maxrss / 1024, "worker_mb": worker_kb / 1024,
             "judge_cpu": own.ru_utime + own.ru_stime, "worker_cpu": worker_cpu,

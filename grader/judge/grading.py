@@ -12,13 +12,14 @@ from grader.judge.student import Student
 SEED = 20261129
 
 
-def start(path, isolation="auto", limits=None, spawner=None):
+def start(path, isolation="auto", limits=None, workers=None):
     """Load the submission and start its worker at once (nothing heavy imported yet).
 
-    `spawner` (a batch's ForkServer.spawn) forks the worker from a warm zygote instead."""
+    `workers` (a long-lived judge's workers.WorkerSource: service.Judge) forks the worker from a
+    warm zygote or hands it a spare; without it, the worker starts cold."""
     sub = submission.load(path)
     student = Student(sub.work_dir, limits=limits or sandbox.Limits(), isolation=isolation,
-                      spawner=spawner, source=sub.source)
+                      workers=workers, source=sub.source)
     student.start()
     return sub, student
 
@@ -51,7 +52,7 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
         "python": platform.python_version(), "rubric_version": rubric.version,
         "rubric_hash": rubric.hash, "isolation": student.isolation,
         "limits": student.limits.describe(), "worker_starts": student.starts,
-        "worker_start": "fork" if student.spawner else "exec",
+        "worker_start": student.workers.kind,
         "worker_events": student.events, "student_output": student.student_output()[:4000],
         # Seconds spent waiting on the student's code (import and calls), the one time budget's
         # own account: tests bound a hostile submission by it instead of by a wall clock.

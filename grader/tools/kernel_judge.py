@@ -4,7 +4,7 @@ Before, every `%check` cell started `python -m grader.notebook judge`: a torch i
 configuration and a cold worker each time, about 1.5 minutes for a notebook.  Now the kernel keeps
 one judge process (`python -m grader.tools.kernel_judge`) that grades file after file: it imports torch
 and pytest once, keeps its check session, and has a spare worker with torch imported waiting for
-the next cell (warm.WarmJudge, the same as `make watch`).
+the next cell (service.Judge, the same as `make watch`).
 
 The judge is still a process of its own, not the kernel: the student's kernel (whose torch a
 cell may have monkeypatched) never decides a verdict, and each grading runs the student's code in
@@ -140,7 +140,7 @@ def grade_one(judge, request):
         sub = submission.load(request["path"])
     except submission.SubmissionError as exc:
         return {"error": str(exc)}
-    return judge.grade(sub, judge.student(sub, limits), visibilities)
+    return judge.finish(sub, judge.student(sub, limits), visibilities)
 
 
 def serve():
@@ -149,11 +149,11 @@ def serve():
     from grader.sandbox import launch as sandbox
 
     replies = serving.reply_channel()
-    from grader.tools.warm import WarmJudge
+    from grader.judge.service import Judge
 
-    judge = WarmJudge(sandbox.Limits(), sandbox.choose_isolation("auto"), size=SPARES,
-                      start=os.environ.get(WORKER_START_ENV, "auto"))
-    judge.pool.fill()  # its torch import overlaps with ours
+    judge = Judge(sandbox.Limits(), "auto", start=os.environ.get(WORKER_START_ENV, "auto"),
+                  spares=SPARES)
+    judge.workers.fill()  # its torch import overlaps with ours
     try:
         for line in sys.stdin:
             try:

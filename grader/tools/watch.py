@@ -1,8 +1,8 @@
 """`python -m grader watch [SUBMISSION]`: rerun the public checks on every save, redraw the screen.
 
 Speed: the judge process lives for the whole session (torch and pytest are imported once, the
-checks collected once), and every run gets a worker started ahead of time that has imported torch
-already (warm.py).  A rerun then costs the student's import and the checks, not a torch import:
+checks collected once), and every run gets a worker forked from a zygote or started ahead of time,
+with torch imported already (judge/workers.py).  A rerun then costs the student's import and the checks, not a torch import:
 the 2nd save and the 50th alike.
 
 Robustness: every state of the file (syntax error, exception at import, endless loop, missing
@@ -10,7 +10,7 @@ file) ends as feedback on the screen; a save during a run cancels that run (its 
 killed) and starts the next; Ctrl-C exits with 0.
 
 Parts: FileWatch (has the file new content?), render (the screen), Session (the loop); the
-workers started ahead and the kept check session are warm.WarmJudge's.
+workers started ahead and the kept check session are service.Judge's.
 """
 import gc
 import hashlib
@@ -27,7 +27,7 @@ from grader.judge import submission as submission_module
 from grader.tools.hints import (exercise_progress, first_unfinished, ladders, record_run,
                                 source_hash, state_path)
 from grader.judge.submission import SubmissionError
-from grader.tools.warm import WarmJudge
+from grader.judge.service import Judge
 
 CLEAR = "\033[H\033[2J"
 
@@ -204,7 +204,7 @@ class Session:
     def __init__(self, path, state_file, lang, limits, judge, poll, stats=None):
         self.path, self.state_file, self.lang, self.limits, self.judge = \
             path, state_file, lang, limits, judge
-        self.pool, self.stats = judge.pool, stats
+        self.workers, self.stats = judge.workers, stats
         self.name = os.path.basename(path)
         self.tty = sys.stdout.isatty()
         self.wake, self.quit = threading.Event(), threading.Event()
@@ -248,7 +248,7 @@ class Session:
             if self.wake.is_set() or self.quit.is_set():
                 student.cancel()  # the file changed again while we were reading it
         try:
-            data = self.judge.grade(sub, student, ("public",))
+            data = self.judge.finish(sub, student, ("public",))
         except Exception as exc:  # a bug of ours must not end the student's loop
             return {"internal": f"{type(exc).__name__}: {str(exc)[:300]}"}
         finally:
@@ -308,7 +308,7 @@ class Session:
         `make bench` read it, no student does."""
         if self.stats is None:
             return
-        taken, self.pool.taken = self.pool.taken, []
+        taken, self.workers.taken = self.workers.taken, []
         shown = outcome.get("data", {}).get("checks", [])
         checks = [[c["id"], c["status"], c["score"]] for c in shown]
         with open(self.stats, "a", encoding="utf-8") as handle:
@@ -336,13 +336,13 @@ def main(args):
         print(TEXT[args.lang]["error"].format(message=said), file=sys.stderr)
         return 2
     limits = options.limits_from(args)
-    judge = WarmJudge(limits, isolation, start=getattr(args, "worker_start", "auto"))
+    judge = Judge(limits, isolation, start=getattr(args, "worker_start", "auto"), spares=2)
     session = Session(path, state_path(args.submission), args.lang, limits, judge, args.poll,
                       getattr(args, "stats", None))
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, session.on_signal)
     try:
-        judge.pool.fill()  # before the judge imports torch, so the two imports overlap
+        judge.workers.fill()  # before the judge imports torch, so the two imports overlap
         session.loop()
     finally:
         session.close()

@@ -5,6 +5,7 @@ the call it was serving and is restarted for the next one; nothing here ever tur
 result.  What comes back is plain data rebuilt by `wire.decode`.
 """
 import socket
+import threading
 import time
 
 from grader.sandbox import launch as sandbox
@@ -49,13 +50,18 @@ class StudentError(Exception):
 
 class Student:
     def __init__(self, work_dir, student_name="attention.py", limits=None, isolation="auto",
-                 startup_seconds=60.0, max_starts=30, spawner=None, source=None):
+                 startup_seconds=None, max_starts=30, workers=None, source=None):
+        from grader.judge.workers import WorkerSource
+
         self.work_dir, self.student_name = work_dir, student_name
         self.source_text = source  # the judge's own copy, read once before any worker started
-        self.spawner = spawner      # e.g. ForkServer.spawn: a warm fork instead of a cold start
         self.limits = limits or sandbox.Limits()
-        self.isolation = sandbox.choose_isolation(isolation)
-        self.startup_seconds, self.max_starts = startup_seconds, max_starts
+        # Where its workers come from (workers.py): a long-lived judge's fork server or spares,
+        # else each a cold start.
+        self.workers = workers or WorkerSource(isolation, self.limits, start="exec")
+        self.isolation = self.workers.isolation
+        self.startup_seconds = startup_seconds or self.workers.startup_seconds(self.limits)
+        self.max_starts = max_starts
         self.worker, self.starts, self.next_id, self.spent = None, 0, 0, 0.0
         self.import_error = None    # StudentError or WorkerFailure: permanent for this submission
         self.names = []
@@ -66,10 +72,18 @@ class Student:
         # submission's time budget and starve the checks that never call it.
         self.poisoned, self.crashes = {}, {}
         self.devices_seen = None    # where the device checks ran (student.devices())
+        # cancel() from another thread (a newer save in `watch`, a signal handler): the workers
+        # handed out are killed and no new one starts.  RLock: the SIGINT handler runs on the
+        # main thread, possibly inside start().
+        self.cancelled, self.adopted, self.lock = False, [], threading.RLock()
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self):
         """Start a worker now (its torch import then overlaps with the judge's own work)."""
+        with self.lock:
+            return self._start()
+
+    def _start(self):
         if self.worker is None and self.import_error is None:
             self._check_budget()
             if self.starts >= self.max_starts:
@@ -81,10 +95,26 @@ class Student:
         return self
 
     def _spawn(self):
-        """A new worker for this submission (the watcher overrides it to take a warm one)."""
-        if self.spawner is not None:
-            return self.spawner(self.work_dir, self.student_name, self.limits)
-        return sandbox.WorkerProcess(self.work_dir, self.student_name, self.limits, self.isolation)
+        """A new worker for this submission, from its source (workers.py)."""
+        from grader.judge.workers import interrupt
+
+        if self.cancelled:
+            raise WorkerFailure("budget", "a newer save replaced this run",
+                                "新的保存取代了这次检查")
+        worker = self.workers.spawn(self.work_dir, self.student_name, self.limits, self.source)
+        self.adopted.append(worker)
+        if self.cancelled:  # cancelled by a signal handler while we were taking it
+            interrupt(worker)
+        return worker
+
+    def cancel(self):
+        """End this grading early, from any thread: the thread using the worker sees it die."""
+        from grader.judge.workers import interrupt
+
+        with self.lock:
+            self.cancelled = True
+            for worker in self.adopted:
+                interrupt(worker)
 
     def _budget_used(self):
         seconds = f"{self.limits.submission_seconds:g}"

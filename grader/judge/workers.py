@@ -1,0 +1,245 @@
+"""Where a grading's workers come from: one interface (`WorkerSource.spawn`) for all three.
+
+    "exec"   each worker a new sandboxed process that imports torch itself: `grade`, `make check`,
+             the nbgrader regrade and Gradescope (one submission per judge, nothing to keep warm)
+    "fork"   forked from a zygote that imported torch once (sandbox/forkserver.py): a few
+             milliseconds a worker, for every long-lived judge where the fork server works (Linux;
+             bubblewrap as root, or plain processes)
+    "spare"  started ahead and waiting for go (worker.py --wait-go), where no fork server works
+             (bubblewrap as an ordinary user, macOS) and a judge keeps spares (watch, the kernel)
+
+Every worker of every source is its own fresh sandboxed process; the source only decides how
+much of torch's import it has done before the student's file is handed over.
+
+Why the spares are made on a thread of their own: bubblewrap runs with --die-with-parent, which is
+PR_SET_PDEATHSIG, and Linux sends that signal when the *thread* that forked the process ends, not
+the process.  Spares made on a check session's pytest thread (the pool refilled while a run was
+taking one) died with that thread at the end of the run, and every later save started cold.  The
+pool's maker thread lives as long as the pool, so its spares do too.
+"""
+import collections
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+from grader.sandbox import launch as sandbox
+from grader.judge.submission import STUDENT_FILE
+
+STARTS = ("auto", "fork", "spare", "exec")
+
+
+class Spare(sandbox.WorkerProcess):
+    """A worker started before its student's file exists: torch imported, waiting for go."""
+
+    def __init__(self, limits, isolation):
+        self.work_dir = tempfile.mkdtemp(prefix="attn-spare-")
+        self.started_at = time.monotonic()
+        os.chmod(self.work_dir, 0o777)  # the sandboxed worker runs as another uid
+        try:
+            super().__init__(self.work_dir, STUDENT_FILE, limits, isolation, wait_go=True)
+        except BaseException:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+            raise
+
+    def go(self, source):
+        path = os.path.join(self.work_dir, STUDENT_FILE)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(source)
+        os.chmod(path, 0o644)
+        try:
+            super().go()
+        except OSError:
+            pass  # it died waiting: the Student sees a crash at start-up and says so
+
+    def interrupt(self):
+        """Kill it from another thread; the thread using it sees EOF and cleans up (kill())."""
+        if self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def kill(self):
+        super().kill()
+        shutil.rmtree(self.work_dir, ignore_errors=True)
+
+
+class SparePool:
+    """A few Spares kept ready: one for the next grading, one for a restart after a timeout."""
+
+    def __init__(self, limits, isolation, size=2):
+        self.limits, self.isolation, self.size = limits, isolation, size
+        self.spares, self.lock = collections.deque(), threading.Lock()
+        # Replace a spare as soon as it is taken, so it is warm by the next grading; off until the
+        # first grading is over, which already has the judge and two spares importing torch.
+        self.eager = False
+        self.wanted, self.closed = threading.Event(), threading.Event()
+        self.maker = threading.Thread(target=self._make_loop, name="spare-maker", daemon=True)
+        self.maker.start()
+
+    def fill(self):
+        """Ask the maker thread to top the pool up (returns at once)."""
+        self.wanted.set()
+
+    def _make_loop(self):
+        while not self.closed.is_set():
+            self.wanted.wait()
+            self.wanted.clear()
+            while self._short():
+                spare = self._new_spare()
+                if spare is None:
+                    break
+                with self.lock:
+                    keep = not self.closed.is_set()
+                    if keep:
+                        self.spares.append(spare)
+                if not keep:
+                    spare.kill()
+
+    def _short(self):
+        with self.lock:
+            return not self.closed.is_set() and len(self.spares) < self.size
+
+    def _new_spare(self):
+        try:
+            return Spare(self.limits, self.isolation)
+        except OSError:
+            time.sleep(0.5)  # e.g. out of processes for a moment: the next fill tries again
+            return None
+
+    def take(self, source):
+        """(a spare that is still alive, else a cold one, told to import `source`; was it warm)."""
+        while True:
+            with self.lock:
+                spare = self.spares.popleft() if self.spares else None
+            warm = spare is not None
+            if spare is None:
+                spare = Spare(self.limits, self.isolation)  # used and killed within this run
+            if spare.proc.poll() is None:
+                spare.go(source)
+                if self.eager:
+                    self.fill()
+                return spare, warm
+            spare.kill()
+
+    def close(self):
+        self.closed.set()
+        self.wanted.set()
+        with self.lock:
+            spares, self.spares = list(self.spares), collections.deque()
+        for spare in spares:
+            spare.kill()
+        self.maker.join(timeout=30)  # a spare it was starting is killed by the thread itself
+
+
+def fork_server(isolation, start):
+    """A fork server when `start` allows it and it can isolate its children here, else None."""
+    from grader.sandbox import forkserver
+
+    if start not in ("auto", "fork") or sys.platform != "linux" \
+            or forkserver.supported(isolation) is None:
+        return None
+    return forkserver.ForkServer(isolation)
+
+
+class WorkerSource:
+    """The workers of one judge.  `start`: "auto" (fork where it works, else spares where
+    `spares` > 0, else exec), "fork" (the same: fork where it works), "spare" (never fork),
+    "exec" (every worker cold).  `server` hands over a fork server already started.
+
+    `taken` records every worker handed out: how it started and whether torch was imported
+    before the student's file arrived (the watcher's and the notebook's tests assert on it,
+    never on a time)."""
+
+    def __init__(self, isolation, limits=None, start="auto", spares=0, server=None):
+        if start not in STARTS:
+            raise ValueError(f"worker start {start!r}: one of {', '.join(STARTS)}")
+        self.isolation = sandbox.choose_isolation(isolation)
+        self.limits = limits or sandbox.Limits()
+        self.server = server if server is not None else fork_server(self.isolation, start)
+        self.spares = spares if start in ("auto", "spare") else 0
+        self.pool = None if self.server else self._pool()
+        self.taken = []
+
+    def _pool(self):
+        return SparePool(self.limits, self.isolation, self.spares) if self.spares else None
+
+    @property
+    def kind(self):
+        return "fork" if self.server else "spare" if self.pool else "exec"
+
+    def ready(self):
+        """Wait for the fork server's zygote to import torch.  Where it cannot isolate its children
+        (no namespaces here) every worker starts otherwise, correct but slower, and it says so."""
+        if self.server is None:
+            return self
+        try:
+            self.server.wait_ready()
+        except RuntimeError as exc:
+            print(f"warning: {exc}; every submission gets a {'spare' if self.spares else 'cold'} "
+                  "worker instead", file=sys.stderr)
+            self.server.close()
+            self.server, self.pool = None, self._pool()
+            self.fill()
+        return self
+
+    def fill(self):
+        """Top the spares up in the background (nothing to do for the other kinds)."""
+        if self.pool is not None:
+            self.pool.fill()
+
+    def after_grading(self):
+        """A grading is over: from now on, replace a spare as soon as it is taken."""
+        if self.pool is not None:
+            self.pool.eager = True
+            self.pool.fill()
+
+    def spawn(self, work_dir, student_name, limits, source):
+        """A new worker for the submission in `work_dir`; `source()` is its file's text (a spare
+        is handed the text, the others read the file in their sandbox)."""
+        if self.server is not None:
+            worker = self.server.spawn(work_dir, student_name, limits)
+            self.taken.append({"pid": worker.id, "warm": True, "start": "fork"})
+        elif self.pool is not None:
+            worker, warm = self.pool.take(source())
+            self.taken.append({"pid": worker.proc.pid, "warm": warm, "start": "spare",
+                               "age": round(time.monotonic() - worker.started_at, 3)})
+        else:
+            worker = sandbox.WorkerProcess(work_dir, student_name, limits, self.isolation)
+            self.taken.append({"pid": worker.proc.pid, "warm": False, "start": "exec"})
+        return worker
+
+    def startup_seconds(self, limits):
+        """How long a worker's hello may take.  A spare's may include the rest of its torch
+        import, not just the student's: on a busy machine that alone can take many seconds, and
+        a false "timeout while importing" would blame the student for our start-up.  An endless
+        loop at import is rare and still ends here."""
+        return max(30.0, 3 * limits.call_seconds) if self.pool is not None else 60.0
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.close()
+        if self.server is not None:
+            self.server.close()
+
+
+def interrupt(worker):
+    """Kill a worker from another thread; the thread using it sees EOF and cleans up."""
+    if isinstance(worker, Spare):
+        worker.interrupt()
+    elif hasattr(worker, "server"):  # a forked worker: its zygote kills it
+        worker.server.send({"op": "end", "id": worker.id, "grace": 0})
+    else:
+        try:
+            os.killpg(worker.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, AttributeError):
+            pass
+
+
+def forked(server):
+    """The workers of a fork server started elsewhere (a test's, a bench's own zygote)."""
+    return WorkerSource(server.isolation, server=server)

@@ -1,0 +1,72 @@
+"""One judge, kept for many gradings: the only way the kit grades, from one file to a class.
+
+A Judge holds where its workers come from (workers.WorkerSource: cold, forked from a zygote, or
+warm spares) and one pytest check session per set of visibilities (runner.CheckSession:
+configuring pytest and collecting the checks is paid once, like torch's import).  `grade` (one
+submission, a process of its own: `grade`, `make check`, the nbgrader regrade, Gradescope), the
+batch's judges (batch/judge.py), the notebook kernel's judge (tools/kernel_judge.py) and `watch`
+(tools/watch.py) all begin and finish a submission through it, so a file's verdict cannot depend
+on the door it came through.
+
+Nothing heavy is imported before `begin` has started the first worker: the worker's torch import
+then overlaps with the judge's own (torch, pytest).
+"""
+from grader.judge.student import Student
+from grader.judge.workers import WorkerSource
+
+
+class Judge:
+    """`start`: "exec" (every worker cold), "auto"/"fork" (forked where it works), "spare";
+    `spares`: workers kept started ahead where there is no fork server."""
+
+    def __init__(self, limits=None, isolation="auto", start="exec", spares=0, server=None):
+        self.workers = WorkerSource(isolation, limits, start=start, spares=spares, server=server)
+        self.limits, self.isolation = self.workers.limits, self.workers.isolation
+        self.sessions = {}
+
+    def begin(self, path, limits=None):
+        """Load the submission at `path` and start its worker at once: (sub, student).  Raises
+        submission.SubmissionError for what cannot be graded."""
+        from grader.judge import grading
+
+        return grading.start(path, self.isolation, limits or self.limits, self.workers)
+
+    def student(self, sub, limits=None):
+        """The judge-side proxy of a loaded `sub` on this judge's workers (not started)."""
+        return Student(sub.work_dir, limits=limits or self.limits, workers=self.workers,
+                       source=sub.source)
+
+    def session(self, visibilities):
+        from grader.judge import runner
+
+        key = tuple(sorted(visibilities))
+        if key not in self.sessions:  # e.g. a course notebook's %check (public) and its
+            self.sessions[key] = runner.CheckSession(visibilities)  # autograder cells (all)
+        return self.sessions[key]
+
+    def finish(self, sub, student, visibilities=("public", "hidden"), entry=None):
+        """The report data of a begun submission (its worker is closed)."""
+        from grader.judge import grading
+
+        try:
+            return grading.finish(sub, student, visibilities, session=self.session(visibilities),
+                                  entry=entry)
+        finally:
+            self.workers.after_grading()  # replace the spares used, while the student is typing
+
+    def grade(self, path, visibilities=("public", "hidden"), limits=None):
+        """One submission's report data, its checks run in this judge's kept session."""
+        sub, student = self.begin(path, limits)
+        return self.finish(sub, student, visibilities)
+
+    def close(self):
+        for session in self.sessions.values():
+            session.close()
+        self.sessions = {}
+        self.workers.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
