@@ -4,6 +4,7 @@ Every call has a timeout.  A worker that dies, hangs or speaks nonsense raises W
 the call it was serving and is restarted for the next one; nothing here ever turns silence into a
 result.  What comes back is plain data rebuilt by `wire.decode`.
 """
+import re
 import socket
 import threading
 import time
@@ -18,6 +19,10 @@ from grader.sandbox.runtime import wire
 # contract's readers (describe, inject, read, scramble) never run it, so a hang leaves them be.
 NEEDS_FORWARD = {"grads:": "forward:", "train_copy:": "forward:", "contract:grads": "forward:",
                  "call_on:attend": "call:attend"}
+
+
+# How torch words a NotImplementedError of the meta device (checks/public/check_device.py).
+META_REFUSAL = re.compile(r"meta tensor|'Meta' backend|on meta tensors|device type meta", re.I)
 
 
 class StudentError(Exception):
@@ -41,8 +46,12 @@ class StudentError(Exception):
 
     @property
     def not_implemented(self):
-        """Nothing was attempted: the stub's raise, or the name is not defined at all."""
-        return self.is_a("NotImplementedError") or self.not_defined is not None
+        """Nothing was attempted: the stub's raise, or the name is not defined at all.  torch's
+        own NotImplementedError for a meta tensor (`Cannot copy out of meta tensor`, an operation
+        without a meta kernel) is what finished code met on another device, no stub."""
+        if self.not_defined is not None:
+            return True
+        return self.is_a("NotImplementedError") and not META_REFUSAL.search(self.message)
 
     def where(self):
         return f"attention.py:{self.line}: {self.code}" if self.line else "attention.py"
@@ -252,11 +261,14 @@ class Student:
         self._stop()
         raise WorkerFailure(kind, message, zh)
 
-    def request(self, op, timeout=None, **args):
+    def request(self, op, timeout=None, afresh=False, **args):
+        """One call into the worker.  `afresh`: made even where an earlier call of its kind hung
+        or crashed (a call expected to stop early, such as forward refusing a too-long input,
+        must not be judged by another input's hang)."""
         if self.import_error is not None:
             raise self.import_error
         kind = f"{op}:{args.get('fn', args.get('action', ''))}"
-        for blocker in (kind, NEEDS_FORWARD.get(kind)):
+        for blocker in () if afresh else (kind, NEEDS_FORWARD.get(kind)):
             if blocker in self.poisoned:
                 raise self.poisoned[blocker]
         try:
@@ -378,17 +390,17 @@ class RemoteModule:
     def __init__(self, student, handle):
         self.student, self.handle, self.starts = student, handle, student.starts
 
-    def _request(self, op, **args):
+    def _request(self, op, afresh=False, **args):
         if self.student.starts != self.starts:
             raise WorkerFailure("crashed", "the worker holding this module was restarted",
                                 "持有这个模块的进程已经重启")
-        return self.student.request(op, handle=self.handle, **args)
+        return self.student.request(op, afresh=afresh, handle=self.handle, **args)
 
     def load(self, state):
         return self._request("load", state=state)
 
-    def __call__(self, x, return_weights=False):
-        return self._request("forward", x=x, return_weights=return_weights)
+    def __call__(self, x, return_weights=False, afresh=False):
+        return self._request("forward", afresh=afresh, x=x, return_weights=return_weights)
 
     def contract(self, action, **args):
         """The block through the contract's attribute names (the worker's contract.py)."""

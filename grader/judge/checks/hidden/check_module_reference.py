@@ -134,6 +134,10 @@ def test_learns_the_copy_task(student, seed):
     if not isinstance(result, dict) or not isinstance(result.get("state"), dict):
         raise Verdict("wrong_type", expected="{losses, state}", got=type(result).__name__)
     state = {k: tensor(v, k) for k, v in result["state"].items()}
+    broken = sorted(k for k, v in state.items() if v.is_floating_point() and
+                    not bool(torch.isfinite(v).all()))
+    if broken:  # every comparison after this would be NaN against NaN: say what happened
+        raise Verdict("learn_diverged", got=", ".join(broken[:4]))
     lm = _kit_model(state)
     # The worker's losses are not trusted: the judge recomputes the loss on a fresh batch with
     # the kit's embeddings and head around the student's own block (a fresh instance holding the
