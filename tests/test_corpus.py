@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from grader.judge.student import RESERVE_SECONDS
 from grader.judge import grading
 from grader.render import report
 from grader import rubric
@@ -41,9 +42,9 @@ GRADE_SECONDS = 120  # a subprocess of the kit that does not answer within this 
 
 def within_budget(data):
     """The grader's own account of the student's time stays inside the one budget (the last call
-    may start just before it ends and run for one call's time)."""
+    may start just before it ends and run for one call's time; then the fast kinds' reserve)."""
     limits = sandbox.Limits()
-    return data["metadata"]["student_seconds"] <= limits.submission_seconds + limits.call_seconds
+    return data["metadata"]["student_seconds"] <= limits.submission_seconds + RESERVE_SECONDS + limits.call_seconds
 RUBRIC = rubric.load()
 
 
