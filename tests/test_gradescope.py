@@ -90,7 +90,8 @@ def test_zip_holds_what_gradescope_needs(autograder_zip):
     with zipfile.ZipFile(autograder_zip) as archive:
         infos = {i.filename: i for i in archive.infolist()}
     for name in ("setup.sh", "run_autograder", "requirements.txt", "solutions/attention.py",
-                 "grader/__init__.py", "grader/rubric.toml", "grader/judge/checks/pytest.ini",
+                 "grader/__init__.py", "grader/rubric.toml", "grader/words.toml",
+                 "grader/judge/checks/pytest.ini",
                  "grader/judge/checks/hidden/check_attend_reference.py",
                  "grader/judge/secret/reference.py", "grader/sandbox/runtime/worker.py",
                  "grader/instructor/gradescope.py"):

@@ -52,10 +52,12 @@ from grader.statefile import write_atomic
 ROOT = paths.KIT_ROOT
 LOG = "batch.log"
 # What decides a report or draws a page: the judge (checks, reference, variants), the sandbox and
-# its runtime, the renderers and the rubric; of the batch, the judge process (the heatmaps' data),
-# the records (the pages' files) and the gradebook (which the records draw the Markdown with).
+# its runtime, the renderers, the rubric and the vocabulary (words.toml); of the batch, the judge
+# process (the heatmaps' data), the records (the pages' files) and the gradebook (which the
+# records draw the Markdown with).
 # Editing anything else (the class outputs, rebuilt on every run anyway) never forces a regrade.
-FINGERPRINTED = ("judge", "sandbox", "render", "rubric.py", "rubric.toml", "paths.py",
+FINGERPRINTED = ("judge", "sandbox", "render", "rubric.py", "rubric.toml", "words.py",
+                 "words.toml", "paths.py",
                  "batch/judge.py", "batch/records.py", "batch/gradebook.py")
 
 

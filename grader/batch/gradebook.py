@@ -9,7 +9,7 @@ import os
 import statistics
 import sys
 
-from grader import rubric as rubric_module
+from grader import rubric as rubric_module, words
 from grader.batch import classhtml, classpage, overrides as overrides_module, roster, similarity
 from grader.inert import json_text
 from grader.render.classtext import csv_cell
@@ -134,7 +134,8 @@ def lesson_sections(the_rubric, checks, lang):
     for check in the_rubric.checks:
         if check.id in checks and check.section not in keys:
             keys.append(check.section)
-    return ("；" if lang == "zh" else "; ").join(the_rubric.section(k, lang) for k in keys[:2])
+    return words.text("gradebook", "sections_sep", lang).join(the_rubric.section(k, lang)
+                                                            for k in keys[:2])
 
 
 def _items(the_rubric, per_key, graded):

@@ -30,7 +30,7 @@ import zipfile
 
 from grader.statefile import write_atomic
 from grader import paths
-from grader import inert, options
+from grader import inert, options, words
 
 ROOT = paths.KIT_ROOT
 DEFAULT_OUT = os.path.join(ROOT, "build", "gradescope", "autograder.zip")
@@ -160,7 +160,7 @@ def _harden(root):
 
 def not_graded_results(the_rubric, reason, lang):
     """results.json for a submission that could not be graded: every check at 0, and why."""
-    head = "无法评分" if lang == "zh" else "Could not be graded"
+    head = words.text("gradescope", "not_graded", lang)
     reason = inert.markdown_inline(reason)  # file and member names are the student's
     tests = [{"name": f"{c.id}: {c.title[lang]}", "number": str(n), "score": 0,
               "max_score": c.points, "status": "failed", "output": f"{head}: {reason}",

@@ -127,7 +127,7 @@ def _attend_mismatch(student, device, q, k, v, fields):
     """Which tensor stayed on the CPU: with the causal mask passed in (on the device) attend runs,
     so it was the mask attend made itself; else another tensor made inside attend."""
     if fields.pop("copied", False):
-        return Verdict("copied_to_cpu", place="attend", **fields)
+        return Verdict("attend_copied_to_cpu", **fields)
     try:
         student.call_on("attend", device, q, k, v, mask=causal_mask(T), return_weights=True)
     except StudentError:
@@ -214,7 +214,7 @@ def _block_mismatch(student, exc, device, placed_, seed):
         except StudentError:
             return _attend_mismatch(student, device, q, k, v, dict(fields, copied=copied))
     if copied:
-        return Verdict("copied_to_cpu", place="forward", **fields)
+        return Verdict("copied_to_cpu", **fields)
     return Verdict("forward_tensor_on_cpu", **fields)
 
 
