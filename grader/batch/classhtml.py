@@ -6,8 +6,9 @@ works without its script (the table comes sorted by need and whole).
 """
 import urllib.parse
 
+from grader import words
 from grader.batch.roster import ACTIONS, WORDS
-from grader.render.report import class_points
+from grader.render.report import class_points, plural
 from grader.render.classtext import html_escape as esc
 
 STYLE = """<style>
@@ -79,6 +80,11 @@ def both(zh, en):
     return f'<span class="zh">{esc(zh)}</span><span class="en">{esc(en)}</span>'
 
 
+def said_both(key, section="classhtml", **fields):
+    """both() of words.toml's [section] `key`, its {placeholders} filled in each language."""
+    return both(*(words.text(section, key, lang, **fields) for lang in words.LANGS))
+
+
 def page_link(student):
     href = "students/" + urllib.parse.quote(student, safe="") + "/feedback.html"
     return f'<a href="{esc(href)}"><code>{esc(student)}</code></a>'
@@ -93,9 +99,9 @@ def _percent(x):
 
 
 def _heads(*columns):
-    """<tr> of headings: (zh, en, sort key or None)."""
+    """<tr> of headings: ([classhtml] key of the words, sort key or None)."""
     return "<tr>" + "".join(f'<th{f" data-sort={chr(34)}{key}{chr(34)}" if key else ""}>'
-                            f"{both(zh, en)}</th>" for zh, en, key in columns) + "</tr>"
+                            f"{said_both(name)}</th>" for name, key in columns) + "</tr>"
 
 
 # -- the students ---------------------------------------------------------------------------------
@@ -104,18 +110,18 @@ def _flags(flags):
     if "group" in flags:
         n = flags["group"]
         out.append(f'<a class="flag group" href="#group-{n}">'
-                   + both(f"近似抄袭组 {n}", f"near-copy group {n}") + "</a>")
+                   + said_both("flag_group", "roster", n=n) + "</a>")
     for check in flags.get("overrides", []):
-        out.append('<span class="flag override">' + both(f"助教改分 {check}", f"override {check}")
-                   + "</span>")
+        out.append('<span class="flag override">'
+                   + said_both("flag_override", "roster", check=check) + "</span>")
     if "identity" in flags:
-        out.append('<span class="flag identity">' + both(
-            f"清单写的学生是 {flags['identity']}", f"manifest names {flags['identity']}") + "</span>")
+        out.append('<span class="flag identity">'
+                   + said_both("flag_identity", "roster", manifest=flags["identity"]) + "</span>")
     if "left_out" in flags:
         n = flags["left_out"]
-        out.append('<span class="flag left-out">' + both(
-            f"笔记本有 {n} 条语句未运行",
-            f"{n} notebook statement{'s' * (n != 1)} left out") + "</span>")
+        out.append('<span class="flag left-out">'
+                   + said_both("flag_left_out", "roster", n=n,
+                               statements=plural(n, "statement", "statements")) + "</span>")
     return " ".join(out)
 
 
@@ -148,19 +154,15 @@ def students_html(summary):
     options = "".join(f'<option value="{key}">{esc(zh)} / {esc(en)}</option>'
                       for key, (zh, en) in WORDS.items()
                       if any(r["status"] == key for r in roster))
-    out = ['<h2 id="students-head">' + both("学生：先帮谁", "Students: whom to help first") + "</h2>",
-           '<p class="note">' + both(
-               "按需要排序：无法评分、未改动的模板、超时或崩溃，然后按分数从低到高。点击表头可重新排序。",
-               "Sorted by need: cannot be graded, untouched stub, timed out or crashed, then the "
-               "lowest scores first. Click a heading to sort.") + "</p>",
-           '<div class="controls" hidden><label>' + both("筛选", "filter")
-           + ' <input id="student-filter" type="search"></label><label>' + both("状态", "status")
+    out = ['<h2 id="students-head">' + said_both("students_head") + "</h2>",
+           '<p class="note">' + said_both("students_note") + "</p>",
+           '<div class="controls" hidden><label>' + said_both("filter")
+           + ' <input id="student-filter" type="search"></label><label>' + said_both("status")
            + f' <select id="status-filter"><option value="">*</option>{options}</select></label>'
            "</div>",
            '<table class="list sortable" id="students"><thead>'
-           + _heads(("#", "#", "need"), ("学生", "student", "student"),
-                    ("状态", "status", "need"), ("得分", "score", "score"),
-                    ("该重讲的", "to reteach", "causes"), ("留意", "look twice", "flags"))
+           + _heads(("need", "need"), ("student", "student"), ("status", "need"),
+                    ("score", "score"), ("causes", "causes"), ("flags", "flags"))
            + "</thead><tbody>"]
     out += [_student_row(n, row) for n, row in enumerate(roster, 1)]
     out.append("</tbody></table>")
@@ -170,17 +172,13 @@ def students_html(summary):
 # -- what to reteach ------------------------------------------------------------------------------
 def reteach_html(summary):
     """Every cause, the most frequent first: description, how many, who, where in the lesson."""
-    out = ['<h2 id="reteach-head">' + both("该重讲什么", "What to reteach") + "</h2>",
-           '<p class="note">' + both(
-               "每个原因：每人计一次（一个错误在几张卡片上出现只算一次），检查题的每道题各算一个原因。",
-               "Each cause counts a student once (a mistake seen on several cards is one cause); "
-               "each quiz question is a cause of its own.")
+    out = ['<h2 id="reteach-head">' + said_both("reteach_head") + "</h2>",
+           '<p class="note">' + said_both("reteach_note")
            + ' · <a href="mistakes.csv">mistakes.csv</a></p>']
     if not summary["mistakes"]:
-        return "\n".join(out + ["<p>" + both("（没有）", "(none)") + "</p>"])
+        return "\n".join(out + ["<p>" + said_both("none") + "</p>"])
     out.append('<table class="list" id="reteach">' + _heads(
-        ("人数", "students", None), ("原因", "cause", None), ("哪些学生", "who", None),
-        ("课上去看", "lesson section", None)))
+        ("students", None), ("cause", None), ("who", None), ("section", None)))
     for item in summary["mistakes"]:
         out.append(f'<tr id="{esc(_anchor(item["key"]))}" data-key="{esc(item["key"])}">'
                    f'<td class="n"><span class="share" style="width:{item["percent"]}px"></span>'
@@ -213,19 +211,15 @@ def _side_by_side(pair):
 
 def _group(n, group, pair):
     members = " ".join(page_link(s) for s in group["members"])
-    strength = both(f"最相似的一对 {_percent(group['strongest'])}，最弱 {_percent(group['weakest'])}，"
-                    f"{group['pairs']} 对超过阈值",
-                    f"strongest pair {_percent(group['strongest'])}, weakest "
-                    f"{_percent(group['weakest'])}, {group['pairs']} pairs over the threshold")
+    strength = said_both("strength", strongest=_percent(group["strongest"]),
+                         weakest=_percent(group["weakest"]), pairs=group["pairs"])
     names = esc(" ".join(group["members"]))
     line = (f'<details class="group" id="group-{n}" data-members="{names}">'
             f'<summary><span class="figure">{_percent(group["strongest"])}</span> '
-            f'{both("组", "group")} {n}: <span class="members">{members}</span> · {strength}'
+            f'{said_both("group")} {n}: <span class="members">{members}</span> · {strength}'
             "</summary>")
     if pair is not None:
-        line += ('<p class="note">' + both(
-            "最相似的一对并排显示，共享部分标黄：",
-            "The most similar pair side by side, shared code marked:")
+        line += ('<p class="note">' + said_both("pair_note")
                  + f" {page_link(pair['a'])} ↔ {page_link(pair['b'])} ({_percent(pair['share_a'])}"
                  f" / {_percent(pair['share_b'])})</p>" + _side_by_side(pair))
     return line + "</details>"
@@ -233,19 +227,16 @@ def _group(n, group, pair):
 
 def near_copies_html(near):
     """One line per group (members, strength); its strongest pair side by side on demand."""
-    out = ['<h2 id="near-copies">' + both("疑似抄袭：高度相似的提交", "Near-copies")
-           + f'</h2><p class="note">{both("阈值", "threshold")} {_percent(near["threshold"])} · '
+    out = ['<h2 id="near-copies">' + said_both("near_head")
+           + f'</h2><p class="note">{said_both("threshold")} {_percent(near["threshold"])} · '
            '<a href="similarity.csv">similarity.csv</a> · '
-           + both(f"共 {near['flagged']} 对超过阈值，连成 {len(near['groups'])} 组。"
-                  "给定代码（模板、课上代码、检查题答案行）不计入。",
-                  f"{near['flagged']} pairs reach the threshold, in {len(near['groups'])} groups. "
-                  "Given code (the stub, the lesson's code, the quiz answer lines) never counts.")
+           + said_both("near_note", flagged=near["flagged"], groups=len(near["groups"]))
            + "</p>"]
     pairs = {(p["a"], p["b"]): p for p in near["pairs"]}
     for n, group in enumerate(near.get("group_figures") or [], 1):
         out.append(_group(n, group, pairs.get(tuple(group["pair"]))))
     if not near["groups"]:
-        out.append("<p>" + both("（没有）", "(none)") + "</p>")
+        out.append("<p>" + said_both("none") + "</p>")
     return "\n".join(out)
 
 
@@ -255,21 +246,21 @@ def overrides_html(summary):
     items, history = summary["overrides"], summary.get("override_history", [])
     if not items and not history:
         return ""
-    out = ['<h2 id="overrides">' + both("助教改分", "Overrides") + "</h2>"]
+    out = ['<h2 id="overrides">' + said_both("overrides_head") + "</h2>"]
     if items:
         out.append('<table class="list" id="overrides-now">' + _heads(
-            ("学生", "student", None), ("检查", "check", None), ("分数", "score", None),
-            ("理由", "why", None), ("谁、何时", "who, when", None)) + "".join(
+            ("student", None), ("check", None), ("override_score", None), ("why", None),
+            ("who_when", None)) + "".join(
             f'<tr data-student="{esc(o["student"])}" data-check="{esc(o["check"])}">'
             f'<td>{page_link(o["student"])}</td><td><code>{esc(o["check"])}</code></td>'
             f'<td class="n">{class_points(o["was"])} → {class_points(o["score"])}</td>'
             f'<td>{esc(o["why"])}</td><td>{esc(o.get("who") or "")} {esc(o.get("when") or "")}'
             "</td></tr>" for o in items) + "</table>")
     else:
-        out.append("<p>" + both("目前没有生效的改分。", "No override is in force.") + "</p>")
+        out.append("<p>" + said_both("no_override") + "</p>")
     if history:
         out.append('<details id="override-history"><summary>'
-                   + both(f"改分记录（{len(history)} 条）", f"history ({len(history)} changes)")
+                   + said_both("history", n=len(history))
                    + '</summary><table class="list">' + "".join(
                        f'<tr data-action="{esc(e["action"])}"><td>{esc(e.get("when") or "")}</td>'
                        f'<td>{esc(e.get("who") or "")}</td><td>{both(*ACTIONS[e["action"]])}</td>'
@@ -294,4 +285,4 @@ def override_notice_html(record):
                     for o in record["overrides"])
     return ('<article class="card overridden" id="overrides" data-check="overrides">'
             '<div class="card-head"><h3>'
-            + both("助教改分", "Changed by a TA") + f"</h3></div><ul>{items}</ul></article>")
+            + said_both("notice") + f"</h3></div><ul>{items}</ul></article>")

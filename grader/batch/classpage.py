@@ -5,8 +5,9 @@ classtext (inert)."""
 import csv
 import io
 
-from grader.batch.roster import ACTIONS, WORDS
-from grader.render.report import class_points
+from grader import words
+from grader.batch.roster import ACTION_WORDS
+from grader.render.report import class_points, plural
 from grader.render.classtext import csv_cell, md_code_block, md_inline
 
 
@@ -14,16 +15,19 @@ def _percent(x):
     return f"{round(100 * x)}%"
 
 
+def _said(lang):
+    """words.toml's [classpage] in `lang`: said(key, **fields)."""
+    return lambda key, **fields: words.text("classpage", key, lang, **fields)
+
+
 # -- Markdown -----------------------------------------------------------------------------------
 def students_markdown(summary, lang):
     """The students, neediest first (the page's first table)."""
-    t = (lambda a, b: a if lang == "zh" else b)
-    lines = [f"## {t('学生：先帮谁', 'Students: whom to help first')}", "",
-             t("| # | 学生 | 状态 | 得分 | 该重讲的 | 留意 |",
-               "| # | student | status | score | to reteach | look twice |"),
+    said = _said(lang)
+    lines = [f"## {said('students_head')}", "", said("students_table"),
              "|---:|---|---|---:|---|---|"]
     for n, row in enumerate(summary["roster"], 1):
-        status = WORDS[row["status"]][0 if lang == "zh" else 1]
+        status = words.text("roster", row["status"], lang)
         note = row["note"][lang]
         lines.append(f"| {n} | {md_inline(row['student'])} | {status}"
                      f"{': ' + md_inline(note) if note else ''} | {class_points(row['score'])} / "
@@ -34,31 +38,24 @@ def students_markdown(summary, lang):
 
 
 def _flag_words(flags, lang):
-    zh = lang == "zh"
-    words = [(f"近似抄袭组 {flags['group']}" if zh else f"near-copy group {flags['group']}")] \
-        if "group" in flags else []
-    words += [(f"助教改分 {c}" if zh else f"override {c}") for c in flags.get("overrides", [])]
+    said = lambda key, **fields: words.text("roster", key, lang, **fields)  # noqa: E731
+    out = [said("flag_group", n=flags["group"])] if "group" in flags else []
+    out += [said("flag_override", check=c) for c in flags.get("overrides", [])]
     if "identity" in flags:
-        words.append(f"清单写的学生是 {flags['identity']}" if zh
-                     else f"manifest names {flags['identity']}")
+        out.append(said("flag_identity", manifest=flags["identity"]))
     n = flags.get("left_out")
     if n:
-        words.append(f"笔记本有 {n} 条语句未运行" if zh
-                     else f"{n} notebook statement{'s' * (n != 1)} left out")
-    return words
+        out.append(said("flag_left_out", n=n, statements=plural(n, "statement", "statements")))
+    return out
 
 
 def reteach_markdown(summary, lang):
     """Every cause to reteach with how many, who and the lesson section."""
-    t = (lambda a, b: a if lang == "zh" else b)
-    lines = [f"## {t('该重讲什么', 'What to reteach')}", "",
-             t("每个原因每人计一次，检查题的每道题各算一个原因；可筛选的表：mistakes.csv。",
-               "Each cause counts a student once, each quiz question is a cause of its own; a "
-               "table to filter: mistakes.csv."), ""]
+    said = _said(lang)
+    lines = [f"## {said('reteach_head')}", "", said("reteach_note"), ""]
     if not summary["mistakes"]:
-        return lines + [t("（没有）", "(none)")]
-    lines += [t("| 人数 | 比例 | 原因 | 哪些学生 | 课上去看 |",
-                "| students | share | cause | who | lesson section |"), "|---:|---:|---|---|---|"]
+        return lines + [said("none")]
+    lines += [said("reteach_table"), "|---:|---:|---|---|---|"]
     lines += [f"| {item['students']} | {item['percent']}% | `{item['key']}` {item['text'][lang]} | "
               f"{', '.join(md_inline(s) for s in item['who'])} | {item['section'][lang]} |"
               for item in summary["mistakes"]]
@@ -66,40 +63,38 @@ def reteach_markdown(summary, lang):
 
 
 def near_copies_markdown(near, lang):
-    t = (lambda a, b: a if lang == "zh" else b)
-    lines = ["", f"## {t('疑似抄袭', 'Near-copies')}", "",
-             t(f"阈值 {_percent(near['threshold'])}；全部配对见 similarity.csv。",
-               f"threshold {_percent(near['threshold'])}; every pair in similarity.csv."), ""]
-    lines += [f"- {t('组', 'group')} {n}: " + ", ".join(md_inline(s) for s in g["members"])
-              + f" ({t('最相似', 'strongest')} {_percent(g['strongest'])}, "
-              f"{g['pairs']} {t('对', 'pairs')})"
+    said = _said(lang)
+    lines = ["", f"## {said('near_head')}", "",
+             said("near_note", threshold=_percent(near["threshold"])), ""]
+    lines += [f"- {said('group')} {n}: " + ", ".join(md_inline(s) for s in g["members"])
+              + f" ({said('strongest')} {_percent(g['strongest'])}, "
+              f"{g['pairs']} {said('pairs')})"
               for n, g in enumerate(near.get("group_figures") or [], 1)]
     for pair in near["pairs"]:
         lines += ["", f"### {_percent(pair['similarity'])} {md_inline(pair['a'])} ↔ "
                       f"{md_inline(pair['b'])} ({_percent(pair['share_a'])} / "
                       f"{_percent(pair['share_b'])})", ""]
-        lines += [md_inline(pair["a"]) + t("（共享部分）", " (shared regions)") + ":", "",
+        lines += [md_inline(pair["a"]) + said("shared") + ":", "",
                   md_code_block(_shared_text(pair["code_a"], pair["regions"][0]))]
     return lines
 
 
 def overrides_markdown(summary, lang):
-    t = (lambda a, b: a if lang == "zh" else b)
+    said = _said(lang)
     history = summary.get("override_history", [])
     if not summary["overrides"] and not history:
         return []
-    lines = ["", f"## {t('助教改分', 'Overrides')}", "",
-             t("| 学生 | 检查 | 分数 | 理由 | 谁、何时 |", "| student | check | score | why | who, when |"),
+    lines = ["", f"## {said('overrides_head')}", "", said("overrides_table"),
              "|---|---|---|---|---|"]
     lines += [f"| {md_inline(o['student'])} | `{o['check']}` | {class_points(o['was'])} → "
               f"{class_points(o['score'])} | {md_inline(o['why'])} | "
               f"{md_inline(o.get('who') or '')} {md_inline(o.get('when') or '')} |"
               for o in summary["overrides"]]
     if history:
-        lines += ["", t("改分记录：", "History:"), ""]
+        lines += ["", said("history"), ""]
         lines += [f"- {md_inline(e.get('when') or '')} {md_inline(e.get('who') or '')} "
-                  f"{ACTIONS[e['action']][0 if lang == 'zh' else 1]} {md_inline(e['student'])} "
-                  f"`{e['check']}` {class_points(e['replaced'])} → "
+                  f"{words.text('roster', ACTION_WORDS[e['action']], lang)} "
+                  f"{md_inline(e['student'])} `{e['check']}` {class_points(e['replaced'])} → "
                   f"{class_points(e['score'])}: {md_inline(e['why'])}" for e in history]
     return lines
 

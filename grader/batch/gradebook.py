@@ -190,23 +190,25 @@ def _percent(n, total):
     return round(100 * n / total) if total else 0
 
 
+def _said(lang):
+    """words.toml's [gradebook] in `lang`: said(key, **fields)."""
+    return lambda key, **fields: words.text("gradebook", key, lang, **fields)
+
+
 def summary_markdown(summary, lang):
     """summary.md: the counts, the students and what to reteach (classpage), the histogram, the
     checks, the outcomes that name no cause, then the near-copies and the overrides."""
-    t = (lambda a, b: a if lang == "zh" else b)
-    lines = [f"# {t('全班概况', 'Class summary')}", ""]
+    said = _said(lang)
+    lines = [f"# {said('title')}", ""]
     m = class_points(summary["max_score"])
     mean, median = class_points(summary["mean"]), class_points(summary["median"])
-    lines.append(t(f"学生 {summary['students']} 人 · 已评分 {summary['graded']} · "
-                   f"无法评分 {len(summary['ungradable'])} · 满分 {summary['full_marks']} 人",
-                   f"{summary['students']} students · {summary['graded']} graded · "
-                   f"{len(summary['ungradable'])} ungradable · {summary['full_marks']} full marks"))
+    lines.append(said("counts", students=summary["students"], graded=summary["graded"],
+                      ungradable=len(summary["ungradable"]), full_marks=summary["full_marks"]))
     if summary["mean"] is not None:
-        lines += ["", t(f"平均 {mean} / {m} · 中位数 {median} / {m}",
-                        f"mean {mean} / {m} · median {median} / {m}")]
+        lines += ["", said("mean", mean=mean, median=median, max_score=m)]
     lines += [""] + classpage.students_markdown(summary, lang) + [""]
     lines += classpage.reteach_markdown(summary, lang)
-    lines += ["", f"## {t('分数分布', 'Score histogram')}", "", "```text"]
+    lines += ["", f"## {said('histogram')}", "", "```text"]
     top = max([b["count"] for b in summary["histogram"]] + [1])
     for b in summary["histogram"]:
         bar = "█" * round(20 * b["count"] / top)
@@ -218,17 +220,13 @@ def summary_markdown(summary, lang):
 
 
 def _checks_markdown(summary, lang):
-    t = (lambda a, b: a if lang == "zh" else b)
-    lines = ["", f"## {t('各项检查', 'Checks')}", "",
-             t("| 检查 | 分值 | 通过 | 未通过 | 未通过比例 |",
-               "| check | points | passed | not passed | share not passed |"),
-             "|---|---:|---:|---:|---:|"]
+    said = _said(lang)
+    lines = ["", f"## {said('checks')}", "", said("checks_table"), "|---|---:|---:|---:|---:|"]
     for c in summary["checks"]:
         lines.append(f"| `{c['id']}` {c['title'][lang]} | {class_points(c['points'])} | {c['passed']} | "
                      f"{c['not_passed']} | {c['percent_not_passed']}% |")
     if summary["outcomes"]:
-        lines += ["", f"## {t('其他结果（没有指明错误原因）', 'Other outcomes (no cause named)')}",
-                  "", t("| 人数 | 比例 | 结果 |", "| students | share | outcome |"), "|---:|---:|---|"]
+        lines += ["", f"## {said('outcomes')}", "", said("outcomes_table"), "|---:|---:|---|"]
         for item in summary["outcomes"]:
             lines.append(f"| {item['students']} | {item['percent']}% | `{item['key']}` "
                          f"{item['text'][lang]} |")

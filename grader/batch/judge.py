@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 
+from grader import words
 from grader.batch.records import FORMAT, write_student
 from grader.judge import serving
 
@@ -49,7 +50,7 @@ def attention_maps(student):
         _, expected = ref.attend(q, k, v, mask=mask, return_weights=True)
         entry = {"T": t, "expected": _grid(expected), "allowed": allowed.tolist()}
         if weights is None:
-            entry["error"] = {"zh": "attend 没有把权重交给检查", "en": "attend gave the check no weights"}
+            entry["error"] = words.pair("batch_judge", "no_weights")
         else:
             w = weights.double()
             nan = torch.isnan(w)

@@ -4,23 +4,23 @@ lowest score up.  Each row says the student's status, score (partial credit read
 reteach them and what to look at twice (a near-copy group, an override, a manifest naming
 someone else, notebook cells left out).  The gradebook's status and note come from here too.
 """
+from grader import words
 from grader.render.package import package_notes
 from grader.render.report import class_points, error_of, import_failure
 
 # The statuses, in the order of need (a lower rank first).
 RANK = {"ungradable": 0, "not_graded": 0, "untouched_stub": 1, "import_failed": 2,
         "timed_out": 2, "crashed": 2, "graded": 3}
-WORDS = {
-    "ungradable": ("无法评分", "cannot be graded"),
-    "not_graded": ("未评分（评分器出错，请重跑）", "not graded (grader error: run again)"),
-    "untouched_stub": ("未改动的模板", "untouched stub"),
-    "import_failed": ("无法导入", "does not import"),
-    "timed_out": ("超时", "timed out"),
-    "crashed": ("进程崩溃", "crashed"),
-    "graded": ("已评分", "graded"),
-}
-# An override's history, in words (overrides.py's actions).
-ACTIONS = {"set": ("设定", "set"), "change": ("修改", "changed"), "remove": ("撤销", "removed")}
+# Each status in words, (zh, en): words.toml's [roster].
+WORDS = {status: tuple(words.pair("roster", status).values()) for status in RANK}
+# An override's history, in words (overrides.py's actions): their [roster] keys, and (zh, en).
+ACTION_WORDS = {"set": "action_set", "change": "action_change", "remove": "action_remove"}
+ACTIONS = {action: tuple(words.pair("roster", key).values())
+           for action, key in ACTION_WORDS.items()}
+# Why a status needs a look: its [roster] key.
+NOTES = {"ungradable": "note_ungradable", "not_graded": "note_not_graded",
+         "untouched_stub": "note_untouched_stub", "import_failed": "note_import_failed",
+         "timed_out": "note_timed_out", "crashed": "note_crashed"}
 STUB_KEYS = {"not_implemented", "quiz_missing"}
 CRASH_KEYS = {"crashed", "memory_limit", "protocol"}
 TIMEOUT_KEYS = {"timeout", "budget"}  # a call too slow, or the submission's whole time used up
@@ -80,37 +80,25 @@ def _failed_checks(record, status):
 
 def status_note(record, status, lang):
     """Why the entry needs a look, in one sentence of `lang` ('' for a plain graded one)."""
-    zh = lang == "zh"
     if status in ("ungradable", "not_graded"):
-        head = WORDS[status][0] + "：" if zh else WORDS[status][1].capitalize() + ": "
-        return head + error_of(record, lang)
+        return words.text("roster", NOTES[status], lang, error=error_of(record, lang))
     if status == "untouched_stub":
-        return ("交上来的是未改动的模板：没有实现任何函数，也没有回答检查题。" if zh else
-                "The untouched stub: no function implemented, no quiz question answered.")
+        return words.text("roster", NOTES[status], lang)
     if status == "import_failed":
         fields = (import_failure(record["report"]) or {}).get("fields", {})
         why = f"{fields.get('type', '')}: {fields.get('message', '')}".strip(": ")
-        return (f"attention.py 无法导入（{why}），所有检查都没有运行。" if zh else
-                f"attention.py does not import ({why}): no check could run.")
+        return words.text("roster", NOTES[status], lang, why=why)
     if status in ("timed_out", "crashed"):
         checks = _failed_checks(record, status)
         shown = ", ".join(checks[:4]) + (" …" if len(checks) > 4 else "")
-        if status == "timed_out":
-            return (f"{len(checks)} 项检查超时（死循环或计算量过大？）：{shown}" if zh else
-                    f"{len(checks)} checks timed out (an endless loop, or far too much work?): "
-                    f"{shown}")
-        return (f"运行学生代码的进程在 {len(checks)} 项检查中意外结束（exit 或资源限制？）：{shown}"
-                if zh else f"The process running the code ended unexpectedly in {len(checks)} "
-                f"checks (an exit, or a resource limit?): {shown}")
+        return words.text("roster", NOTES[status], lang, n=len(checks), shown=shown)
     return ""
 
 
 def override_lines(record, lang):
-    zh = lang == "zh"
-    return [(f"助教改分 {o['check']}：{class_points(o['was'])} → {class_points(o['score'])}，"
-             f"理由：{o['why']}" if zh else f"override {o['check']} {class_points(o['was'])} -> "
-             f"{class_points(o['score'])}: {o['why']}")
-            + (f"（{o['who']}，{o['when']}）" if zh else f" ({o['who']}, {o['when']})")
+    return [words.text("roster", "override", lang, check=o["check"], was=class_points(o["was"]),
+                       score=class_points(o["score"]), why=o["why"])
+            + words.text("roster", "override_by", lang, who=o["who"], when=o["when"])
             * bool(o.get("who")) for o in record.get("overrides", [])]
 
 
