@@ -23,7 +23,16 @@ def read_record(outdir, student):
             record = json.load(handle)
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) and record.get("format") == FORMAT else None
+    if not (isinstance(record, dict) and record.get("format") == FORMAT):
+        return None
+    if record.get("report") is not None:  # a record whose report is no report is regraded
+        from grader.render.model import Report
+
+        try:
+            Report.from_data(record["report"])
+        except ValueError:
+            return None
+    return record
 
 
 def records_in(outdir, missing=None):
