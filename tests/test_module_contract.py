@@ -170,6 +170,110 @@ def test_the_scan_leaves_the_students_own_names_to_them(source):
     assert source_routes(source) == ([], [])
 
 
+# Names that look like routes and are not: each once cost a correct submission its scanned points.
+@pytest.mark.parametrize("source", [
+    # .modules of an object that is not sys
+    "import torch\nfrom torch import nn\na = nn.modules.Linear(4, 4)\n"
+    "b = torch.nn.modules.linear.Linear(4, 4)",
+    "for m in self.modules():\n    m.eval()",
+    # eval and exec as other objects' methods
+    "model = Block()\nmodel.eval()",
+    "import torch\nfrom torch import nn\nnn.Module.eval(block)\ntorch.compile(block)",
+    # the student's own argument, variable or function named after a module
+    "def forward(self, x, inspect=False):\n    if inspect:\n        print(x.shape)\n    return x",
+    "inspect = True\ngc = 0\ndef worker(contract):\n    return contract\nworker(inspect or gc)",
+    "def compile(text):\n    return text\nsource = compile('x')",
+    # prose that mentions torch's attention: an error message, a comment written as a string
+    "def scaled_dot_product_attention(q, k, v):\n    raise ValueError("
+    "'scaled_dot_product_attention: q and k must have the same width')",
+    "import torch.nn.functional as F\ndef attend(q, k, v):\n    s = q @ k\n"
+    '    """F.scaled_dot_product_attention would do this, but it is forbidden."""\n    return s @ v',
+    "message = 'uses no F.scaled_dot_product_attention here, promise'",
+    # a name bound to the student's own helper module's function
+    "import helpers\nscaled_dot_product_attention = helpers.attention\n"
+    "y = scaled_dot_product_attention(q, k, v)",
+    # __getattribute__ handed on to the student's own class's parent
+    "class A:\n    def __getattribute__(self, name):\n        return super().__getattribute__(name)",
+])
+def test_the_scan_leaves_false_friends_alone(source):
+    assert source_routes(source) == ([], [])
+
+
+@pytest.mark.parametrize("source,expected", [
+    # sys.modules under other spellings
+    ("import os\nm = os.sys.modules", ["sys.modules"]),
+    ("import torch\nm = torch.sys.modules", ["sys.modules"]),
+    ("import sys\ns = sys\nm = s.modules", ["sys.modules"]),
+    ("from sys import modules", ["sys.modules"]),
+    # eval and exec as the builtin
+    ("import builtins\nf = builtins.eval", ["builtins", "eval"]),
+    ("f = __builtins__.exec", ["__builtins__", "exec"]),
+    ("code = compile(text, 'x', 'eval')", ["compile", "eval"]),
+    # a module's name standing for the module
+    ("import inspect\ndef f(inspect=inspect):\n    return inspect.currentframe()", ["inspect"]),
+    ("from inspect import currentframe", ["inspect"]),
+    ("frame = inspect.currentframe()", ["inspect"]),
+    ("import torch\nhelper = torch._dynamo.utils.gc", ["gc"]),
+    # a name computed at run time, through getattr's other spellings
+    ("f = lambda obj, name: obj.__getattribute__(name)", ["__getattribute__(…)"]),
+    ("import sys\nf = object.__getattribute__(sys, name)", ["__getattribute__(…)"]),
+    ("import operator\nf = operator.attrgetter(name)(sys)", ["attrgetter(…)"]),
+    ("from operator import methodcaller\nf = methodcaller(name)(sys)", ["methodcaller(…)"]),
+    ("fetch = getattr\nm = fetch(sys, name)", ["getattr(…)"]),
+    ("import torch\nf = getattr(torch.nn.functional, bytes(codes).decode())",
+     ["getattr(torch.nn.functional, …)"]),
+    ("import torch\nF = torch.nn.functional\nf = getattr(F, name)", ["getattr(F, …)"]),
+    # code built at run time, and torch's own source read to build it
+    ("import types\nf = types.FunctionType(code, {})", ["FunctionType"]),
+    ("import marshal\ncode = marshal.loads(data)", ["marshal"]),
+    ("import pickle\nf = pickle.loads(data)", ["pickle"]),
+    ("import codecs\nname = codecs.decode(text, 'rot13')", ["codecs"]),
+    ("import torch\nsource = open(torch.nn.functional.__file__).read()",
+     ["torch.nn.functional.__file__"]),
+])
+def test_the_scan_sees_routes_spelled_another_way(source, expected):
+    _, tamper = source_routes(source)
+    assert tamper == expected
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("import torch\nf = getattr(torch.nn.functional, 'scaled_dot_' 'product_attention')",
+     ["scaled_dot_product"]),
+    # code in a string (a compiler's input), not prose
+    ("import torch\ncu = torch.jit.CompilationUnit('def f(q, k, v):\\n"
+     "    return torch.nn.functional.scaled_dot_product_attention(q, k, v)')",
+     ["scaled_dot_product"]),
+    ("import torch\nf = torch._C._nn.scaled_dot_product_attention", ["scaled_dot_product",
+                                                                   "torch._C"]),
+])
+def test_the_scan_still_sees_library_names_and_code_in_strings(source, expected):
+    library, _ = source_routes(source)
+    assert library == expected
+
+
+def test_only_the_workers_own_refusal_is_reported_as_the_refusal():
+    # The judge matches torch's refusal by the name the worker gives the class it raises itself
+    # (contract.…, in describe_exception): a student's class of the same short name stays theirs.
+    # A fresh interpreter: the switch changes torch for the whole process.
+    script = "\n".join([
+        "import sys; sys.path.insert(0, 'grader/sandbox/runtime')",
+        "import worker; torch = worker.prepare()",
+        "class LibraryAttentionDisabled(RuntimeError): pass",
+        "q = torch.randn(1, 2, 3, 4)",
+        "try:",
+        "    torch.nn.functional.scaled_dot_product_attention(q, q, q)",
+        "except Exception as exc:",
+        "    print(worker.describe_exception(exc, 'attention.py')['mro'][0])",
+        "mine = worker.describe_exception(LibraryAttentionDisabled('mine'), 'attention.py')",
+        "print(mine['mro'][0])",
+    ])
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["contract.LibraryAttentionDisabled",
+                                        "LibraryAttentionDisabled"]
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "tests" / "submissions" / "correct").rglob("*.py"))
                          + [ROOT / "solutions" / "attention.py"], ids=lambda p: p.name)
 def test_the_scan_passes_honest_code(path):

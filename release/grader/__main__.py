@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from grader import options, threads
+from grader import options, threads, words
 from grader.judge.submission import SubmissionError
 
 DEFAULT_EXERCISE = os.path.join("exercises", "attention.py")
@@ -121,11 +121,11 @@ def grade_command(args):
         sub, student = grading.start(args.submission, isolation, limits)
     except SubmissionError as exc:  # its reason names the student's files: inert
         said = exc.said(args.lang)
-        print(("错误：" if args.lang == "zh" else "error: ") + inert.for_terminal(said),
+        print(words.text("cli", "error", args.lang) + inert.for_terminal(said),
               file=sys.stderr)
         return 2
     except RuntimeError as exc:  # --require-sandbox without bubblewrap (instructors)
-        print(("错误：" if args.lang == "zh" else "error: ") + f"`{exc}`", file=sys.stderr)
+        print(words.text("cli", "error", args.lang) + f"`{exc}`", file=sys.stderr)
         return 2
     visibilities = ("public",) if args.command == "check" else ("public", "hidden")
     data = grading.finish(sub, student, visibilities)

@@ -56,7 +56,7 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
         "worker_events": student.events, "student_output": student.student_output()[:4000],
         # Seconds spent waiting on the student's code (import and calls), the one time budget's
         # own account: tests bound a hostile submission by it instead of by a wall clock.
-        "student_seconds": round(student.spent, 3),
+        "student_seconds": round(student.spent + student.reserve_spent, 3),
         "visibilities": list(visibilities), "devices": student.devices_seen or [],
         "hidden_not_run": 0 if "hidden" in visibilities else len(rubric.select(("hidden",))),
     }

@@ -8,10 +8,10 @@ escaped.
 """
 
 from grader.render import report
-from grader import inert
+from grader import inert, words
 
-STATUS = {"passed": ("✓", "通过", "passed"), "failed": ("✗", "未通过", "failed"),
-          "error": ("!", "出错", "error"), "timeout": ("⏱", "超时", "timed out")}
+# A status's mark; its words are words.toml's [status].
+MARKS = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱"}
 
 CSS = """
 :root { --ok:#15803d; --bad:#b91c1c; --warn:#b45309; --ink:#1f2937; --muted:#6b7280;
@@ -97,17 +97,28 @@ def both(zh, en, tag="span", cls=""):
     return f'<{tag} class="zh{extra}">{esc(zh)}</{tag}><{tag} class="en{extra}">{esc(en)}</{tag}>'
 
 
-def said(value, zh="{}", en="{}"):
-    """A value that is data, or said in both languages ({"zh", "en"}), within a zh and an en
-    frame: each language's element holds only its own words."""
+def said_both(section, key, tag="span", cls="", **fields):
+    """both() of a words.toml entry, its {placeholders} filled in each language."""
+    return both(words.text(section, key, "zh", **fields), words.text(section, key, "en", **fields),
+                tag=tag, cls=cls)
+
+
+def said(value, key=None):
+    """A value that is data, or said in both languages ({"zh", "en"}), within the zh and the en
+    frame of [feedback_html] `key` (its {value}; none: the value alone): each language's element
+    holds only its own words."""
     pair = value if isinstance(value, dict) and set(value) == {"zh", "en"} else \
         {"zh": str(value), "en": str(value)}
-    return both(zh.format(pair["zh"]), en.format(pair["en"]))
+    frame = words.pair("feedback_html", key) if key else dict.fromkeys(words.LANGS, "{value}")
+    return both(frame["zh"].format(value=pair["zh"]), frame["en"].format(value=pair["en"]))
+
+
+HTML_LANG = dict(zh="zh-CN", en="en")  # the <html lang> of each view: language tags, not words
 
 
 def _page(title, lang, body, head=""):
     lang = "en" if lang == "en" else "zh"
-    return (f'<!DOCTYPE html>\n<html class="lang-{lang}" lang="{"zh-CN" if lang == "zh" else "en"}">'
+    return (f'<!DOCTYPE html>\n<html class="lang-{lang}" lang="{HTML_LANG[lang]}">'
             f'<head><meta charset="utf-8"><meta name="viewport" content="width=device-width">'
             f"<title>{esc(title)}</title><style>{CSS}</style>{head}</head>\n<body>\n{body}\n"
             f"<script>{SCRIPT}</script>\n</body></html>\n")
@@ -115,7 +126,7 @@ def _page(title, lang, body, head=""):
 
 def _toggle():
     return ('<button id="lang-toggle" type="button" onclick="toggleLang()">'
-            '<span class="zh">English</span><span class="en">中文</span></button>')
+            + said_both("feedback_html", "toggle") + "</button>")
 
 
 _num = report.class_points  # scores on the page: as in the gradebook (28.6667 -> 28.67)
@@ -151,41 +162,35 @@ def heatmap_table(grid, allowed, kind, leaks=None, differs=None):
     return f'<table class="heatmap" data-kind="{kind}">{"".join(rows)}</table>'
 
 
-PROBES = {
-    "causal": ("默认因果掩码（mask=None）", "default causal mask (mask=None)"),
-    "band": ("显式带状掩码（只读自己和前一个）", "explicit band mask (itself and one back)"),
-}
+PROBES = {"causal": "probe_causal", "band": "probe_band"}  # their [feedback_html] keys
 # A failing card draws the call its text shows (the same numbers as the text above it).
-FAILED_CALL = ("这项检查未通过的那次调用（与上面文字中的表格是同一组数）",
-               "the call this check failed on (the same numbers as the table in the text above)")
+FAILED_CALL = "probe_failed_call"
 
 
 def heatmaps_figure(maps, probe):
     data = (maps or {}).get(probe)
     if not data:
         return ""
-    zh, en = PROBES.get(probe, FAILED_CALL)
+    caption = words.pair("feedback_html", PROBES.get(probe, FAILED_CALL))
     parts = [f'<div class="heatmaps" data-probe="{esc(probe)}">']
     if data.get("student") is not None:
         leaks = data.get("leaks")
         n_leaks = sum(sum(1 for x in row if x) for row in leaks)
-        parts.append("<figure>" + f"<figcaption>{both('你的权重', 'your weights')}</figcaption>"
+        parts.append("<figure><figcaption>" + said_both("feedback_html", "your_weights")
+                     + "</figcaption>"
                      + heatmap_table(data["student"], data["allowed"], "student", leaks,
                                      data.get("differs")) + "</figure>")
     else:
         n_leaks = 0
-        parts.append('<figure><figcaption>' + both("你的权重", "your weights") + "</figcaption>"
-                     + '<p class="probe-error">' + said(data.get("error", ""), "无法取得：{}",
-                                                         "not available: {}") + "</p></figure>")
-    parts.append("<figure>" + f"<figcaption>{both('应有的权重', 'expected weights')}</figcaption>"
+        parts.append('<figure><figcaption>' + said_both("feedback_html", "your_weights")
+                     + "</figcaption>" + '<p class="probe-error">'
+                     + said(data.get("error", ""), "not_available") + "</p></figure>")
+    parts.append("<figure><figcaption>" + said_both("feedback_html", "expected_weights")
+                 + "</figcaption>"
                  + heatmap_table(data["expected"], data["allowed"], "expected") + "</figure>")
     parts.append("</div>")
-    legend = both(f"{zh}，检查评判的权重（q、k、v 为本次评分随机抽取），T={data['T']}。行 = 查询位置 q，列 = 被读取的位置 k；"
-                  f"斜线格 = 不可读；红框 ! = 不可读却有权重（泄漏，{n_leaks} 格）；虚线框 = 与应有值不同。",
-                  f"{en}, the weights a check judged (q, k, v drawn for this grading), T={data['T']}. Rows = query position q, columns = "
-                  f"position read k; hatched = may not be read; red ! = weight where none is "
-                  f"allowed (a leak, {n_leaks} cells); dashed = differs from the expected value.",
-                  tag="p", cls="legend")
+    legend = both(*(words.text("feedback_html", "legend", lang, probe=caption[lang], T=data["T"],
+                               leaks=n_leaks) for lang in words.LANGS), tag="p", cls="legend")
     return "".join(parts) + legend
 
 
@@ -204,22 +209,21 @@ def student_page(the_rubric, record, lang="zh", extra=""):
     max_score = record.get("max_score") or sum(c.points for c in the_rubric.checks)
     score = record.get("score") or 0
     full = data is not None and score >= max_score
-    body = ["<header>", "<h1>" + both("多头注意力 · 评分报告", "Multi-head attention: grading report")
-            + "</h1>", f'<div class="who"><code>{esc(student)}</code> · {esc(entry)}</div>',
+    body = ["<header>", "<h1>" + said_both("feedback_html", "title") + "</h1>",
+            f'<div class="who"><code>{esc(student)}</code> · {esc(entry)}</div>',
             f'<div id="total" class="total{" full" if full else ""}" data-score="{_num(score)}" '
             f'data-max="{_num(max_score)}">{_num(score)} / {_num(max_score)}</div>', _toggle(),
             "</header>", "<main>", extra]
     if data is None:
         body.append('<article class="card error" data-check="submission" data-status="error">'
                     '<div class="card-head"><span class="badge">'
-                    + both("无法评分", "could not be graded") + "</span><h3>"
-                    + both("提交无法评分", "The submission could not be graded") + "</h3>"
+                    + said_both("feedback_html", "not_graded_badge") + "</span><h3>"
+                    + said_both("feedback_html", "not_graded") + "</h3>"
                     f'<span class="points">0 / {_num(max_score)}</span></div>'
                     + both(report.error_of(record, "zh"), report.error_of(record, "en"), tag="pre",
                            cls="feedback")
-                    + both("请检查提交的文件：需要 attention.py（或 .ipynb），可以放在文件夹或 zip 中。",
-                           "Check what was submitted: an attention.py (or .ipynb), alone, in a "
-                           "folder or in a zip.", tag="p", cls="note") + "</article>")
+                    + said_both("feedback_html", "check_submission", tag="p", cls="note")
+                    + "</article>")
     else:
         maps = record.get("attention_maps") or {}
         attend = [r for r in data["checks"] if r["exercise"] == "attend"]
@@ -238,7 +242,7 @@ def student_page(the_rubric, record, lang="zh", extra=""):
         if current is not None:
             body.append("</section>")
         if isinstance(maps, dict) and maps.get("error"):
-            body.append(f'<p class="note">{said(maps["error"], "热力图：{}", "heatmaps: {}")}</p>')
+            body.append(f'<p class="note">{said(maps["error"], "heatmaps_error")}</p>')
         body.append(_footer(data))
     body.append("</main>")
     return _page(f"{student} · attention", lang, "\n".join(body))
@@ -246,7 +250,8 @@ def student_page(the_rubric, record, lang="zh", extra=""):
 
 def _card(the_rubric, result, maps):
     check = the_rubric.by_id[result["id"]]
-    hidden = both("隐藏检查", "hidden check", cls="tag") if check.visibility == "hidden" else ""
+    hidden = said_both("feedback_html", "hidden_check", cls="tag") \
+        if check.visibility == "hidden" else ""
     override = result.get("override")
     status = "overridden" if override else result["status"]
     parts = [f'<article class="card {result["status"]}{" overridden" if override else ""}" '
@@ -271,19 +276,21 @@ def _badge(result):
     grader's own verdict beside it (never a red "failed" next to full points)."""
     override = result.get("override")
     if not override:
-        mark, zh, en = STATUS[result["status"]]
-        return f'<span class="badge">{mark} {both(zh, en)}</span>'
-    mark, zh, en = STATUS[override.get("status") or result["status"]]
-    return ('<span class="badge override">✎ ' + both("助教改分", "changed by a TA") + "</span>"
+        status = result["status"]
+        return f'<span class="badge">{MARKS[status]} {said_both("status", status)}</span>'
+    status = override.get("status") or result["status"]
+    return ('<span class="badge override">✎ ' + said_both("feedback_html", "changed") + "</span>"
             f'<span class="was" data-was="{_num(override["was"])}">'
-            + both(f"原判：{mark} {zh} {_num(override['was'])} / {_num(result['max_score'])}",
-                   f"grader: {mark} {en} {_num(override['was'])} / {_num(result['max_score'])}")
+            + both(*(words.text("feedback_html", "was", lang, mark=MARKS[status],
+                                status=words.text("status", status, lang),
+                                was=_num(override["was"]), max_score=_num(result["max_score"]))
+                     for lang in words.LANGS))
             + "</span>")
 
 
 def _override_line(override):
     who = " · ".join(esc(x) for x in (override.get("who"), override.get("when")) if x)
-    return ('<p class="override-why">' + both("助教的理由：", "The TA's reason: ")
+    return ('<p class="override-why">' + said_both("feedback_html", "reason")
             + f"{esc(override['why'])}" + (f' <span class="note">({who})</span>' if who else "")
             + "</p>")
 
@@ -293,8 +300,7 @@ def _footer(data):
     out = []
     output = meta.get("student_output")
     if output:
-        out.append("<details><summary>" + both("你的代码打印的内容（已截断）",
-                                               "what your code printed (truncated)")
+        out.append("<details><summary>" + said_both("feedback_html", "output")
                    + f"</summary><pre>{esc(output)}</pre></details>")
     out.append("<footer>" + both(report.meta_line(meta, "zh"), report.meta_line(meta, "en"))
                + "</footer>")
@@ -307,14 +313,15 @@ def summary_page(summary, lang="zh", first="", teaching="", last="", head=""):
     reteach), the histogram and the per-check table, then `last` (near-copies, overrides);
     `head` goes into <head> (the page's own style and script)."""
     m = summary["max_score"]
-    body = ["<header>", "<h1>" + both("全班概况", "Class summary") + "</h1>",
-            '<div class="who">' + both(f"学生 {summary['students']} 人，已评分 {summary['graded']}",
-                                       f"{summary['students']} students, {summary['graded']} graded")
+    body = ["<header>", "<h1>" + said_both("feedback_html", "class_summary") + "</h1>",
+            '<div class="who">' + said_both("feedback_html", "class_who",
+                                            students=summary["students"], graded=summary["graded"])
             + "</div>"]
     if summary["mean"] is not None:
-        body.append(f'<div class="total">{both("平均", "mean")} {_num(summary["mean"])} / {_num(m)}</div>')
+        body.append(f'<div class="total">{said_both("feedback_html", "mean")} '
+                    f'{_num(summary["mean"])} / {_num(m)}</div>')
     body += [_toggle(), "</header>", "<main>", first, teaching]
-    body.append('<h2 id="scores">' + both("分数分布", "Score histogram")
+    body.append('<h2 id="scores">' + said_both("feedback_html", "histogram")
                 + '</h2><div class="bars" id="histogram">')
     top = max([b["count"] for b in summary["histogram"]] + [1])
     for b in summary["histogram"]:
@@ -328,10 +335,10 @@ def summary_page(summary, lang="zh", first="", teaching="", last="", head=""):
 
 
 def _checks_table(summary):
-    body = ['<h2 id="per-check">' + both("各项检查", "Checks") + "</h2>",
-            '<table class="list" id="checks"><tr><th>' + both("检查", "check") + "</th><th>"
-            + both("分值", "points") + "</th><th>" + both("通过", "passed") + "</th><th>"
-            + both("未通过", "not passed") + "</th></tr>"]
+    body = ['<h2 id="per-check">' + said_both("feedback_html", "checks") + "</h2>",
+            '<table class="list" id="checks"><tr>'
+            + "".join(f"<th>{said_both('feedback_html', key)}</th>"
+                      for key in ("check", "points", "passed", "not_passed")) + "</tr>"]
     for c in summary["checks"]:
         body.append(f'<tr data-check="{esc(c["id"])}"><td><code>{esc(c["id"])}</code> '
                     f'{both(c["title"]["zh"], c["title"]["en"])}</td><td class="n">{_num(c["points"])}</td>'
@@ -340,8 +347,7 @@ def _checks_table(summary):
                     f'({c["percent_not_passed"]}%)</td></tr>')
     body.append("</table>")
     if summary["outcomes"]:
-        body.append('<h2 id="outcomes">' + both("其他结果（没有指明错误原因）",
-                                                "Other outcomes (no cause named)")
+        body.append('<h2 id="outcomes">' + said_both("feedback_html", "outcomes")
                     + '</h2><table class="list">')
         for item in summary["outcomes"]:
             body.append(f'<tr><td class="n">{item["percent"]}%</td><td class="n">{item["students"]}'

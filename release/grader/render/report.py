@@ -3,20 +3,20 @@
 Scores and verdicts are computed once (`build`); every renderer only formats them, in zh or en.
 """
 from grader import inert
+from grader import words
+from grader.render.model import CheckResult, Part, Report, Status
 
 STATUS_MARK = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱"}
-STATUS_WORDS = {"zh": {"passed": "通过", "failed": "未通过", "error": "出错", "timeout": "超时"},
-                "en": {"passed": "passed", "failed": "failed", "error": "error",
-                       "timeout": "timed out"}}
+STATUS_WORDS = words.table("status")
 STATUS_ZH = STATUS_WORDS["zh"]
 
 
 def status_of(r, lang):
     """(mark, words) of a card: the grader's verdict, or a TA's override beside it."""
-    words = STATUS_WORDS[lang][r["status"]]
+    said = STATUS_WORDS[lang][r["status"]]
     if not r.get("override"):
-        return STATUS_MARK[r["status"]], words
-    return "✎", (f"助教改分（原判：{words}）" if lang == "zh" else f"changed by a TA (grader: {words})")
+        return STATUS_MARK[r["status"]], said
+    return "✎", words.text("status", "override", lang, words=said)
 
 
 def error_of(record, lang):
@@ -38,78 +38,30 @@ def check_line(r, title, lang, mark=None, status=None):
 
 
 def build(rubric, checks, parts, metadata):
-    """One entry per rubric check: status, score and the verdict data of its failing parts."""
+    """The report (model.Report, as its plain data): one CheckResult per rubric check, with its
+    status, score and the verdict data of its failing parts."""
     results = []
     for check in checks:
         runs = parts.get(check.id) or [{"name": "", "status": "error",
                                         "verdict": {"status": "error", "key": "internal",
                                                     "fields": {"message": "the check did not run"}}}]
-        passed = sum(1 for r in runs if r["status"] == "passed")
-        failing = [r for r in runs if r["status"] != "passed"]
-        status = "passed" if not failing else _worst(r["status"] for r in failing)
-        results.append({
-            "id": check.id, "exercise": check.exercise, "visibility": check.visibility,
-            "status": status, "max_score": check.points,
-            "score": round(check.points * passed / len(runs), 4),
-            "parts": [{"name": r["name"], "status": r["status"]} for r in runs],
-            "verdicts": [r["verdict"] for r in failing if r["verdict"]],
-            "notes": [r["note"] for r in runs if r.get("note")],
-        })
-    return {"score": round(sum(r["score"] for r in results), 4),
-            "max_score": sum(r["max_score"] for r in results),
-            "checks": results, "metadata": metadata}
-
-
-def _worst(statuses):
-    order = ["failed", "timeout", "error"]
-    return max(statuses, key=order.index)
+        passed = sum(1 for r in runs if r["status"] == Status.PASSED)
+        failing = [r for r in runs if r["status"] != Status.PASSED]
+        results.append(CheckResult(
+            id=check.id, exercise=check.exercise, visibility=check.visibility,
+            status=Status.worst(r["status"] for r in failing) if failing else Status.PASSED,
+            max_score=check.points, score=round(check.points * passed / len(runs), 4),
+            parts=tuple(Part(r["name"], Status(r["status"])) for r in runs),
+            verdicts=tuple(r["verdict"] for r in failing if r["verdict"]),
+            notes=tuple(r["note"] for r in runs if r.get("note"))))
+    return Report(score=round(sum(r.score for r in results), 4),
+                  max_score=sum(r.max_score for r in results),
+                  checks=tuple(results), metadata=metadata).data()
 
 
 # The text report's own words (the checks' words are the rubric's): one table, zh and en, each
 # language whole in its own sentences; counts go through plural().
-TEXT = {
-    "zh": {
-        "checked": "检查内容：", "see": "去看：", "detail": "   细节：",
-        "parts": "{passed}/{total} 个部分正确：", "part_sep": " —— ", "same": "同上。",
-        "score": "得分：{score} / {max_score}（{passed}/{total} 项检查通过）",
-        "hidden": "另有 {n} 项隐藏检查没有运行，由老师评分时运行；它们还会看：{what}。",
-        "hidden_quiz": "检查题答案的对错（{n} 项）",
-        "hidden_exercise": "{exercise} 与参考实现的对比（{n} 项）",
-        "and": "、",
-        "import_line": "出错的那一行（第 {line} 行，缩进照原样）：",
-        "stuck_line": "超时的时候正在运行这一行（第 {line} 行）：",
-        "not_run": "未运行",
-        "output": "你的代码打印的内容（已截断）",
-        "output_end": "（打印内容到此为止）",
-        "left_out": "笔记本里这些顶层语句不是定义（导入、函数、类、赋值），评分时没有运行，"
-                    "以免一个还在运行的实验单元拖住全部定义：",
-        "title": "多头注意力 · 评分报告",
-        "table_check": "检查", "table_points": "得分", "table_status": "结果",
-        "meta": "隔离方式 {isolation} · 随机种子 {seed} · torch {torch} · 评分表 {rubric_hash}",
-    },
-    "en": {
-        "checked": "Checked: ", "see": "See: ", "detail": "   detail: ",
-        "parts": "{passed} of {total} parts right:", "part_sep": " — ",
-        "same": "The same as above.",
-        "score": "score: {score} / {max_score} ({passed}/{total} {checks} passed)",
-        "hidden": "{n} hidden {checks} {were} not run; your instructor runs them. They still "
-                  "look at: {what}.",
-        "hidden_quiz": "whether the check-question answers are right ({n})",
-        "hidden_exercise": "{exercise} against the reference ({n})",
-        "and": ", ",
-        "import_line": "the line it stopped at (line {line}, indentation as written):",
-        "stuck_line": "the line it was running when time ran out (line {line}):",
-        "not_run": "not run",
-        "output": "what your code printed (truncated)",
-        "output_end": "(end of what your code printed)",
-        "left_out": "These top-level statements of the notebook are not definitions (imports, "
-                    "functions, classes, assignments) and were not run, so that a cell still "
-                    "experimenting cannot hold up every definition:",
-        "title": "Multi-head attention: grading report",
-        "table_check": "check", "table_points": "points", "table_status": "result",
-        "meta": "isolation {isolation} · seed {seed} · torch {torch} · rubric {rubric_hash}",
-    },
-}
+TEXT = words.table("report")
 
 
 def plural(n, one, many):
@@ -335,18 +287,7 @@ def to_markdown(rubric, report, lang):
     return "\n".join(lines)
 
 
-GRADESCOPE = {
-    "zh": {"score": "得分 {score} / {max_score}。", "first": "先看「{title}」：{where}。",
-           "public_ok": "公开检查全部通过。", "all_ok": "全部检查通过。",
-           "hidden": "隐藏检查 {n} 项，通过 {passed} 项；成绩发布后可以看到每一项。",
-           "override": "助教改分：原判 {was} / {max_score}（{status}），改为 {score}。理由：{why}"},
-    "en": {"score": "Score {score} / {max_score}.", "first": "Look first at “{title}”: {where}.",
-           "public_ok": "Every public check passes.", "all_ok": "Every check passes.",
-           "hidden": "{passed} of {n} hidden checks pass; each shows once the grades are "
-                     "published.",
-           "override": "Changed by a TA: the grader gave {was} / {max_score} ({status}), now "
-                       "{score}. Reason: {why}"},
-}
+GRADESCOPE = words.table("gradescope")
 
 
 def _passes(r):
@@ -356,23 +297,23 @@ def _passes(r):
 def gradescope_summary(rubric, report, lang):
     """The sentence a student reads first on Gradescope: the score, the first public check to look
     at (where in the lesson) and where the hidden checks stand, without naming them."""
-    words = GRADESCOPE[lang]
-    lines = [words["score"].format(score=points(report["score"]),
-                                   max_score=points(report["max_score"]))]
+    said = GRADESCOPE[lang]
+    lines = [said["score"].format(score=points(report["score"]),
+                                  max_score=points(report["max_score"]))]
     public = [r for r in report["checks"] if r["visibility"] == "public"]
     hidden = [r for r in report["checks"] if r["visibility"] != "public"]
     first = next((r for r in public if not _passes(r)), None)
     if first is not None:
         check = rubric.by_id[first["id"]]
-        lines.append(words["first"].format(title=check.title[lang],
-                                           where=rubric.section(check.section, lang)))
+        lines.append(said["first"].format(title=check.title[lang],
+                                          where=rubric.section(check.section, lang)))
     elif hidden and not all(_passes(r) for r in hidden):
-        lines.append(words["public_ok"])
+        lines.append(said["public_ok"])
     else:
-        lines.append(words["all_ok"])
+        lines.append(said["all_ok"])
     if hidden:
-        lines.append(words["hidden"].format(n=len(hidden), passed=sum(map(_passes, hidden))))
-    return ("" if lang == "zh" else " ").join(lines)
+        lines.append(said["hidden"].format(n=len(hidden), passed=sum(map(_passes, hidden))))
+    return words.text("gradescope", "join", lang).join(lines)
 
 
 def _gradescope_output(rubric, r, lang):

@@ -1,5 +1,6 @@
 """A student's Markdown page in a batch: the report's Markdown with who and what was graded, the
 package's notes and the TAs' overrides; or why the entry was not graded."""
+from grader import words
 from grader.render import report
 from grader.render.classtext import md_inline
 from grader.render.package import describe as describe_package
@@ -22,11 +23,11 @@ def student_markdown(the_rubric, record, lang):
         head, _, rest = text.partition("\n")
         package = "".join(f"\n- {md_inline(line)}"
                           for line in describe_package(record.get("package"), lang))
-        changed = "".join(f"\n- {'助教改分' if lang == 'zh' else 'changed by a TA'}: `{o['check']}` "
+        changed = "".join(f"\n- {words.text('student_markdown', 'changed', lang)}: `{o['check']}` "
                           f"{_num(o['was'])} → {_num(o['score'])}: {md_inline(o['why'])}"
                           for o in record.get("overrides", []))
         return f"{head}\n\n{_who(record)}\n{package}{changed}{rest}"
-    title = "多头注意力 · 评分报告" if lang == "zh" else "Multi-head attention: grading report"
-    why = "无法评分" if lang == "zh" else "Could not be graded"
+    title = words.text("student_markdown", "title", lang)
+    why = words.text("student_markdown", "not_graded", lang)
     return (f"# {title}\n\n{_who(record)}\n\n"
             f"**{why}:** {md_inline(report.error_of(record, lang))}\n\n**0 / {_num(record.get('max_score'))}**\n")

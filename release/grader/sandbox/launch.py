@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 
-from grader import paths, safefs
+from grader import paths, safefs, words
 from grader.sandbox.runtime import facts, wire
 from grader.sandbox.runtime.facts import UNPRIVILEGED, accelerator_nodes
 
@@ -286,17 +286,15 @@ class WorkerProcess:
         return describe_exit(self.proc.poll(), lang)
 
 
-SIGNAL_WORDS = {"SIGXCPU": ("CPU 时间超限", "CPU time limit"),
-                "SIGXFSZ": ("文件大小超限", "file size limit"), "SIGKILL": ("被强制结束", "killed")}
+SIGNAL_WORDS = ("SIGXCPU", "SIGXFSZ", "SIGKILL")  # the signals words.toml [sandbox] says in words
 
 
 def describe_exit(code, lang="en"):
     """A worker's exit status in words: None (running), an exit code, or -signal."""
-    zh = lang == "zh"
     if code is None:
-        return "仍在运行" if zh else "still running"
+        return words.text("sandbox", "running", lang)
     if code < 0:
         name = signal.Signals(-code).name
-        hint = SIGNAL_WORDS.get(name, (name, name))[0 if zh else 1]
-        return f"信号 {name}（{hint}）" if zh else f"{name} ({hint})"
-    return f"退出码 {code}" if zh else f"exit code {code}"
+        hint = words.text("sandbox", name, lang) if name in SIGNAL_WORDS else name
+        return words.text("sandbox", "signal", lang, name=name, hint=hint)
+    return words.text("sandbox", "exit_code", lang, code=code)

@@ -15,9 +15,15 @@ import json
 import os
 import sys
 
+from grader import words
+
 WORK_FILES = ("attention.py", "attention.ipynb")
-GRADED = {"zh": "评分的文件：`{name}`（{score} 分；仓库里分数较高的那份作业）",
-          "en": "Graded file: `{name}` ({score} points; the better of the repository's work files)"}
+
+
+def _both(key, **fields):
+    """words.toml's [classroom] `key` in both languages, Chinese first, a line each (the step's
+    log is read in either)."""
+    return "\n".join(words.text("classroom", key, lang, **fields) for lang in words.LANGS)
 
 
 def verdict(report_path, check_id):
@@ -26,12 +32,10 @@ def verdict(report_path, check_id):
         with open(report_path, encoding="utf-8") as handle:
             checks = {c["id"]: c for c in json.load(handle)["checks"]}
     except (OSError, ValueError, KeyError) as exc:
-        return 1, (f"没有可读的公开检查结果（`{report_path}: {exc}`）：请看前面的“公开检查”步骤。\n"
-                   f"No readable public-check report (`{report_path}: {exc}`): see the earlier "
-                   "public checks step.")
+        return 1, _both("no_report", report=report_path, error=exc)
     check = checks.get(check_id)
     if check is None:
-        return 1, f"报告里没有检查 {check_id}。\nThe report has no check {check_id}."
+        return 1, _both("no_check", check=check_id)
     from grader.render.report import check_line
 
     if check["status"] == "passed":
@@ -66,14 +70,17 @@ def grade(report_path, summary=None, lang="zh", folder="."):
 
     best = best_work(folder)
     if best is None:
-        print(f"没有可评分的 {' / '.join(WORK_FILES)}。\nNo gradable {' or '.join(WORK_FILES)}.")
+        print("\n".join(words.text("classroom", "no_work", lang,
+                                    files=words.text("classroom", "or", lang).join(WORK_FILES))
+                         for lang in words.LANGS))
         return 1
     name, data = best
     the_rubric = rubric.load()
     os.makedirs(os.path.dirname(os.path.abspath(report_path)), exist_ok=True)
     with open(report_path, "w", encoding="utf-8") as handle:
         handle.write(report.to_json(the_rubric, data, lang))
-    graded = GRADED[lang].format(name=name, score=report.points(data["score"]))
+    graded = words.text("classroom", "graded", lang, name=name,
+                        score=report.points(data["score"]))
     print(graded)
     if summary:  # appended: GitHub's step summary file may already hold other steps' text
         with open(summary, "a", encoding="utf-8") as handle:

@@ -11,7 +11,7 @@ import os
 import sys
 
 from grader import rubric as rubric_module
-from grader import statefile
+from grader import statefile, words
 from grader.judge.submission import SubmissionError
 
 STATE_VERSION = 1
@@ -92,32 +92,7 @@ def next_hint(rubric, exercise, lang, state):
 
 
 # The hint tool's own words (the hints themselves are the rubric's), zh and en.
-TEXT = {
-    "zh": {
-        "title": "提示 · {exercise} · 第 {level}/{total} 级",
-        "repeated": "这已经是最后一级提示（{total}/{total}），再显示一次。"
-                    "提示不会给出答案：对照课文，把你的输出和期望值比一比。",
-        "last": "这是 {exercise} 的最后一级提示。",
-        "more": "还卡着？再运行 {make} 看第 {next} 级提示。",
-        "no_exercise": "错误：没有这个练习：{name}（可选：{known}）",
-        "no_hints": "{exercise}：评分表里没有它的提示",
-        "error": "错误：{message}",
-        "all_pass": "公开检查全部通过，不需要提示了。",
-        "ran": "（运行了公开检查：第一个未完成的练习是 {exercise}）",
-    },
-    "en": {
-        "title": "hint · {exercise} · level {level}/{total}",
-        "repeated": "That was the last hint ({total}/{total}); here it is again. Hints never give "
-                    "the solution: compare your output with the expected one, lesson in hand.",
-        "last": "This is the last hint for {exercise}.",
-        "more": "Still stuck? Run {make} again for hint {next}.",
-        "no_exercise": "error: no such exercise: {name} ({known})",
-        "no_hints": "{exercise}: no hints in the rubric",
-        "error": "error: {message}",
-        "all_pass": "Every exercise passes its public checks: no hint needed.",
-        "ran": "(ran the public checks: the first unfinished exercise is {exercise})",
-    },
-}
+TEXT = words.table("hints")
 
 
 def render(exercise, level, total, text, lang, repeated):

@@ -85,9 +85,14 @@ class KernelJudge:
             raise JudgeDied(self._last_words()) from None
         line = self._read_line(timeout)
         try:
-            return json.loads(line.decode("utf-8"))
-        except ValueError:
-            raise JudgeDied(f"a malformed reply ({line[:80]!r})") from None
+            data = json.loads(line.decode("utf-8"))
+            if not (isinstance(data, dict) and "error" in data):
+                from grader.render.model import Report
+
+                Report.from_data(data)  # a reply that is no report is the judge's failure
+            return data
+        except ValueError as exc:
+            raise JudgeDied(f"a malformed reply ({line[:80]!r}: {exc})") from None
 
     def _read_line(self, timeout):
         deadline = None if timeout is None else time.monotonic() + timeout

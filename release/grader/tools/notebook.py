@@ -23,7 +23,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from grader import paths
+from grader import paths, words
 from grader.judge import cells
 from grader.judge.submission import comment_out_magics
 
@@ -184,31 +184,7 @@ def _exercise_report(data, exercise):
 
 
 # What the kernel's helpers print themselves (the feedback is the report's and the rubric's).
-TEXT = {
-    "zh": {
-        "no_exercise": "没有这个练习：{name!r}（可选：{known}）",
-        "usage": "用法：%check [练习] [--lang zh|en]，不写练习就检查全部练习；例如 %check attend",
-        "lang_set": "反馈语言：中文（要英文反馈：%lang en）",
-        "lang_usage": "用法：%lang zh 或 %lang en",
-        "autograding": "（自动评分中：公开检查的结果见文末的评分单元格）",
-        "could_not_run": "检查没能运行：{message}",
-        "hidden": "{id}：这是隐藏检查，老师评分时才运行",
-        "interrupted": "（评分被中断：超时）",
-        "not_run": "（这项检查没有运行）",
-    },
-    "en": {
-        "no_exercise": "no such exercise: {name!r} ({known})",
-        "usage": "usage: %check [EXERCISE] [--lang zh|en]; with no exercise, every exercise is "
-                 "checked; e.g. %check attend",
-        "lang_set": "feedback language: English (for Chinese: %lang zh)",
-        "lang_usage": "usage: %lang zh or %lang en",
-        "autograding": "(autograding: the public checks' results are in the graded cells at the end)",
-        "could_not_run": "the checks could not run: {message}",
-        "hidden": "{id}: a hidden check, run when your teacher grades",
-        "interrupted": "(grading was interrupted: timeout)",
-        "not_run": "(the check did not run)",
-    },
-}
+TEXT = words.table("notebook")
 
 
 def parse_check_line(line):

@@ -25,7 +25,7 @@ import sys
 import zipfile
 
 from grader.judge import manifest
-from grader import statefile
+from grader import statefile, words
 from grader.judge import submission as submission_module
 from grader.judge.submission import SubmissionError
 
@@ -225,78 +225,7 @@ def git_commit(work, message):
 
 
 # -- the command's words -------------------------------------------------------------------------
-TEXT = {
-    "zh": {
-        "error": "错误：{message}",
-        "error_nothing": "错误：{message}；没有打包",
-        "ask_id": "你的学号（或姓名），只问这一次：",
-        "no_id": "没有学号，没有打包。请这样运行：make submit STUDENT=你的学号",
-        "bad_id": "学号 {student!r} 里没有字母或数字",
-        "remembered": "（学号记在 {file}，下次不用再写）",
-        "submitting": "提交 {work} · 学号：{student}",
-        "no_import": "{file} 无法导入，没有打包",
-        "no_import_where": "出错的是第 {line} 行{cells}（缩进照原样）：",
-        "cells": "（把笔记本的代码单元格连起来数）",
-        "fix_import": "  改好后再运行 make submit（make check 可以边改边查）。",
-        "stub": "{file} 还是没有改动过的模板：{pieces} 个部分都还在 raise NotImplementedError，"
-                "{answers} 道检查题的答案都还是 None。",
-        "sibling": "  你的 {name} 有改动：是不是要交它？make submit SUBMISSION={name}",
-        "nobody": "没有打包：没有人在终端上确认。确实要提交模板，请运行 make submit CONFIRM=1（或 --yes）。",
-        "ask_stub": "仍然提交吗？[y/N] ",
-        "declined": "没有打包。",
-        "stale": "  旧的 {name} 已删除：它装的是更早的版本，不要把它交上去。",
-        "running": "运行公开检查…",
-        "summary": "公开检查：{score}/{max_score} 分 · {passed}/{total} 项通过",
-        "not_passed": "  未通过（不影响提交，但请看一看）：",
-        "full_feedback": "  详细反馈：make check",
-        "hidden": "  另有 {n} 项隐藏检查，由老师评分时运行；它们还会看：{what}。",
-        "unverified": "打包后校验失败，已删除；请再试一次。",
-        "packaged": "✓ 已打包：{target}（{work} + {manifest}，{size} KiB）",
-        "upload": "  请上传这一个文件：{name}（不要上传文件夹、.venv 或别的文件）。",
-        "changed": "{work} 在检查期间又被保存过，没有 commit；请再运行一次 make submit。",
-        "committed": "✓ 已提交到 git：{detail} “{subject}”",
-        "unchanged": "  git：{work} 与上次提交相同，没有新的 commit。",
-        "commit_failed": "git commit 失败（包已写好）：{detail}",
-        "push": "  这份作业用 GitHub Classroom 交：你的 push 就是提交。运行 git push"
-                "（make submit 不会替你 push；{name} 只是留给你自己的副本）。",
-    },
-    "en": {
-        "error": "error: {message}",
-        "error_nothing": "error: {message}; nothing packaged",
-        "ask_id": "your student id (asked once): ",
-        "no_id": "no student id, nothing packaged: run make submit STUDENT=your-id",
-        "bad_id": "student id {student!r} has no letter or digit",
-        "remembered": "(the id is remembered in {file} for next time)",
-        "submitting": "submitting {work} · student: {student}",
-        "no_import": "{file} cannot be imported: nothing packaged",
-        "no_import_where": "it stopped at line {line}{cells} (indentation as written):",
-        "cells": " (counting the notebook's code cells together)",
-        "fix_import": "  Fix it and run make submit again (make check helps while you fix it).",
-        "stub": "{file} is still the untouched stub: all {pieces} pieces still raise "
-                "NotImplementedError and all {answers} quiz answers are None.",
-        "sibling": "  Your {name} has work in it: did you mean make submit SUBMISSION={name}?",
-        "nobody": "not packaged: nobody at the terminal to confirm. To hand in the stub anyway: "
-                  "make submit CONFIRM=1 (or --yes).",
-        "ask_stub": "Submit it anyway? [y/N] ",
-        "declined": "not packaged.",
-        "stale": "  The earlier {name} was removed: it held an older version; do not hand it in.",
-        "running": "running the public checks …",
-        "summary": "public checks: {score}/{max_score} points · {passed}/{total} passed",
-        "not_passed": "  not passed (they do not block the package):",
-        "full_feedback": "  full feedback: make check",
-        "hidden": "  {n} hidden {checks} {are} run by your instructor; they still look at: "
-                  "{what}.",
-        "unverified": "the package did not verify and was removed; try again.",
-        "packaged": "✓ packaged: {target} ({work} + {manifest}, {size} KiB)",
-        "upload": "  Upload this one file: {name} (not the folder, not .venv).",
-        "changed": "{work} was saved again while it was checked: not committed; run make submit again.",
-        "committed": "✓ committed to git: {detail} \"{subject}\"",
-        "unchanged": "  git: {work} is as last committed; no new commit.",
-        "commit_failed": "git commit failed (the zip is written): {detail}",
-        "push": "  This assignment is handed in through GitHub Classroom: your push is the "
-                "submission. Run git push (make submit never pushes; {name} is a copy for you).",
-    },
-}
+TEXT = words.table("submit")
 YES = ("y", "yes", "是", "确定")
 
 

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-from grader import options
+from grader import options, words
 from grader.sandbox import launch as sandbox
 from grader.judge import submission as submission_module
 from grader.tools.hints import (exercise_progress, first_unfinished, ladders, record_run,
@@ -116,40 +116,7 @@ class FileWatch:
 
 
 # -- the screen ----------------------------------------------------------------------------------
-TEXT = {
-    "zh": {
-        "header": "── {name} · 第 {n} 次检查 · {seconds} 秒 ──",
-        "progress": "已完成 {done}/{total} 个练习：{marks}",
-        "checks": "公开检查：{passed}/{total} 项通过",
-        "all_done": "公开检查全部通过。还不知道的：{hidden} 项隐藏检查，老师评分时运行，它们还会看{what}；make check 显示完整报告。",
-        "import": "下一步：让 {name} 能够导入（见上面的行号），保存后自动重新检查。",
-        "timeout": "下一步：找找 {ex} 里的死循环，保存后自动重新检查。卡住了？运行 make hint EX={ex}",
-        "next": "下一步：修改 {ex} 并保存，检查会自动重新运行。卡住了？运行 make hint EX={ex}",
-        "error": "错误：{message}",
-        "internal": "评分器内部错误（不是你的错）：{message}",
-        "output": "你的代码打印了：",
-        "watching": "正在监视 {name}，保存即重新检查（{backend}；Ctrl-C 退出）…",
-        "checking": "正在检查…",
-        "bye": "已退出 watch。再见！",
-    },
-    "en": {
-        "header": "── {name} · run {n} · {seconds} s ──",
-        "progress": "{done}/{total} exercises done: {marks}",
-        "checks": "public checks: {passed}/{total} passed",
-        "all_done": "Every public check passes. Not known yet: {hidden} hidden {checks}, run when "
-                    "your instructor grades, still look at {what}; make check shows the full "
-                    "report.",
-        "import": "Next: make {name} import again (see the line above); it is rechecked on save.",
-        "timeout": "Next: look for an endless loop in {ex} and save. Stuck? make hint EX={ex}",
-        "next": "Next: fix {ex} and save; the checks rerun by themselves. Stuck? make hint EX={ex}",
-        "error": "error: {message}",
-        "internal": "internal grader error (not your fault): {message}",
-        "output": "your code printed:",
-        "watching": "Watching {name} for changes ({backend}; Ctrl-C to quit)…",
-        "checking": "checking…",
-        "bye": "watch stopped. bye",
-    },
-}
+TEXT = words.table("watch")
 
 
 def next_step(failing):

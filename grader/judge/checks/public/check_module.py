@@ -404,7 +404,7 @@ def test_attention_by_hand(student, seed):
         except StudentError as exc:
             if exc.not_implemented or exc.during == "import":
                 raise
-            # the worker's own refusal, never a student's class of that name (worker.reported_name)
+            # the worker's own refusal, never a student's class of that name (worker.py's mro)
             if exc.is_a("contract.LibraryAttentionDisabled"):
                 raise Verdict("forbidden", what="LibraryAttentionDisabled") from None
         except WorkerFailure:

@@ -3,12 +3,17 @@ into the grading process: the file is parsed, never run, so nothing the student'
 run time can change what it finds.
 
 Names are read for what they mean: a function, class, argument or variable the student defines
-is theirs, whatever it is called (a hand-written helper named `scaled_dot_product_attention` is
-no library route); a reference counts when it resolves to torch (an import from torch, a name
-bound to one, an attribute of one) or to nothing the file defines.  Strings are followed too: a
-name built from literals (`getattr(sys, "mod" + "ules")`) is read as the name it spells, and a
-getattr of a computed name on a module is itself a route.  What it still cannot see (a name
-decoded from data at run time) is said in the rubric's text of module.no_library_attention."""
+is theirs, whatever it is called (a hand-written helper named `scaled_dot_product_attention`, an
+argument named `inspect`, `model.eval()`, `nn.modules.Linear` are no routes); a reference counts
+when it resolves to torch (an import from torch, a name bound to one, an attribute of one), to
+the module it names (`import inspect`, `os.sys.modules`) or to nothing the file defines (a
+builtin: `eval`, `compile`).  Strings are followed when they could be a name or code: a name
+built from literals (`getattr(sys, "mod" + "ules")`) is read as the name it spells, while prose
+(an error message, a comment written as a string) is no route.  An attribute read by a name the
+scan cannot fold (getattr on a module, `__getattribute__`, `operator.attrgetter`) is itself a
+route, and so is code built at run time (`compile`, `types.FunctionType`, marshal, pickle).
+What it still cannot see (a name decoded from data at run time and used without any of these)
+is said in the rubric's text of module.no_library_attention."""
 import ast
 import functools
 
@@ -17,16 +22,29 @@ LIBRARY_PARTS = ("scaled_dot_product", "multi_head_attention", "MultiheadAttenti
                  "flex_attention", "TransformerEncoder", "TransformerDecoder")
 LIBRARY_NAMES = {"Transformer", "importlib", "__import__", "eval", "exec", "_C", "aten", "library"}
 SHOWN = {"_C": "torch._C", "aten": "torch.ops.aten"}
-# Names that reach into the grading process itself (the worker's code, frames, the object graph,
-# any module by a run-time name, code built at run time): what the worker reports about the
+# Builtins that run code or import by a run-time name: they count as the builtin (a bare name
+# the file does not bind, an attribute of the builtins module), never as another object's
+# method of that name (`model.eval()`, `torch.compile`).
+BUILTIN_CALLS = {"eval", "exec", "compile", "__import__"}
+# Modules that reach into the grading process (the worker's own, frames, the object graph, any
+# module by a run-time name) or build code at run time: a name counts where it stands for the
+# module, not where it is the student's own variable, argument or attribute.
+TAMPER_MODULES = {"__main__", "gc", "inspect", "ctypes", "_ctypes", "importlib", "builtins",
+                  "worker", "contract", "wire", "zygote", "marshal", "pickle", "_pickle", "dill",
+                  "cloudpickle", "codecs"}
+# What reaches into the grading process wherever it is named: what the worker reports about the
 # block could then be forged, so no registry-based point.
-TAMPER_NAMES = {"__main__", "gc", "inspect", "ctypes", "worker", "contract", "wire", "zygote",
-                "builtins", "__builtins__", "_getframe", "f_back", "f_globals", "f_locals",
-                "__globals__", "get_objects", "get_referrers", "meta_path", "settrace",
-                "setprofile", "sys.modules", "importlib", "__import__", "eval", "exec",
-                "tb_frame", "gi_frame", "cr_frame", "ag_frame", "_current_frames",
-                "__subclasses__", "__closure__", "__code__"}
+TAMPER_NAMES = {"__builtins__", "_getframe", "f_back", "f_globals", "f_locals", "__globals__",
+                "get_objects", "get_referrers", "meta_path", "settrace", "setprofile",
+                "sys.modules", "tb_frame", "gi_frame", "cr_frame", "ag_frame", "_current_frames",
+                "__subclasses__", "__closure__", "__code__", "FunctionType", "LambdaType",
+                "CodeType"} | TAMPER_MODULES | BUILTIN_CALLS
 ATTRIBUTE_FUNCTIONS = {"getattr", "setattr", "delattr", "hasattr"}
+# getattr's other spellings: the attribute's name is an argument, or not visible at all when the
+# getter itself is handed on.
+NAME_GETTERS = {"getattr", "__getattribute__", "attrgetter", "methodcaller"}
+# A module's own file: torch's source read to be compiled again outside the refusing kernels.
+SOURCE_FILES = {"__file__", "__path__", "__spec__", "__loader__", "__cached__"}
 OWNED_ROOTS = {"self", "cls", "super", "type"}  # chains that start at the student's own object
 
 
@@ -44,6 +62,7 @@ def _routes(source):
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return (), ()
+    _annotate(tree)
     constants = _string_constants(tree)
     names = Bindings(tree)
     library, tamper = set(), set()
@@ -54,24 +73,30 @@ def _routes(source):
 
 
 class Bindings:
-    """What each name of the file is bound to: an import (torch's or another module's), or the
-    student's own definition (def, class, argument, assignment, loop or with target)."""
+    """What each name of the file is bound to: an import (`modules`: the dotted path it stands
+    for, an alias `F = torch.nn.functional` too; `torch`: torch's objects), or the student's own
+    definition (`defined`: def, class, argument, assignment, loop, with or except target).
+    `own` is what the library scan leaves to the student: the definitions, the attributes they
+    set, and names imported from their own helper modules."""
 
     def __init__(self, tree):
-        self.imported, self.torch, self.own = set(), set(), set()
+        self.imported, self.torch, self.own, self.defined = set(), set(), set(), set()
+        self.modules, self.aliases = {}, set()
         for node in ast.walk(tree):
             self._bind(node)
-        for _ in range(3):  # F = torch.nn.functional; G = F: names bound to torch's objects
+        for _ in range(3):  # F = torch.nn.functional; G = F; s = sys: bound to torch or a module
             for node in ast.walk(tree):
-                if isinstance(node, ast.Assign) and self.is_torch(node.value):
-                    self.torch |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+                if isinstance(node, ast.Assign):
+                    self.aliases |= self._alias(node)
         self.own -= self.torch
+        self.defined -= set(self.modules)  # imported and also defined: read as the import
 
     def _bind(self, node):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 bound = alias.asname or alias.name.split(".")[0]
                 self.imported.add(bound)
+                self.modules[bound] = alias.name if alias.asname else bound
                 if alias.name.split(".")[0] == "torch":
                     self.torch.add(bound)
         elif isinstance(node, ast.ImportFrom):
@@ -80,12 +105,36 @@ class Bindings:
                 bound = alias.asname or alias.name
                 (self.torch if from_torch else self.own).add(bound)
                 self.imported.add(bound)
+                if not node.level:
+                    self.modules[bound] = f"{node.module}.{alias.name}"
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            self.own.add(node.name)
+            self._define(node.name)
         elif isinstance(node, ast.arg):
-            self.own.add(node.arg)
-        elif isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Store):
-            self.own.add(node.id if isinstance(node, ast.Name) else node.attr)
+            self._define(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            self._define(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            self._define(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            self.own.add(node.attr)
+
+    def _define(self, name):
+        self.own.add(name)
+        self.defined.add(name)
+
+    def _alias(self, node):
+        """The names an assignment binds to torch's objects or to an imported path."""
+        targets = {t.id for t in node.targets if isinstance(t, ast.Name)}
+        if self.is_torch(node.value):
+            self.torch |= targets
+        path = dotted(node.value)
+        root, _, rest = (path or "").partition(".")
+        if root not in self.modules or root in targets:
+            return set()
+        for target in targets:
+            self.modules[target] = self.modules[root] + ("." + rest if rest else "")
+        self.imported |= targets
+        return targets
 
     def root(self, node):
         """The name an expression's chain of attributes, calls and subscripts starts at."""
@@ -103,13 +152,56 @@ class Bindings:
         return root in OWNED_ROOTS or root in self.own or (root in self.imported
                                                            and root not in self.torch)
 
+    def is_students(self, node):
+        """The chain starts at an object the student made: self, an argument, a variable."""
+        root = self.root(node)
+        return root in OWNED_ROOTS or root in self.defined
+
+    def stands_for_itself(self, name):
+        """A bare name means the module or builtin it spells unless the student binds it
+        (an import of it counts; a dunder such as __builtins__ always does)."""
+        return name.startswith("__") or name in self.modules or name not in self.defined
+
+
+def module_path(node, names):
+    """The dotted path of an expression that stands for an import (sys, torch.nn.functional,
+    an alias F or s = sys), else None: what the student imports from their own helper modules is
+    theirs."""
+    path = dotted(node)
+    root = (path or "").split(".")[0]
+    if root in names.modules and (root not in names.own or root in names.aliases):
+        return path
+    return None
+
+
+def is_module(node, module, constants, names):
+    """The expression stands for `module` as far as the file shows: a name imported as it (or
+    aliased to it), a free name of that spelling, another object's attribute of that name
+    (os.sys, torch.sys), or an import of it by a name folded to it or not foldable."""
+    if isinstance(node, ast.Name):
+        if node.id in names.modules:
+            return names.modules[node.id] == module
+        builtins = (node.id, module) == ("__builtins__", "builtins")
+        return node.id not in names.defined and (node.id == module or builtins)
+    if isinstance(node, ast.Attribute):
+        return node.attr == module and not names.is_students(node.value)
+    if isinstance(node, ast.Call) and node.args:
+        function = _called_name(node.func)
+        if function in ("__import__", "import_module"):
+            text = fold(node.args[0], constants)
+            return text is None or text == module
+        if function == "getattr" and len(node.args) > 1:
+            return fold(node.args[1], constants) == module
+    return False
+
 
 def _library_refs(node, constants, names):
     """Library routes at one node: torch's attention by name, attribute, import or string."""
     if isinstance(node, ast.Name) and node.id not in names.own:
         yield from _library_words(node.id)
     elif isinstance(node, ast.Attribute) and (names.is_torch(node) or not names.is_owned(node)):
-        yield from _library_words(node.attr)
+        if node.attr not in BUILTIN_CALLS or is_module(node.value, "builtins", constants, names):
+            yield from _library_words(node.attr)
     elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
         for alias in node.names:
             yield from _library_words(alias.name)
@@ -124,7 +216,8 @@ def _library_refs(node, constants, names):
     else:
         text = _folded(node, constants)
         if text is not None and text not in names.own:
-            yield from _library_words(text)
+            words = list(_library_words(text))
+            yield from words if words and _name_or_code(text) else ()
 
 
 def _library_words(text):
@@ -133,31 +226,82 @@ def _library_words(text):
         yield SHOWN.get(text, text)
 
 
+def _name_or_code(text):
+    """A string leads somewhere only as a name (an identifier or a dotted path, for getattr or
+    import_module) or as code handed to a compiler; prose (an error message, a comment) cannot."""
+    if all(part.isidentifier() for part in text.split(".")):
+        return True
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
 def _tamper_refs(node, constants, names):
-    """Routes into the grading process at one node (names, attributes, imports and the strings
-    that spell them; getattr of a computed name on a module; a module's __dict__)."""
-    if isinstance(node, ast.Attribute):
-        root = names.root(node)
-        if node.attr == "modules" and root in names.imported and root not in names.own:
-            yield "sys.modules"
-        if node.attr == "__dict__" and root in names.imported:
-            yield f"{root}.__dict__"
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
+    """Routes into the grading process at one node (names read for what they stand for,
+    attributes, imports and the strings that spell them; attributes read by a computed name;
+    a module's __dict__)."""
+    if isinstance(node, ast.Name):
+        if node.id in TAMPER_NAMES and names.stands_for_itself(node.id):
+            yield node.id
+        yield from _name_getter(node, node.id, constants, names)
+    elif isinstance(node, ast.Attribute):
+        yield from _tamper_attribute(node, constants, names)
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        yield from _tamper_imports(node)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
         yield from _computed_attribute(node, constants, names)
-    for text in _spelled(node, constants):
-        if text in TAMPER_NAMES:
-            yield text
-        elif text == "modules" and isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr,
-                                                     ast.Call, ast.Subscript)):
+    text = _folded(node, constants)
+    if text in TAMPER_NAMES or text in NAME_GETTERS - {"getattr"}:
+        yield text
+    elif text == "modules":
+        yield "sys.modules"
+
+
+def _tamper_attribute(node, constants, names):
+    attr, value = node.attr, node.value
+    if attr == "modules":
+        if is_module(value, "sys", constants, names):
             yield "sys.modules"
+    elif attr == "__dict__":
+        root = names.root(node)
+        if root in names.imported:
+            yield f"{root}.__dict__"
+    elif attr in BUILTIN_CALLS:
+        if is_module(value, "builtins", constants, names):
+            yield attr
+    elif attr in TAMPER_MODULES:
+        if not names.is_students(value):
+            yield attr
+    elif attr in TAMPER_NAMES:
+        yield attr
+    elif attr in SOURCE_FILES and names.is_torch(value):
+        yield f"{ast.unparse(value)}.{attr}"
+    yield from _name_getter(node, attr, constants, names)
+
+
+def _tamper_imports(node):
+    """import gc, from inspect import currentframe, from sys import modules (a relative import
+    is the student's own folder)."""
+    if isinstance(node, ast.Import):
+        paths = [alias.name for alias in node.names]
+    elif node.level:
+        return
+    else:
+        paths = [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
+    for path in paths:
+        yield from (part for part in path.split(".") if part in TAMPER_NAMES)
+        if path in TAMPER_NAMES:
+            yield path
 
 
 def _computed_attribute(node, constants, names):
     """getattr(sys, name) / vars(sys) with a name the scan cannot fold: any attribute of a
-    module, the worker's included, chosen at run time."""
+    module (torch's included: torch.sys), the worker's included, chosen at run time."""
     function, target = node.func.id, node.args[0]
-    module = names.root(target) if isinstance(target, ast.Name) else None
-    if module not in names.imported or module in names.own:
+    module = module_path(target, names)
+    if module is None or function in names.defined:
         return
     if function == "vars":
         yield f"vars({module})"
@@ -166,20 +310,46 @@ def _computed_attribute(node, constants, names):
         yield f"{function}({module}, …)"
 
 
-def _spelled(node, constants):
-    """The names a node spells: identifiers, attributes, imports, and string expressions that
-    fold to a constant (a docstring is not a route)."""
+def _name_getter(node, name, constants, names):
+    """getattr handed on as a value, or __getattribute__ / operator.attrgetter / methodcaller
+    with a name the scan cannot fold: any attribute of any object (a module's too), chosen at
+    run time.  getattr's own calls are _computed_attribute's."""
+    if name not in NAME_GETTERS or (isinstance(node, ast.Name) and node.id in names.defined) \
+            or (name in ("attrgetter", "methodcaller") and isinstance(node, ast.Attribute)
+                and names.is_students(node.value)):
+        return
+    call = getattr(node, "call", None)
+    if call is None:
+        yield f"{name}(…)"
+    elif name == "__getattribute__" and not _is_super(node.value):
+        yield from ("__getattribute__(…)",) if _unfolded(call.args[-1:], constants) else ()
+    elif name in ("attrgetter", "methodcaller"):
+        chosen = call.args if name == "attrgetter" else call.args[:1]
+        yield from (f"{name}(…)",) if _unfolded(chosen, constants) else ()
+
+
+def _unfolded(args, constants):
+    return not args or any(fold(a, constants) is None for a in args)
+
+
+def _is_super(node):
+    """super(): the student's own object, whatever it is called with (the two-argument form
+    reaches any object)."""
+    return isinstance(node, ast.Call) and _called_name(node.func) == "super" and not node.args
+
+
+def _called_name(func):
+    return func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+
+
+def dotted(node):
+    """a.b.c for a chain of names and attributes, else None."""
     if isinstance(node, ast.Name):
-        yield node.id
-    elif isinstance(node, ast.Attribute):
-        yield node.attr
-    elif isinstance(node, ast.alias):
-        yield from node.name.split(".")
-        yield node.asname or ""
-    else:
-        text = _folded(node, constants)
-        if text is not None:
-            yield text
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = dotted(node.value)
+        return f"{base}.{node.attr}" if base is not None else None
+    return None
 
 
 def _folded(node, constants):
@@ -190,18 +360,24 @@ def _folded(node, constants):
     return None
 
 
-def _string_constants(tree):
-    """name -> folded string, for names assigned a string expression (e.g. a = "scaled_" + ...);
-    docstrings and the "__main__" of `if __name__ == "__main__"` marked: they are no routes."""
+def _annotate(tree):
+    """Strings that are no routes marked (docstrings and other strings standing alone as a
+    statement, which nothing reads; the "__main__" of `if __name__ == "__main__"`), and each
+    called expression given its call (`node.call`), for the getters whose arguments matter."""
     for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(body[0].value, ast.Constant):
-            body[0].value.is_docstring = True
-        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) \
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
+                and isinstance(node.value.value, str):
+            node.value.is_docstring = True
+        elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) \
                 and node.left.id == "__name__":
             for constant in node.comparators:
                 constant.is_docstring = True
+        elif isinstance(node, ast.Call):
+            node.func.call = node
+
+
+def _string_constants(tree):
+    """name -> folded string, for names assigned a string expression (e.g. a = "scaled_" + ...)."""
     constants = {}
     for _ in range(3):  # names built from names built from literals
         for node in ast.walk(tree):

@@ -258,6 +258,9 @@ def weights_factor(weights, q, k, allowed):
     relations = [(scores, allowed & finite_rows, -1), (scores, live, -1), (scores, allowed, -2)]
     if scores.shape[-1] == scores.shape[-2]:
         relations.append((scores.transpose(-2, -1), allowed & finite_rows, -1))
+    axis = softmax_axis(w)
+    if axis is not None and axis < w.dim() - 2:  # over the heads or the batch: its own relation
+        relations.append((scores, allowed & ~torch.isnan(w), axis))
     for s, cells, axis in relations:
         c = fitted_factor(w, s, cells, axis, strict=False)
         if c is not None and c > C_MIN:
@@ -338,15 +341,22 @@ def weights_problem(weights, allowed, q=None, k=None):
 
 def softmax_axis(w):
     """The axis other than the last that the weights sum to 1 over, when the rows do not (a
-    softmax without dim: for 4-D scores torch picks axis 1, the heads), else None."""
-    if torch.isnan(w).any() or w.dim() < 2 or not bool((w >= 0).all()):
+    softmax over dim=0 or 1, or without dim: for 4-D scores torch picks axis 1, the heads), else
+    None.  NaN (a masked cell that is -inf in every head, normalised over the heads) is left out:
+    the lines along an axis that hold none must sum to 1."""
+    finite = ~torch.isnan(w)
+    if w.dim() < 2 or not bool(finite.any()) or not bool((w[finite] >= 0).all()):
         return None
-    if torch.allclose(w.sum(dim=-1), torch.ones_like(w[..., 0]), atol=1e-4):
+    rows = finite.all(dim=-1)
+    if bool(rows.any()) and torch.allclose(w.sum(dim=-1)[rows], torch.ones_like(w[..., 0])[rows],
+                                           atol=1e-4):
         return None
     for axis in range(w.dim() - 1):
-        sums = w.sum(dim=axis)
-        if w.shape[axis] > 1 and torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
-            return axis
+        lines = finite.all(dim=axis)
+        if w.shape[axis] > 1 and bool(lines.any()):
+            sums = torch.nan_to_num(w).sum(dim=axis)[lines]
+            if torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
+                return axis
     return None
 
 
@@ -366,7 +376,7 @@ def _leak_mistake(w, scores, allowed):
         fill = torch.where(blocked, w, torch.full_like(w, float("nan")))
         row_max = torch.where(blocked, fill, torch.full_like(w, -1.0)).amax(dim=-1, keepdim=True)
         if bool(((w - row_max).abs()[blocked] < 1e-6).all()) and allowed.shape[-1] > 2:
-            return "mask_fill_zero"
+            return "mask_fill_constant"  # 0, -1 or any one number: the weights alone cannot tell
     return "weights_leak"
 
 

@@ -10,24 +10,63 @@ torch's own registries of every submodule, not through the student's (overridabl
 Nothing here decides a verdict: it writes the judge's weights, reads what it is asked, and answers
 with plain data.  Everything it reports is a claim to the judge, which scores behaviour.
 """
-import torch
-from torch import nn
-from torch.nn.utils import parametrize
+import builtins
+import collections
+
+# This module's functions look names up in a copy of the builtins taken at import (before any
+# student code): a student who rebinds `builtins.dict` or `builtins.isinstance` (reached through
+# `print.__self__`, say) changes what their own code sees, not what the readers below see.
+__builtins__ = dict(vars(builtins))
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn.utils import parametrize  # noqa: E402
 
 PROJECTIONS = {"fused": ("qkv", "out_proj"), "separate": ("q_proj", "k_proj", "v_proj", "out_proj")}
-_MODULE_DICT = object.__getattribute__  # the instance's own __dict__, whatever the class overrides
+# The true descriptors, taken when the worker is prepared, before any student code: a class's own
+# namespace and method resolution order (whatever its metaclass says), a module's own __dict__
+# (whatever its class defines under that name: a property, a __class__ swapped in after __init__),
+# and the lookup torch's own code makes for `self._parameters`.
+_CLASS_DICT = type.__dict__["__dict__"].__get__
+_MRO = type.__dict__["__mro__"].__get__
+_QUALNAME = type.__dict__["__qualname__"].__get__
+_NAME = type.__dict__["__name__"].__get__
+_INSTANCE_DICT_SLOT = _CLASS_DICT(nn.Module)["__dict__"]
+_INSTANCE_DICT = _INSTANCE_DICT_SLOT.__get__
+_GETSET = type(_INSTANCE_DICT_SLOT)
+_LOOKUP = object.__getattribute__
+_OBJECT, _MODULE, _TORCH_TENSOR = object, nn.Module, torch.Tensor
 _TENSOR = torch._C.TensorBase
 _SHAPE = _TENSOR.__dict__["shape"].__get__  # a tensor's own shape, whatever a subclass overrides
+_NO_FUNCTION, _NO_DISPATCH = torch._C.DisableTorchFunction, torch._C._DisableTorchDispatch
+# What a module's registries are, and the names through which a class could stand in for them:
+# no class of a graded block may define one (object's own, and a __dict__ slot CPython made for
+# the class itself, excepted).
+REGISTRIES = ("_parameters", "_buffers", "_modules")
+REGISTRY_TYPES = (dict, collections.OrderedDict)
+GUARDED = ("__dict__", "__getattribute__", "__class__", "_non_persistent_buffers_set") + REGISTRIES
 
 
 class LibraryAttentionDisabled(RuntimeError):
     """Raised by torch's fused attention inside the worker: the exercise writes it by hand."""
 
 
+# aten operators whose name holds one of these are torch's ready-made attention (sdpa and every
+# fused kernel behind it, the native multi-head attention, the fused transformer layers).
+REFUSED_PARTS = ("attention", "transformer")
+# Refused on these keys always, and on every other key that has a kernel of the operator's own
+# (torch._C._dispatch_dump): CompositeImplicitAutograd covers each backend without one.
+ALWAYS_REFUSED_ON = ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "CPU", "Meta",
+                     "Autograd")
+
+
 def disable_library_attention(torch_module):
     """Make torch's fused attention unusable before any student code is imported: every aten
-    kernel whose name holds scaled_dot_product or multi_head_attention, the functional entry
-    points and nn.MultiheadAttention raise.  A route through them breaks the behaviour checks.
+    kernel of an operator whose name holds attention or transformer, on every dispatch key it has
+    a kernel for (vmap's batching rules, autocast, autograd, nested tensors and meta included:
+    a call redispatched to any key lands on a refusal), the functional entry points,
+    nn.MultiheadAttention, flex_attention and torch.onnx's reference attention raise.  A route
+    through them breaks the behaviour checks.
 
     The kernels are registered on a dispatcher handle that no Python object refers to (a pybind
     object, untracked by gc, kept alive by one leaked reference): no code in this interpreter can
@@ -40,12 +79,10 @@ def disable_library_attention(torch_module):
                                        "write attention by hand")
 
     handle = torch_module._C._dispatch_library("IMPL", "aten", "")
-    names = [n.split("::", 1)[1] for n in torch_module._C._dispatch_get_all_op_names()
-             if n.startswith("aten::") and ("scaled_dot_product" in n or "multi_head_attention" in n)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
-        for name in names:
-            for key in ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "CPU"):
+        for name, keys in refused_kernels(torch_module):
+            for key in keys:
                 handle.impl(name, key, refuse, False)
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(handle))  # lives as long as the process
     del handle
@@ -55,23 +92,52 @@ def disable_library_attention(torch_module):
     torch_module.nn.MultiheadAttention.__init__ = refuse
     torch_module.nn.MultiheadAttention.forward = refuse
     _refuse_flex_attention(refuse)
+    # torch.onnx.ops.attention runs a reference attention in Python (matmul, softmax) for the
+    # cases sdpa does not take: its module is a refusing one before anyone imports it (torch.onnx
+    # itself still imports: it only binds the name).
+    _refusing_module("torch.onnx.ops", refuse)
+
+
+def refused_kernels(torch_module):
+    """[(operator name with overload, [dispatch keys])] to refuse: ~0.1 ms for the dumps."""
+    c = torch_module._C
+    known = set(c.DispatchKey.__members__)
+    found = []
+    for full in c._dispatch_get_all_op_names():
+        if not full.startswith("aten::") or not any(p in full for p in REFUSED_PARTS):
+            continue
+        keys = set(ALWAYS_REFUSED_ON)
+        for line in c._dispatch_dump(full).splitlines():  # "CPU: registered at ...", "Autograd[alias]: ..."
+            key = line.split(":", 1)[0].removesuffix("[alias]")
+            if key in known:
+                keys.add(key)
+        found.append((full.split("::", 1)[1], sorted(keys)))
+    return found
 
 
 def _refuse_flex_attention(refuse):
     """flex_attention runs eagerly on CPU too: its module is replaced, before anyone imports it,
     by one whose every name raises; the higher-order op it calls refuses as well."""
     import sys
-    import types
 
-    stub = types.ModuleType("torch.nn.attention.flex_attention")
-    stub.__getattr__ = _refusing(refuse)  # PEP 562: every name of the module raises
-    sys.modules[stub.__name__] = stub
-    parent = sys.modules.get("torch.nn.attention")  # imported with torch
-    if parent is not None:
-        parent.flex_attention = stub
+    _refusing_module("torch.nn.attention.flex_attention", refuse)
     operators = sys.modules.get("torch._higher_order_ops.flex_attention")
     if operators is not None:
         operators.flex_attention = refuse
+
+
+def _refusing_module(name, refuse):
+    """sys.modules[name] (and the parent's attribute, where the parent is imported) becomes a
+    module every name of which raises."""
+    import sys
+    import types
+
+    stub = types.ModuleType(name)
+    stub.__getattr__ = _refusing(refuse)  # PEP 562: every name of the module raises
+    sys.modules[name] = stub
+    parent, _, child = name.rpartition(".")
+    if parent in sys.modules:
+        setattr(sys.modules[parent], child, stub)
 
 
 def _refusing(refuse):
@@ -86,22 +152,74 @@ def _refusing(refuse):
 
 
 # -- torch's own registries, read past any override of the student's class ----------------------
+def _namespace(obj):
+    """The instance's own __dict__ (through nn.Module's slot, taken at preparation), or None for
+    an object whose true type is no nn.Module."""
+    if _MODULE not in _MRO(type(obj)):
+        return None
+    return _INSTANCE_DICT(obj)
+
+
 def _own(module, table):
     """A registry (_modules, _parameters, _buffers) as a plain dict, read with dict's own methods:
     a dict subclass the student put there cannot answer for itself."""
-    found = dict.get(_MODULE_DICT(module, "__dict__"), table)
+    namespace = _namespace(module)
+    found = dict.get(namespace, table) if namespace is not None else None
     return dict(dict.items(found)) if isinstance(found, dict) else {}
 
 
+def tampering(module):
+    """What of the block stands between torch's registries and a reader of them, as short words
+    for the judge (a claim: the judge then gives no registry-based point): a class in the MRO of
+    a module of the tree that defines one of GUARDED (a property for __dict__ or _parameters, a
+    __getattribute__, a __class__ swapped in after __init__, whatever a metaclass added), a
+    registry that is no plain dict, one that torch's own lookup (`self._parameters`) finds
+    elsewhere than in the instance's dict, or a non-module among the submodules.  [] for every
+    block written the ordinary way."""
+    found = []
+    for name, current in walk(module):
+        where = f"self.{name}" if name else "self"
+        namespace = _namespace(current)
+        if namespace is None:
+            found.append(f"{where} is no nn.Module")
+            continue
+        for klass in _MRO(type(current)):
+            if klass is _OBJECT:
+                continue
+            own = _CLASS_DICT(klass)
+            for attr in GUARDED:
+                if attr in own and not _made_by_python(klass, attr, own[attr]):
+                    found.append(f"{str(_QUALNAME(klass))[:60]}.{attr}")
+        for table in REGISTRIES:
+            value = dict.get(namespace, table)
+            if type(value) not in REGISTRY_TYPES:
+                found.append(f"{where}.{table} is a {str(_NAME(type(value)))[:40]}")
+                continue
+            try:
+                seen = _LOOKUP(current, table)
+            except Exception:  # a lookup that raises is no registry either
+                seen = None
+            if seen is not value:
+                found.append(f"{where}.{table} is read elsewhere")
+    return sorted(set(found))[:8]
+
+
+def _made_by_python(klass, attr, value):
+    """A __dict__ slot CPython made for this very class (a class whose bases have no __dict__:
+    one with __slots__ among them, as ABC's): it answers with the instance's true dict."""
+    return attr == "__dict__" and type(value) is _GETSET and value.__objclass__ is klass
+
+
 def _shape(t):
-    with torch._C.DisableTorchFunctionSubclass():
+    """A tensor's own shape: no subclass override, torch-function or dispatch mode answers."""
+    with _NO_FUNCTION(), _NO_DISPATCH():
         return [int(s) for s in _SHAPE(t)]
 
 
 def _plain(t):
     """A plain copy of a tensor's values (a subclass's detach or clone is never called)."""
-    with torch._C.DisableTorchFunctionSubclass():
-        return _TENSOR.clone(_TENSOR.detach(t)).as_subclass(torch.Tensor)
+    with _NO_FUNCTION(), _NO_DISPATCH():  # nor a mode the student's code entered
+        return _TENSOR.as_subclass(_TENSOR.clone(_TENSOR.detach(t)), _TORCH_TENSOR)
 
 
 def walk(module, prefix=""):
@@ -212,7 +330,8 @@ def _unblocks(kind, matrices):
 
 # -- what the judge asks ---------------------------------------------------------------------------
 def describe(module, d_model):
-    """The layout, the parameters and the mask as torch's registries hold them (a claim)."""
+    """The layout, the parameters and the mask as torch's registries hold them, and what of the
+    block stands between those registries and a reader (`tampered`, see tampering): a claim."""
     kind, slots = layout(module, d_model)
     mask = getattr(module, "mask", None)
     registered = "missing" if mask is None else "attribute"
@@ -225,7 +344,8 @@ def describe(module, d_model):
         "found": {n: s is not None if kind else s for n, s in slots.items()},
         "params": [[n, _shape(p)] for n, p in parameters(module)],
         "mask": {"registered": registered,
-                 "value": _plain(mask) if isinstance(mask, torch.Tensor) else None},
+                 "value": _plain(mask) if isinstance(mask, _TORCH_TENSOR) else None},
+        "tampered": tampering(module),
     }
 
 

@@ -95,9 +95,33 @@ def _mask(block):
 
 
 def place(block, device=None, dtype=None):
-    """block.to(device) or block.to(dtype) as nn.Module defines it; where its mask is then."""
+    """block.to(device) or block.to(dtype) as nn.Module defines it; its mask before and after,
+    and the tensors that .to() left on another device (`left`)."""
+    before = _mask(block)
     nn.Module.to(block, device=device, dtype=_dtype(dtype))
-    return {"mask": _mask(block)}
+    return {"mask_before": before, "mask": _mask(block),
+            "left": _left_behind(block, device) if device else []}
+
+
+def _left_behind(block, device):
+    """Names of the tensors (of at least one axis: a 0-dim one mixes with any device) that the
+    block's modules hold as plain attributes, or its module holds as globals, and that are not
+    on `device`: what .to() does not move."""
+    import sys
+
+    def stayed(value):
+        return isinstance(value, torch.Tensor) and value.dim() > 0 and value.device.type != device
+
+    names = []
+    for prefix, module in block.named_modules():
+        for attr, value in vars(module).items():  # registries are dicts, never listed here
+            if stayed(value):
+                names.append(f"self.{prefix + '.' if prefix else ''}{attr}")
+    home = sys.modules.get(type(block).__module__)
+    for attr, value in (vars(home).items() if home is not None else ()):
+        if stayed(value):
+            names.append(attr)
+    return names[:8]
 
 
 def forward_on(block, x, device, dtype=None):

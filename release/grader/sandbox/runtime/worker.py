@@ -1,49 +1,78 @@
 """The worker: runs inside the sandbox, imports the student's module and serves calls.
 
 It imports nothing from the judge side (no checks, no reference, no variants): only `wire`,
-`syscalls` and `copytask`, which are copied beside it into a private folder.  It never decides a verdict; it
-only returns what the student's code computed.  Everything it sends is untrusted by the judge.
+`syscalls`, `contract`, `placement` and `copytask`, which are copied beside it into a private folder.
+It never decides a verdict; it only returns what the student's code computed.  Everything it sends
+is untrusted by the judge.
+
+What the verdict relies on (the contract's readers, the table of the student's blocks, the
+channel's send and receive, an instance of wire.py of the worker's own, os.read and os.write) is
+taken before the student's file is imported and kept in the serving loop's locals and closures
+only: no module attribute the student's code can reach (this module is `__main__` in a cold
+worker, `worker` under the fork server; `wire` in sys.modules is another instance) holds any of
+it, and the other runtime modules are out of `sys.modules` and the runtime's folder off `sys.path`
+before the import, so replacing a name there changes nothing the judge is told.
 
 Usage: python -I worker.py CHANNEL_FD STUDENT_FILE [--wait-go]
 
 With --wait-go (watch mode's spare workers) it imports torch, then waits for one frame (any
 content: the "go") before importing STUDENT_FILE, which need not exist until then.
 """
+import builtins
 import os
 import sys
 import threading
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The functions below look names up in a copy of the builtins taken now: a student who rebinds
+# builtins.getattr or builtins.isinstance changes what their own code sees, not the serving loop.
+__builtins__ = dict(vars(builtins))
+
+RUNTIME = os.path.dirname(os.path.abspath(__file__))
+# Out of sys.modules before the student's import: `wire` stays (what a student's code finds
+# there is not the instance the worker speaks through: private_wire).
+RUNTIME_MODULES = ("syscalls", "contract", "placement", "copytask", "facts", "worker")
+sys.path.insert(0, RUNTIME)
 
 import syscalls  # noqa: E402
 import wire  # noqa: E402
 
-CONTRACT = {}  # action -> a reader of contract.py or placement.py, filled by prepare()
+# What prepare() made, handed once to serve() (which empties it before the student's import).
+_PREPARED = {}
 
 
-class Channel:
-    def __init__(self, fd):
-        self.fd = fd
+def endpoints(fd, speaking=wire, read=os.read, write=os.write):
+    """(send, receive) on the channel `fd` through the module `speaking` (wire), bound to the
+    functions they use as they are now."""
+    encode, decode, read_frame = speaking.encode, speaking.decode, speaking.read_frame
 
-    def read_exact(self, n):
+    def read_exact(n):
         parts, left = [], n
         while left:
-            chunk = os.read(self.fd, min(left, 1 << 20))
+            chunk = read(fd, min(left, 1 << 20))
             if not chunk:
                 raise EOFError
             parts.append(chunk)
             left -= len(chunk)
         return b"".join(parts)
 
-    def send(self, obj):
-        data = wire.encode(obj)
-        view = memoryview(data)
+    def send(obj):
+        view = memoryview(encode(obj))
         while view:
-            view = view[os.write(self.fd, view):]
+            view = view[write(fd, view):]
 
-    def receive(self):
-        return wire.decode(*wire.read_frame(self.read_exact))
+    def receive():
+        return decode(*read_frame(read_exact))
+
+    return send, receive
+
+
+class Channel:
+    """The channel before serving (the prepared frame, a spare's go); serve() takes its fd."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.send, self.receive = endpoints(fd)
 
 
 def describe_exception(exc, student_file):
@@ -56,7 +85,10 @@ def describe_exception(exc, student_file):
         line, code = exc.lineno, (exc.text or "").rstrip()
     return {
         "type": type(exc).__name__,
-        "mro": [cls.__name__ for cls in type(exc).__mro__],
+        # the refusal the worker raises itself (contract.py) under its module's name too, which
+        # no class of the student's file has: a student's LibraryAttentionDisabled stays theirs
+        "mro": [("contract." if cls.__module__ == "contract" else "") + cls.__name__
+                for cls in type(exc).__mro__],
         "message": str(exc)[:500],
         "line": line,
         "code": (code or "")[:200],
@@ -73,74 +105,78 @@ def import_student(student_file):
     return module
 
 
-class Server:
-    def __init__(self, module, student_file, torch):
-        self.module, self.student_file, self.torch = module, student_file, torch
-        self.handles = {}
+def operations(module, torch, kit):
+    """{op: function(**args)} the judge may ask for: the student's functions and constants, and
+    the blocks it makes (whose table lives in a closure of block_operations)."""
+    ops = function_operations(module, kit)
+    ops.update(block_operations(module, torch, kit))
+    return ops
 
-    def handle(self, request):
-        op = request.get("op")
-        method = getattr(self, "op_" + str(op), None)
-        if method is None:
-            raise ValueError(f"unknown op {op!r}")
-        return method(**request.get("args", {}))
 
-    def op_call(self, fn, args=(), kwargs=None, views=()):
+def function_operations(module, kit):
+    devices, call_on = kit["devices"], kit["call_on"]
+
+    def op_call(fn, args=(), kwargs=None, views=()):
         args = list(args)
         # A tensor crosses the wire contiguous; `views` re-creates a strided view the judge asks for.
         for index, *spec in views:  # [index, dim0, dim1] transposes, [index, [dims]] permutes
             args[index] = (args[index].permute(*spec[0]) if isinstance(spec[0], list)
                            else args[index].transpose(*spec))
-        return getattr(self.module, fn)(*args, **(kwargs or {}))
+        return getattr(module, fn)(*args, **(kwargs or {}))
 
-    def op_devices(self):
-        import placement
+    def op_devices():
+        return devices()
 
-        return placement.devices()
-
-    def op_call_on(self, fn, device, dtype=None, args=(), kwargs=None):
+    def op_call_on(fn, device, dtype=None, args=(), kwargs=None):
         """The student's function on the judge's arguments moved to another device or dtype."""
-        import placement
+        return call_on(module, fn, device, dtype, list(args), kwargs)
 
-        return placement.call_on(self.module, fn, device, dtype, list(args), kwargs)
-
-    def op_constants(self, names):
+    def op_constants(names):
         missing = object()
         values = {}
         for name in names:
-            value = getattr(self.module, name, missing)
+            value = getattr(module, name, missing)
             values[name] = {"$missing": True} if value is missing else value
         return values
 
-    def op_new(self, args=(), kwargs=None):
-        instance = self.module.CausalSelfAttention(*args, **(kwargs or {}))
-        handle = len(self.handles) + 1
-        self.handles[handle] = instance
+    return {"call": op_call, "devices": op_devices, "call_on": op_call_on,
+            "constants": op_constants}
+
+
+def block_operations(module, torch, kit):
+    handles = {}
+    readers, train, no_grad = kit["readers"], kit["train"], torch.no_grad
+
+    def op_new(args=(), kwargs=None):
+        instance = module.CausalSelfAttention(*args, **(kwargs or {}))
+        handle = len(handles) + 1
+        handles[handle] = instance
         return handle
 
-    def op_load(self, handle, state):
-        module = self.handles[handle]
-        with self.torch.no_grad():
+    def op_load(handle, state):
+        block = handles[handle]
+        with no_grad():
             for name, value in state.items():
-                module.get_parameter(name).copy_(value)
+                block.get_parameter(name).copy_(value)
         return True
 
-    def op_forward(self, handle, x, return_weights=False):
-        module = self.handles[handle]
-        with self.torch.no_grad():
+    def op_forward(handle, x, return_weights=False):
+        block = handles[handle]
+        with no_grad():
             if return_weights:
-                return module(x, return_weights=True)
-            return module(x)
+                return block(x, return_weights=True)
+            return block(x)
 
-    def op_train_copy(self, seed, n_heads):
-        import copytask
-
-        model, losses = copytask.train(self.module.CausalSelfAttention, seed=seed, n_heads=n_heads)
+    def op_train_copy(seed, n_heads):
+        model, losses = train(module.CausalSelfAttention, seed=seed, n_heads=n_heads)
         return {"losses": losses, "state": {n: p.detach() for n, p in model.named_parameters()}}
 
-    def op_contract(self, handle, action, **args):
+    def op_contract(handle, action, **args):
         """The block through the contract's attribute names (contract.py), never its own word."""
-        return CONTRACT[action](self.handles[handle], **args)
+        return readers[action](handles[handle], **args)
+
+    return {"new": op_new, "load": op_load, "forward": op_forward, "train_copy": op_train_copy,
+            "contract": op_contract}
 
 
 def prepare():
@@ -149,7 +185,9 @@ def prepare():
     kernels loaded (placement.warm_meta): loaded later, they would need what the student's code
     may have spent (a /tmp it filled: torch._dynamo's cache dir is looked for there).
 
-    The fork server (zygote.py) runs this once and forks; a cold worker runs it itself.
+    The readers (contract.py, placement.py, copytask.py) are kept for serve(), which takes them
+    before the student's import.  The fork server (zygote.py) runs this once and forks; a cold
+    worker runs it itself.
     """
     import torch
 
@@ -158,16 +196,29 @@ def prepare():
     import contract
 
     contract.disable_library_attention(torch)
+    import copytask
     import placement
 
     placement.warm_meta()
-    # The contract's readers are kept here only, not under a name in sys.modules: a name the
-    # student's code builds at run time finds no module to patch (the judge's scan flags the
-    # routes that remain: frames, gc, __main__).
-    CONTRACT.update(contract.ACTIONS)
-    CONTRACT.update(placement.BLOCK_ACTIONS)
+    readers = dict(contract.ACTIONS)
+    readers.update(placement.BLOCK_ACTIONS)
+    _PREPARED.update(readers=readers, devices=placement.devices, call_on=placement.call_on,
+                     train=copytask.train, wire=private_wire())
     del sys.modules["contract"]
     return torch
+
+
+def private_wire():
+    """An instance of wire.py of the worker's own, its tensor and JSON encoders bound (wire.arm):
+    not the `wire` of sys.modules, so that what a student's code patches there (wire.encode,
+    wire._DUMPS, ...) is never what the worker sends its replies through."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_worker_wire", os.path.join(RUNTIME, "wire.py"))
+    private = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(private)
+    private.arm()
+    return private
 
 
 STUCK_REPORT_SECONDS = 0.5
@@ -182,19 +233,20 @@ def student_line(frame, student_file):
     return None
 
 
-def import_telling_where(channel, student_file):
+def import_telling_where(send, student_file):
     """Import the student's file; while the import runs, each second the judge is told the line
     of the student's file it is at ({"stuck": line}), so a timeout can say where it was stuck
     (an endless loop at import would otherwise end with no line at all)."""
     done, main = threading.Event(), threading.get_ident()
+    frames = sys._current_frames
 
     def tell():
         while not done.wait(STUCK_REPORT_SECONDS):
-            line = student_line(sys._current_frames().get(main), student_file)
+            line = student_line(frames().get(main), student_file)
             if line is None:
                 continue
             try:
-                channel.send({"stuck": line})
+                send({"stuck": line})
             except Exception:  # the judge has given up and closed the channel: nothing to tell
                 return
 
@@ -207,28 +259,51 @@ def import_telling_where(channel, student_file):
         teller.join()  # no frame of its own may interleave with the hello
 
 
+def _seal():
+    """Before the student's import: the runtime's modules but wire leave sys.modules, its folder
+    leaves sys.path (`import placement` in the student's file finds nothing), and this module no
+    longer names wire or syscalls (everything serving needs is bound already)."""
+    for name in RUNTIME_MODULES:
+        sys.modules.pop(name, None)
+    while RUNTIME in sys.path:
+        sys.path.remove(RUNTIME)
+    for name in ("wire", "syscalls"):
+        globals().pop(name, None)
+
+
 def serve(channel, student_file, torch):
     """Import the student's file, greet the judge, answer requests until the channel closes."""
+    kit = dict(_PREPARED)
+    _PREPARED.clear()
+    if "readers" not in kit:
+        raise RuntimeError("worker.prepare() must run before serve()")
+    send, receive = endpoints(channel.fd, kit["wire"])
+    protocol_error, describe = kit["wire"].ProtocolError, describe_exception
+    _seal()
     try:
-        module = import_telling_where(channel, student_file)
+        module = import_telling_where(send, student_file)
     except BaseException as exc:  # SystemExit and KeyboardInterrupt at import are the student's too
-        channel.send({"hello": False, "error": describe_exception(exc, student_file)})
+        send({"hello": False, "error": describe(exc, student_file)})
         return
-    channel.send({"hello": True, "names": sorted(n for n in vars(module) if not n.startswith("__"))})
-    server = Server(module, student_file, torch)
+    send({"hello": True, "names": sorted(n for n in vars(module) if not n.startswith("__"))})
+    ops = operations(module, torch, kit)
+    del kit
     while True:
         try:
-            request = channel.receive()
+            request = receive()
         except EOFError:
             return
         try:
-            reply = {"id": request.get("id"), "ok": server.handle(request)}
+            op = request.get("op")
+            if op not in ops:
+                raise ValueError(f"unknown op {op!r}")
+            reply = {"id": request.get("id"), "ok": ops[op](**request.get("args", {}))}
         except BaseException as exc:
-            reply = {"id": request.get("id"), "error": describe_exception(exc, student_file)}
+            reply = {"id": request.get("id"), "error": describe(exc, student_file)}
         try:
-            channel.send(reply)
-        except wire.ProtocolError as exc:
-            channel.send({"id": request.get("id"), "error": describe_exception(exc, student_file)})
+            send(reply)
+        except protocol_error as exc:
+            send({"id": request.get("id"), "error": describe(exc, student_file)})
 
 
 def main():

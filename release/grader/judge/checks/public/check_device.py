@@ -18,13 +18,23 @@ import torch
 from grader.judge.student import StudentError
 from grader.judge.checks.public.check_attend import attend_judged, attention_gate, fresh_qkv
 from grader.judge.checks.public.check_module import fresh_weights, inject, run_weights
-from grader.judge.checks.support import (Verdict, causal_mask, fresh_randn, note, same, shaped,
-                                         weights_factor)
+from grader.judge.checks.support import (Verdict, causal_mask, fresh_randn, note, same,
+                                         same_answer, shaped, weights_factor)
 
 B, T, D, H, MAX_LEN = 2, 5, 12, 3, 8
 # What torch says when tensors of two devices meet (meta; CUDA).
 DEVICE_MISMATCH = re.compile(r"not on the expected device|same device|at least two devices|"
                              r"different from other tensors|on cpu, different from")
+# A meta tensor's values copied out: by .cpu() / .to("cpu"), or written into a tensor made on
+# the CPU (`out[..., h] = ...`), which on CUDA fails too, where the CPU tensor meets a CUDA one;
+# but also .tolist() or .numpy(), which run on CUDA: only the first two are device mistakes.
+COPIED_OUT = re.compile(r"copy out of meta")
+TO_CPU = re.compile(r"\.cpu\(|[\"']cpu[\"']|\]\s*(=[^=]|\+=|-=|\*=)|\.copy_\(")
+
+
+def copied_to_cpu(exc):
+    """The student's line copies a device tensor into a CPU one (see TO_CPU)."""
+    return bool(COPIED_OUT.search(exc.message)) and bool(TO_CPU.search(exc.code))
 # What it says when tensors of two float dtypes meet in one operation.
 DTYPE_MISMATCH = re.compile(r"dtype|scalar type|(Float|Double|BFloat16|Half)\b.*\b(Float|Double|"
                             r"BFloat16|Half)\b|(float|double|bfloat16|half) != ", re.I)
@@ -55,9 +65,10 @@ def student_raised(exc, device):
     """A StudentError on `device` as a verdict's fields, or NotJudged when it was no mismatch."""
     if exc.not_implemented or exc.during == "import" or exc.memory_limit:
         raise exc
-    if not DEVICE_MISMATCH.search(exc.message):
+    if not (DEVICE_MISMATCH.search(exc.message) or copied_to_cpu(exc)):
         raise NotJudged("device_not_judged", device=device, type=exc.type, message=exc.message)
-    return {"device": device, "message": exc.message, "where": exc.where()}
+    return {"device": device, "message": exc.message, "where": exc.where(),
+            "copied": copied_to_cpu(exc)}
 
 
 def placed(result, what, device, dtype=None):
@@ -115,6 +126,8 @@ def attend_outcome(student, device, q, k, v, context, weights):
 def _attend_mismatch(student, device, q, k, v, fields):
     """Which tensor stayed on the CPU: with the causal mask passed in (on the device) attend runs,
     so it was the mask attend made itself; else another tensor made inside attend."""
+    if fields.pop("copied", False):
+        return Verdict("attend_copied_to_cpu", **fields)
     try:
         student.call_on("attend", device, q, k, v, mask=causal_mask(T), return_weights=True)
     except StudentError:
@@ -180,33 +193,47 @@ def function_at(source, line):
     return max(holding, key=lambda node: node.lineno).name if holding else None
 
 
-def _block_mismatch(student, exc, device, moved, seed):
-    """Which tensor stayed behind: the mask that .to() did not move, one that attend makes (when
-    attend alone fails on the device: its own card names which), or one made in forward (also
-    when it fails inside an attend that runs there alone: forward handed it over)."""
+def _block_mismatch(student, exc, device, placed_, seed):
+    """Which tensor stayed behind: the mask that .to() did not move, another tensor it did not
+    move (a plain attribute, a global: named where the failing line reads it, or where it is the
+    only one), one that attend makes (when attend alone fails on the device: its own card names
+    which), one copied to the CPU, or one made in forward (also when it fails inside an attend
+    that runs there alone: forward handed it over)."""
     fields = student_raised(exc, device)
-    if not moved:
+    copied = fields.pop("copied")
+    if not placed_["moved"]:
         return Verdict("mask_not_moved", **fields)
+    left = [n for n in placed_["left"] if isinstance(n, str)]
+    read = [n for n in left if re.search(rf"\b{re.escape(n.split('.')[-1])}\b", exc.code)]
+    if read or len(left) == 1:
+        return Verdict("tensor_not_moved", name=(read or left)[0], **fields)
     if function_at(student.source(), exc.line) == "attend":
         q, k, v = fresh_qkv(seed, 760)
         try:
             student.call_on("attend", device, q, k, v, return_weights=True)
         except StudentError:
-            return _attend_mismatch(student, device, q, k, v, fields)
+            return _attend_mismatch(student, device, q, k, v, dict(fields, copied=copied))
+    if copied:
+        return Verdict("copied_to_cpu", **fields)
     return Verdict("forward_tensor_on_cpu", **fields)
 
 
 def block_outcome(student, module, device, x, y, w, seed):
     try:
-        mask = (module.contract("place", device=device) or {}).get("mask")
-        moved = not isinstance(mask, dict) or mask.get("device") == device
+        placed_ = module.contract("place", device=device)
+        placed_ = placed_ if isinstance(placed_, dict) else {}
+        mask, before = placed_.get("mask"), placed_.get("mask_before")
+        placed_ = {"moved": not isinstance(mask, dict) or mask.get("device") == device,
+                   "left": placed_.get("left") if isinstance(placed_.get("left"), list) else []}
         try:
             items = pair(module.contract("forward_on", x=x, device=device))
         except StudentError as exc:
-            raise _block_mismatch(student, exc, device, moved, seed) from None
-        if not moved:
+            raise _block_mismatch(student, exc, device, placed_, seed) from None
+        if not placed_["moved"]:
             raise Verdict("mask_not_moved", device=device, message="—", where="self.mask")
-        if isinstance(mask, dict) and mask.get("dtype") != "bool":
+        # Still bool where it was (a mask of another dtype is module.mask_buffer's to judge).
+        if isinstance(mask, dict) and isinstance(before, dict) and before.get("dtype") == "bool" \
+                and mask.get("dtype") != "bool":
             raise Verdict("wrong_type", expected="self.mask: bool", got=str(mask.get("dtype")))
         same_values(placed(items[0], "y", device), y, device)
         same_values(placed(items[1], "weights", device), w, device)
@@ -218,10 +245,10 @@ def block_outcome(student, module, device, x, y, w, seed):
 # -- module.dtype -------------------------------------------------------------------------------
 @pytest.mark.check("module.dtype")
 def test_block_follows_its_dtype(student, seed, record_note):
-    weights, x, y, _ = block_on_cpu(student, seed, 740)
+    weights, x, _, _ = block_on_cpu(student, seed, 740)
     outcomes = {}
     for dtype in ("float64", "bfloat16"):
-        outcomes[dtype] = dtype_outcome(fresh_block(student, weights), dtype, x, y)
+        outcomes[dtype] = dtype_outcome(fresh_block(student, weights), dtype, x)
     judged = [o for o in outcomes.values() if not isinstance(o, NotJudged)]
     for outcome in judged:
         if outcome is not None:
@@ -231,10 +258,20 @@ def test_block_follows_its_dtype(student, seed, record_note):
             note(record_note, outcome.key, **outcome.fields)
 
 
-def dtype_outcome(module, dtype, x, y):
-    """block.to(dtype) on an input of that dtype: y of that dtype; in float64, the float32 block's
-    values (module.reference compares those with the reference)."""
+def float32_answer(module, x):
+    """This very block's float32 y, asked twice: None where the two differ (random: named by
+    other cards; nothing about dtypes can be seen then)."""
+    first, second = (pair(module.contract("forward_on", x=x, device="cpu")) for _ in range(2))
+    y, again = (placed(items[0], "y", "cpu") for items in (first, second))
+    return y if same_answer(y, again) else None
+
+
+def dtype_outcome(module, dtype, x):
+    """block.to(dtype) on an input of that dtype: y and weights of that dtype; in float64, the
+    values this block gave in float32 (a bias the student kept counts the same in both;
+    module.reference compares them with the reference)."""
     try:
+        y = float32_answer(module, x)  # None: random (only the values need it steady)
         module.contract("place", dtype=dtype)
         try:
             items = pair(module.contract("forward_on", x=x, device="cpu", dtype=dtype))
@@ -247,6 +284,9 @@ def dtype_outcome(module, dtype, x, y):
             raise Verdict("dtype_forced", expected=dtype,
                           seen=f"{exc.type}: {exc.message} ({exc.where()})") from None
         got = placed(items[0], "y", "cpu", dtype)
+        placed(items[1], "weights", "cpu", dtype)
+        if dtype == "float64" and y is None:
+            raise NotJudged("not_judged_random")
         if dtype == "float64" and not same(got, y):
             raise Verdict("dtype_values", dtype=dtype)
     except (Verdict, NotJudged) as outcome:

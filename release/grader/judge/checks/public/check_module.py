@@ -92,6 +92,7 @@ def test_parameter_count(student, seed):
     untampered(student)
     module = student.module(D, H, MAX_LEN)
     description = describe(module)
+    registries_untouched(description)
     params = _listed(description.get("params"))
     count = sum(_numel(shape) for _, shape in params)
     biases = [(n, s) for n, s in params if len(s) == 1 and n.split(".")[-1] == "bias"]
@@ -117,7 +118,7 @@ def _behaviour_agrees_with_count(module, seed, description):
     zero = steady(module, torch.zeros(B, T, D))
     if y is None or zero is None:
         return
-    if zero.abs().max() > 0:
+    if zero.abs().max() > 0 and _same_at_every_position(zero):
         raise Verdict("bias", where="max |forward(0)| = ", got=f"{zero.abs().max().item():.4f}")
     module.contract("scramble", seed=seed)
     inject(module, weights)
@@ -126,6 +127,14 @@ def _behaviour_agrees_with_count(module, seed, description):
         registered = (description.get("mask") or {}).get("registered")
         key = "mask_trained" if registered == "parameter" else "extra_parameter"
         raise Verdict(key, **slice_fields(after, y, "y"))
+
+
+def _same_at_every_position(y):
+    """A bias outside the registries answers an all-zero input with one vector at every batch
+    and position (out_proj's bias, or W_o·b_v + b_o); what differs by position (a positional
+    encoding added to x, say) is no bias and no parameter: the other cards judge it."""
+    rows = y.reshape(-1, y.shape[-1]).double()
+    return bool(((rows - rows[0]).abs() <= 1e-6 + 1e-4 * rows[0].abs()).all())
 
 
 def observed(call):
@@ -156,14 +165,14 @@ def randomness_first(student, module, x):
     """Before any cause is drawn from forward's outputs: forward twice on the same input must
     answer the same.  Otherwise the Verdict names the randomness: dropout (steady after eval()),
     attend's own randomness, or new layers or weights made on every call."""
-    if steady(module, x) is not None or observed(lambda: run(module, x)) is None:
-        return  # steady, or failing (the failure is judged where forward is)
+    if _answers_alike(module, x) is not False:
+        return  # steady, or failing (the failure, a wrong shape too, is judged where it is)
     module.contract("train_mode", training=False)
     try:
-        in_eval = steady(module, x)
+        in_eval = _answers_alike(module, x)
     finally:
         module.contract("train_mode", training=True)
-    if in_eval is not None:
+    if in_eval:
         raise Verdict("random_dropout")
     q, k, v = (fresh_randn(1, H, T, D // H, seed=0, salt=95 + i) for i in range(3))
     try:
@@ -171,6 +180,14 @@ def randomness_first(student, module, x):
     except (StudentError, WorkerFailure):
         pass
     raise Verdict("random_new_weights")
+
+
+def _answers_alike(module, x):
+    """forward(x) twice, whatever it returns: True when the two answers agree, False when they
+    differ, None when one cannot be observed (raised, hung, ...)."""
+    first = observed(lambda: run(module, x))
+    second = observed(lambda: run(module, x)) if first is not None else None
+    return None if second is None else same_answer(first, second)
 
 
 def _unmoved(after, before):
@@ -203,7 +220,9 @@ def test_mask_is_a_buffer(student, seed):
     steadily with the judge's weights, a step over every parameter must not move its zeros."""
     untampered(student)
     module = student.module(D, H, MAX_LEN)
-    mask = describe(module).get("mask") or {}
+    description = describe(module)
+    registries_untouched(description)
+    mask = description.get("mask") or {}
     value = mask.get("value")
     if type(value) is not torch.Tensor:
         raise Verdict("mask_not_buffer", registered=REGISTERED.get(mask.get("registered"), "—"))
@@ -289,7 +308,8 @@ def test_too_long(student, seed):
     module = student.module(D, H, MAX_LEN)
     t = MAX_LEN + 1
     try:
-        module(fresh_randn(1, t, D, seed=seed, salt=70))
+        # afresh: a forward that hung on an ordinary input may still refuse this one at once
+        module(fresh_randn(1, t, D, seed=seed, salt=70), afresh=True)
     except StudentError as exc:
         if exc.not_implemented or exc.memory_limit:
             raise
@@ -384,7 +404,8 @@ def test_attention_by_hand(student, seed):
         except StudentError as exc:
             if exc.not_implemented or exc.during == "import":
                 raise
-            if exc.is_a("LibraryAttentionDisabled"):
+            # the worker's own refusal, never a student's class of that name (worker.py's mro)
+            if exc.is_a("contract.LibraryAttentionDisabled"):
                 raise Verdict("forbidden", what="LibraryAttentionDisabled") from None
         except WorkerFailure:
             if student.import_error is not None:
@@ -392,6 +413,16 @@ def test_attention_by_hand(student, seed):
     library, tamper = source_routes(student.source())
     if library or tamper:
         raise Verdict("forbidden", what=", ".join(library + tamper))
+
+
+def registries_untouched(description):
+    """A Verdict when the worker saw the block stand between torch's registries and a reader of
+    them (contract.tampering: a class of the block that defines __dict__, _parameters,
+    __getattribute__ or __class__, a registry that is no plain dict): its readings could then be
+    staged, and no point may rest on them.  The words are the worker's (the student's names)."""
+    seen = description.get("tampered")
+    if isinstance(seen, list) and seen:
+        raise Verdict("tampering", what=", ".join(str(s)[:80] for s in seen[:4]))
 
 
 def untampered(student):

@@ -1,0 +1,88 @@
+"""The report model: what one grading found, typed, made once by `grading.finish` (report.build).
+
+Status, Part, CheckResult and Report are frozen: nothing adds to a report after it is made.  A
+report crosses processes and is kept on disk as its plain data (`Report.data()`: JSON, what every
+renderer formats); data read back from a judge's reply or a batch record goes through
+`Report.from_data`, which refuses what does not have the model's shape instead of letting a
+renderer fail on it later.
+"""
+import dataclasses
+import enum
+
+
+class Status(str, enum.Enum):
+    """A check's or a part's outcome; a str, so the plain data holds the word itself."""
+    PASSED = "passed"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    ERROR = "error"
+
+    @classmethod
+    def worst(cls, statuses):
+        """The outcome a check with these failing parts has: an error over a timeout over a
+        failure (what stopped the judge from seeing is said before what it saw)."""
+        order = [cls.FAILED, cls.TIMEOUT, cls.ERROR]
+        return max((cls(s) for s in statuses), key=order.index)
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One test of a check (a check with several inputs has a part per input)."""
+    name: str
+    status: Status
+
+    def data(self):
+        return {"name": self.name, "status": self.status.value}
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckResult:
+    """One rubric check: its score is its points times the share of its parts that passed."""
+    id: str
+    exercise: str
+    visibility: str
+    status: Status
+    max_score: float
+    score: float
+    parts: tuple
+    verdicts: tuple  # the verdict data of the failing parts (key, fields, detail, heatmap)
+    notes: tuple     # what a passing part could not judge here (it cost nothing)
+
+    def data(self):
+        return {"id": self.id, "exercise": self.exercise, "visibility": self.visibility,
+                "status": self.status.value, "max_score": self.max_score, "score": self.score,
+                "parts": [p.data() for p in self.parts], "verdicts": list(self.verdicts),
+                "notes": list(self.notes)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    score: float
+    max_score: float
+    checks: tuple
+    metadata: dict
+
+    def data(self):
+        return {"score": self.score, "max_score": self.max_score,
+                "checks": [c.data() for c in self.checks], "metadata": dict(self.metadata)}
+
+    @classmethod
+    def from_data(cls, data):
+        """The model of a report's plain data; ValueError where it is not one."""
+        try:
+            checks = tuple(_check_from(c) for c in data["checks"])
+            report = cls(float(data["score"]), float(data["max_score"]), checks,
+                         dict(data["metadata"]))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"not a grading report: {type(exc).__name__}: {exc}") from None
+        if abs(report.score - sum(c.score for c in checks)) > 1e-3:
+            raise ValueError("not a grading report: its score is not the sum of its checks'")
+        return report
+
+
+def _check_from(c):
+    return CheckResult(str(c["id"]), str(c["exercise"]), str(c["visibility"]), Status(c["status"]),
+                       float(c["max_score"]), float(c["score"]),
+                       tuple(Part(str(p["name"]), Status(p["status"])) for p in c["parts"]),
+                       tuple(dict(v) for v in c.get("verdicts") or ()),
+                       tuple(dict(n) for n in c.get("notes") or ()))
