@@ -113,12 +113,13 @@ def main(argv=None):
 
 def grade_command(args):
     """`grade` and `check`: one submission graded, its report rendered where asked."""
-    from grader.judge import grading
+    from grader.judge.service import Judge
     from grader import inert
 
     isolation, limits = options.isolation_of(args), options.limits_from(args)
     try:
-        sub, student = grading.start(args.submission, isolation, limits)
+        judge = Judge(limits, isolation)  # cold workers: one submission, nothing to keep warm
+        sub, student = judge.begin(args.submission)
     except SubmissionError as exc:  # its reason names the student's files: inert
         said = exc.said(args.lang)
         print(words.text("cli", "error", args.lang) + inert.for_terminal(said),
@@ -128,7 +129,10 @@ def grade_command(args):
         print(words.text("cli", "error", args.lang) + f"`{exc}`", file=sys.stderr)
         return 2
     visibilities = ("public",) if args.command == "check" else ("public", "hidden")
-    data = grading.finish(sub, student, visibilities)
+    try:
+        data = judge.finish(sub, student, visibilities)
+    finally:
+        judge.close()
     text = render(data, args.format, args.lang)
     if args.summary:  # appended: GitHub's step summary file may already hold other steps' text
         with open(args.summary, "a", encoding="utf-8") as handle:

@@ -66,5 +66,10 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
 
 
 def grade(path, visibilities=("public", "hidden"), isolation="auto", limits=None):
-    sub, student = start(path, isolation, limits)
-    return finish(sub, student, visibilities)
+    """One submission, start to finish, through a judge of its own (service.Judge, cold
+    workers): the report data.  Gradescope, the nbgrader regrade, Classroom and hints grade so."""
+    from grader.judge.service import Judge
+
+    with Judge(limits, isolation) as judge:
+        sub, student = judge.begin(path)
+        return judge.finish(sub, student, visibilities)
