@@ -173,7 +173,7 @@ def not_graded_results(the_rubric, reason, lang):
 
 
 def run(root, lang="zh"):
-    from grader.judge import grading
+    from grader.judge import service
     from grader.render import report
     from grader import rubric
     from grader.judge.submission import SubmissionError
@@ -184,7 +184,7 @@ def run(root, lang="zh"):
     target = find_submission(os.path.join(root, "submission"))
     _harden(root)
     try:
-        data = grading.grade(target)
+        data = service.grade(target)
         text = report.to_gradescope(the_rubric, data, lang)
         code = 0
     except SubmissionError as exc:

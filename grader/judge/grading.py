@@ -66,10 +66,7 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
 
 
 def grade(path, visibilities=("public", "hidden"), isolation="auto", limits=None):
-    """One submission, start to finish, through a judge of its own (service.Judge, cold
-    workers): the report data.  Gradescope, the nbgrader regrade, Classroom and hints grade so."""
-    from grader.judge.service import Judge
-
-    with Judge(limits, isolation) as judge:
-        sub, student = judge.begin(path)
-        return judge.finish(sub, student, visibilities)
+    """start and finish in one call, cold workers (the kit's own tests; every door of the kit
+    grades through service.Judge, which is made of these two)."""
+    sub, student = start(path, isolation, limits)
+    return finish(sub, student, visibilities)

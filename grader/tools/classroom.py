@@ -46,7 +46,7 @@ def verdict(report_path, check_id):
 
 def best_work(folder="."):
     """(file name, report data) of the work file with the higher public score, or None."""
-    from grader.judge import grading
+    from grader.judge import service
     from grader.judge.submission import SubmissionError
 
     best = None
@@ -55,7 +55,7 @@ def best_work(folder="."):
         if not os.path.isfile(path):
             continue
         try:
-            data = grading.grade(path, ("public",))
+            data = service.grade(path, ("public",))
         except SubmissionError:
             continue
         if best is None or data["score"] > best[1]["score"]:

@@ -126,11 +126,11 @@ def unfinished_now(submission, args, state_file):
             exercise = first_unfinished(progress)
             ladder = (last.get("ladders") or {}).get(exercise) if exercise else None
             return (ladder if ladder in rubric.hints else exercise), "state"
-    from grader.judge import grading
+    from grader.judge import service
     from grader import options
 
     limits = options.limits_from(args)
-    data = grading.grade(submission, ("public",), args.isolation, limits)
+    data = service.grade(submission, ("public",), args.isolation, limits)
     rubric = rubric_module.load()
     progress, ladder_of = exercise_progress(rubric, data), ladders(rubric, data)
     record_run(state_file, sha, progress, ladder_of)

@@ -356,13 +356,13 @@ def _judge_main(argv):
     parser.add_argument("--budget", type=float, help="seconds for all calls of the submission")
     options.add_isolation(parser, require=False)
     args = parser.parse_args(argv)
-    from grader.judge import grading
+    from grader.judge import service
     from grader.judge.submission import SubmissionError
 
     limits = options.limits_from(args)
     visibilities = ("public", "hidden") if args.hidden else ("public",)
     try:
-        data = grading.grade(args.path, visibilities, isolation=args.isolation, limits=limits)
+        data = service.grade(args.path, visibilities, isolation=args.isolation, limits=limits)
     except SubmissionError as exc:
         data = {"error": str(exc)}
     sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str))

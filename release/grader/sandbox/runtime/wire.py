@@ -132,16 +132,19 @@ def encode(obj):
     def walk(value, depth):
         if depth > MAX_DEPTH:
             raise ProtocolError("nesting too deep")
-        if value is None or isinstance(value, (bool, int, float, str)):
+        # By type(), which an object cannot fake: isinstance believes a `__class__` property
+        # (an impostor "tensor" then crashed the encoder, and the worker with it).
+        kind = type(value)
+        if value is None or issubclass(kind, (bool, int, float, str)):
             return value
-        if isinstance(value, dict):
-            return {_escape(str(k)): walk(v, depth + 1) for k, v in value.items()}
-        if isinstance(value, list):
-            return [walk(v, depth + 1) for v in value]
-        if isinstance(value, tuple):
-            return {"$tuple": [walk(v, depth + 1) for v in value]}
+        if issubclass(kind, dict):
+            return {_escape(str(k)): walk(v, depth + 1) for k, v in dict.items(value)}
+        if issubclass(kind, list):
+            return [walk(v, depth + 1) for v in list.__iter__(value)]
+        if issubclass(kind, tuple):
+            return {"$tuple": [walk(v, depth + 1) for v in tuple.__iter__(value)]}
         t = arm()
-        if isinstance(value, t["Tensor"]):
+        if issubclass(kind, t["Tensor"]):
             raw, name, shape = _tensor_bytes(value, t)
             if raw is None:
                 return {"$object": f"Tensor[{name}]"}
