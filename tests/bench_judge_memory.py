@@ -23,18 +23,18 @@ def peak_mib():
 
 
 def main():
-    from grader.judge import grading
+    from grader.judge import service  # noqa: E402
     from grader.sandbox.runtime import wire
     from test_hostile import attack
 
     isolation = sys.argv[sys.argv.index("--isolation") + 1] if "--isolation" in sys.argv else "auto"
-    grading.grade(os.path.join(ROOT, "solutions", "attention.py"), isolation=isolation)
+    service.grade(os.path.join(ROOT, "solutions", "attention.py"), isolation=isolation)
     honest = peak_mib()
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "attention.py")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(attack("huge_replies"))
-        data = grading.grade(path, isolation=isolation)
+        data = service.grade(path, isolation=isolation)
     hostile = peak_mib()
     # Two answers alive at once: each attend call is made twice and the answers compared
     # (randomness first, support.steady_call), so the growth is bounded by two frames.

@@ -26,7 +26,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from grader.batch import engine as batch, entries, judge
-from grader.judge import grading, submission
+from grader.judge import submission
+from grader.judge import service  # noqa: E402
 from grader import rubric
 from grader.sandbox import launch as sandbox  # noqa: E402
 import words  # noqa: E402
@@ -177,7 +178,7 @@ def outcome(checks):
 def test_batch_report_equals_a_single_grade(mixed):
     """One judge grading many in a row gives what `grade` gives each alone (no leftovers)."""
     record = json.loads((mixed["out"] / "students" / "bob" / "report.json").read_text())
-    alone = grading.grade(str(mixed["source"] / "bob.py"))
+    alone = service.grade(str(mixed["source"] / "bob.py"))
     assert record["score"] == alone["score"]
     assert outcome(record["report"]["checks"]) == outcome(alone["checks"])
 
@@ -394,7 +395,7 @@ def test_one_judge_grades_each_student_as_if_alone(tmp_path):
     limits = sandbox.Limits(call_seconds=2.0)
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         alone = dict(zip(order, pool.map(
-            lambda entry: grading.grade(str(source / f"{entry[0]}.py"), limits=limits), order)))
+            lambda entry: service.grade(str(source / f"{entry[0]}.py"), limits=limits), order)))
     for name, fixture in order:
         record = json.loads((out / "students" / name / "report.json").read_text())
         assert record["report"]["metadata"]["worker_start"] == "fork"

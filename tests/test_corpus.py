@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from grader.judge.student import RESERVE_SECONDS
-from grader.judge import grading
+from grader.judge import service  # noqa: E402
 from grader.render import report
 from grader import rubric
 from grader.sandbox import launch as sandbox  # noqa: E402
@@ -81,7 +81,7 @@ class Graded:
         scratch = tempfile.mkdtemp(prefix="corpus-scratch-")
         saved, tempfile.tempdir = tempfile.tempdir, scratch
         try:
-            self.data = grading.grade(str(path), isolation=ISOLATION)
+            self.data = service.grade(str(path), isolation=ISOLATION)
         finally:
             tempfile.tempdir = saved
             self.leftovers = sorted(str(p.relative_to(scratch)) for p in Path(scratch).rglob("*"))
@@ -342,7 +342,7 @@ def test_results_json_is_not_written_beside_the_submission(tmp_path, monkeypatch
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # the grader's work folders go here
     before = submission.read_bytes()
-    data = grading.grade(str(submission), isolation=ISOLATION)
+    data = service.grade(str(submission), isolation=ISOLATION)
     assert within_budget(data)
     assert data["score"] == 0
     assert submission.read_bytes() == before
@@ -393,7 +393,7 @@ def test_what_the_student_prints_is_captured(tmp_path):
     path = tmp_path / "attention.py"
     path.write_text((ROOT / "solutions" / "attention.py").read_text(encoding="utf-8")
                     + "\nprint('weights 0.5735')\n", encoding="utf-8")
-    data = grading.grade(str(path), isolation="process", visibilities=("public",))
+    data = service.grade(str(path), isolation="process", visibilities=("public",))
     assert "0.5735" in data["metadata"]["student_output"]
 
 

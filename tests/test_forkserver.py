@@ -18,6 +18,7 @@ from grader.judge.workers import forked
 from grader.authoring import stubs as authoring
 from grader.sandbox import forkserver, launch as sandbox
 from grader.judge import grading
+from grader.judge import service  # noqa: E402
 from grader.sandbox.launch import Limits
 from grader import rubric
 
@@ -60,7 +61,7 @@ def test_forked_and_cold_workers_give_the_same_verdicts(server):
         path = os.path.join(WRONG, name)
         forked = grade(server, path)
         assert forked["metadata"]["worker_start"] == "fork"
-        cold = grading.grade(path, isolation=server.isolation)
+        cold = service.grade(path, isolation=server.isolation)
         assert cold["metadata"]["worker_start"] == "exec"
         assert outcome(forked) == outcome(cold), name
     assert grade(server, authoring.SOLUTION)["score"] == FULL

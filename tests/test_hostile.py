@@ -22,6 +22,7 @@ from grader.authoring import stubs as authoring
 from grader.sandbox import forkserver, launch as sandbox, uidpool
 from grader.sandbox.runtime import facts
 from grader.judge import grading, submission
+from grader.judge import service  # noqa: E402
 from grader import inert, rubric, safefs
 from grader.render import report
 from grader.sandbox.runtime import wire
@@ -424,7 +425,7 @@ def test_a_fork_flood_cannot_starve_another_students_worker(tmp_path, mode):
     sub, flood = grading.start(str(flood_dir), "bubblewrap", limits, workers)
     try:
         assert flood.constants(["FORKED"])["FORKED"] > 0  # its children hold its limit now
-        honest = grading.grade(str(honest_dir), isolation="bubblewrap", limits=limits) \
+        honest = service.grade(str(honest_dir), isolation="bubblewrap", limits=limits) \
             if not server else grading.finish(*grading.start(str(honest_dir), "bubblewrap",
                                                              limits, workers))
         assert honest["score"] == MAX, [c["id"] for c in honest["checks"] if c["status"] != "passed"]
@@ -731,7 +732,7 @@ def test_a_mixed_batch_grades_the_honest_as_if_alone_and_leaves_nothing(tmp_path
     isolation = BATCH_MODES[mode][1]
     limits = Limits(call_seconds=20.0)
     for name in HONEST:
-        alone = grading.grade(str(source / f"{name}.py"), isolation=isolation, limits=limits)
+        alone = service.grade(str(source / f"{name}.py"), isolation=isolation, limits=limits)
         assert _outcome(record(name)["report"]["checks"]) == _outcome(alone["checks"]), name
 
     assert record("x18")["status"] == "ungradable" and "notebook" in record("x18")["error"]

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from grader.authoring import release, stubs as authoring
-from grader.judge import grading, submission
+from grader.judge import submission
+from grader.judge import service  # noqa: E402
 from grader.render import report
 from grader import rubric
 from grader.sandbox import launch as sandbox
@@ -82,7 +83,7 @@ def test_release_holds_no_solution_and_no_hidden_check():
 
 @pytest.fixture(scope="module")
 def reference_report():
-    return grading.grade(authoring.SOLUTION)
+    return service.grade(authoring.SOLUTION)
 
 
 def test_reference_gets_full_marks(reference_report):
@@ -118,14 +119,14 @@ def test_metadata_is_recorded(reference_report):
 
 
 def test_plain_subprocess_fallback_gives_the_same_report(reference_report):
-    fallback = grading.grade(authoring.SOLUTION, isolation="process")
+    fallback = service.grade(authoring.SOLUTION, isolation="process")
     assert fallback["metadata"]["isolation"] == "process"
     strip = lambda data: [(c["id"], c["status"], c["score"]) for c in data["checks"]]  # noqa: E731
     assert strip(fallback) == strip(reference_report)
 
 
 def test_stub_scores_zero_with_not_implemented():
-    data = grading.grade(authoring.EXERCISE)
+    data = service.grade(authoring.EXERCISE)
     assert data["score"] == 0
     for check in data["checks"]:
         keys = {v["key"] for v in check["verdicts"]}
@@ -173,7 +174,7 @@ def test_notebook_submission_drops_magics(tmp_path):
     path = tmp_path / "attention.ipynb"
     path.write_text(json.dumps({"cells": cells, "nbformat": 4, "nbformat_minor": 5,
                                 "metadata": {}}))
-    data = grading.grade(str(tmp_path), visibilities=("public",))
+    data = service.grade(str(tmp_path), visibilities=("public",))
     assert data["score"] == data["max_score"] and data["metadata"]["kind"] == "notebook"
 
 
@@ -181,7 +182,7 @@ def test_original_submission_is_never_modified(tmp_path):
     path = tmp_path / "attention.py"
     path.write_text(read(authoring.SOLUTION) + "\nopen(__file__, 'a').write('# tampered')\n")
     before = path.read_bytes()
-    grading.grade(str(path), visibilities=("public",))
+    service.grade(str(path), visibilities=("public",))
     assert path.read_bytes() == before
 
 

@@ -117,11 +117,11 @@ def test_assemble_wraps_assignments_that_call_at_import():
 
 
 def test_assembled_reference_grades_like_the_file():
-    from grader.judge import grading
+    from grader.judge import service  # noqa: E402
 
     cells = [source(c) for c in code_cells(notebook_build.build())]
     data = notebook.judge(notebook.assemble(cells), hidden=True)
-    reference = grading.grade(authoring.SOLUTION)
+    reference = service.grade(authoring.SOLUTION)
     assert data["score"] == reference["score"] == reference["max_score"]
 
 

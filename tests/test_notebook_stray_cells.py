@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.judge import grading, submission
+from grader.judge import submission
+
+from grader.judge import service  # noqa: E402
 from grader.tools import notebook
 from grader.render import report
 from grader import rubric
@@ -74,7 +76,7 @@ def test_a_cell_that_does_not_parse_is_left_out_as_the_kernel_skips_it():
 
 @pytest.mark.parametrize("name", sorted(STRAY))
 def test_a_stray_cell_does_not_cost_the_definitions(tmp_path, name):
-    data = grading.grade(str(with_stray_cell(tmp_path, name)), isolation="process")
+    data = service.grade(str(with_stray_cell(tmp_path, name)), isolation="process")
     assert data["score"] == data["max_score"]
     assert data["metadata"]["left_out"] and data["metadata"]["left_out"][-1].startswith("line ")
     for lang in ("zh", "en"):

@@ -18,6 +18,7 @@ from grader.judge.workers import forked
 from grader.authoring import stubs as authoring
 from grader.sandbox import forkserver, launch as sandbox
 from grader.judge import grading
+from grader.judge import service  # noqa: E402
 from grader.render import report
 from grader import rubric
 from grader.sandbox.launch import Limits
@@ -62,7 +63,7 @@ def grade_source(tmp_path, source, mode, extra_files=None):
         data = grading.finish(sub, student)
         assert data["metadata"]["worker_start"] == "fork"
     else:
-        data = grading.grade(str(folder), isolation=mode, limits=FAST)
+        data = service.grade(str(folder), isolation=mode, limits=FAST)
     after = {p.name: p.read_bytes() for p in folder.iterdir()}
     assert after == before, "the submission folder was written to"
     assert within_budget(data, FAST)

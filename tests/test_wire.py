@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from grader.authoring import stubs as authoring
-from grader.judge import grading
+from grader.judge import service  # noqa: E402
 from grader.sandbox.runtime import wire
 
 
@@ -91,7 +91,7 @@ def test_a_worker_that_writes_garbage_fails_only_its_checks(tmp_path):
         "    batch, heads, positions, width = x.shape\n", 1)
     path = tmp_path / "attention.py"
     path.write_text(source)
-    data = grading.grade(str(path))
+    data = service.grade(str(path))
     status = {c["id"]: c["status"] for c in data["checks"]}
     assert status["merge_heads.round_trip"] == "error"
     assert status["split_heads.transpose"] == "passed" and status["quiz.q1_params"] == "passed"

@@ -100,7 +100,6 @@ def _complete(started, config, judge, split=None):
                       max_score=sum(c.points for c in rubric.load().checks), container=None,
                       report=None, attention_maps=None)
     else:
-
         package = getattr(started.sub, "package", None)  # a `make submit` zip, verified
         if package is not None:
             from grader.judge.manifest import flag_identity

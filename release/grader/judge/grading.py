@@ -63,10 +63,3 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
     if getattr(sub, "package", None) is not None:  # a `make submit` zip: its manifest, verified
         metadata["package"] = sub.package
     return report.build(rubric, checks, parts, metadata)
-
-
-def grade(path, visibilities=("public", "hidden"), isolation="auto", limits=None):
-    """start and finish in one call, cold workers (the kit's own tests; every door of the kit
-    grades through service.Judge, which is made of these two)."""
-    sub, student = start(path, isolation, limits)
-    return finish(sub, student, visibilities)
