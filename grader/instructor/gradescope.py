@@ -174,17 +174,31 @@ def not_graded_results(the_rubric, reason, lang):
 
 def run(root, lang="zh"):
     from grader.judge import service
-    from grader.render import report
     from grader import rubric
-    from grader.judge.submission import SubmissionError
 
     the_rubric = rubric.load()
     results = os.path.join(root, "results")
     os.makedirs(results, exist_ok=True)
     target = find_submission(os.path.join(root, "submission"))
-    _harden(root)
+    # A spare worker imports torch while the judge hardens, instead of after it (that was a
+    # second torch import in series: 1.6x `grade`).  No student code runs before begin() hands
+    # it the file, which is after _harden has the reference in memory and solutions/ deleted.
+    with service.Judge(start="spare", spares=1) as judge:
+        judge.workers.fill()
+        _harden(root)
+        code, text = _graded(judge, target, the_rubric, root, lang)
+    write_atomic(os.path.join(results, "results.json"), text)
+    return code
+
+
+def _graded(judge, target, the_rubric, root, lang):
+    """(exit code, results.json text) of `target` graded by `judge`."""
+    from grader.render import report
+    from grader.judge.submission import SubmissionError
+
     try:
-        data = service.grade(target)
+        sub, student = judge.begin(target)
+        data = judge.finish(sub, student)
         text = report.to_gradescope(the_rubric, data, lang)
         code = 0
     except SubmissionError as exc:
@@ -194,8 +208,7 @@ def run(root, lang="zh"):
         text = not_graded_results(the_rubric, f"internal grader error, please tell your TA "
                                   f"({type(exc).__name__}: {str(exc)[:200]})", lang)
         code = 1
-    write_atomic(os.path.join(results, "results.json"), text)
-    return code
+    return code, text
 
 
 def main(argv=None):
