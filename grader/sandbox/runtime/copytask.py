@@ -73,8 +73,7 @@ def loss_of(model, inputs, targets):
     return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def train(attention_cls, seed=0, n_heads=N_HEADS, epochs=EPOCHS, on_step=None,
-          steps_per_epoch=STEPS_PER_EPOCH):
+def train(attention_cls, seed=0, n_heads=N_HEADS, epochs=EPOCHS, on_step=None):
     """Train TinyLM(attention_cls(D_MODEL, n_heads, CONTEXT)); return (model, mean loss per epoch)."""
     torch.manual_seed(seed)
     model = TinyLM(attention_cls(D_MODEL, n_heads, CONTEXT))
@@ -84,7 +83,7 @@ def train(attention_cls, seed=0, n_heads=N_HEADS, epochs=EPOCHS, on_step=None,
     epoch_losses = []
     for _ in range(epochs):
         total = 0.0
-        for _ in range(steps_per_epoch):
+        for _ in range(STEPS_PER_EPOCH):
             loss = loss_of(model, *repeat_batch(generator))
             optimizer.zero_grad()
             loss.backward()
@@ -93,38 +92,8 @@ def train(attention_cls, seed=0, n_heads=N_HEADS, epochs=EPOCHS, on_step=None,
             total += loss.item()
             if on_step is not None:
                 on_step(loss.item())
-        epoch_losses.append(total / steps_per_epoch)
+        epoch_losses.append(total / STEPS_PER_EPOCH)
     return model, [first] + epoch_losses
-
-
-class _WarmUpBlock(nn.Module):
-    """The kit's own stand-in for a student's block, trained for two steps by warm_up()."""
-
-    def __init__(self, d_model, n_heads, context):
-        super().__init__()
-        self.n_heads = n_heads
-        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
-        self.out_proj = nn.Linear(d_model, d_model, bias=False)
-        self.register_buffer("mask", torch.ones(context, context, dtype=torch.bool).tril())
-
-    def forward(self, x, return_weights=False):
-        batch, positions, width = x.shape
-        q, k, v = (t.reshape(batch, positions, self.n_heads, -1).transpose(1, 2)  # [B,H,T,d]
-                   for t in self.qkv(x).split(width, dim=-1))
-        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # [B,H,T,T]
-        mask = self.mask[:positions, :positions]  # [T,T]
-        weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # [B,H,T,T]
-        y = self.out_proj((weights @ v).transpose(1, 2).reshape(batch, positions, width))  # [B,T,D]
-        return (y, weights) if return_weights else y
-
-
-def warm_up(steps=2):
-    """Two steps of train() on the kit's own block, before any student is seen: torch's first
-    embedding, cross-entropy, backward and Adam step each pay a one-off setup (about 25 ms of a
-    ~0.2 s training here), which every worker forked from the zygote would otherwise pay again.
-    The global seed is set back, so a student's draws are what they were without it."""
-    train(_WarmUpBlock, epochs=1, steps_per_epoch=steps)
-    torch.manual_seed(0)
 
 
 def chance_loss(vocab=VOCAB):

@@ -183,8 +183,7 @@ def prepare():
     """What every worker does before it sees a student: torch on one thread, seeded, its fused
     attention disabled (contract.py), so a route through it breaks instead of passing, and meta's
     kernels loaded (placement.warm_meta): loaded later, they would need what the student's code
-    may have spent (a /tmp it filled: torch._dynamo's cache dir is looked for there); and the copy
-task's first training step (copytask.warm_up), paid once by the zygote instead of by every fork.
+    may have spent (a /tmp it filled: torch._dynamo's cache dir is looked for there).
 
     The readers (contract.py, placement.py, copytask.py) are kept for serve(), which takes them
     before the student's import.  The fork server (zygote.py) runs this once and forks; a cold
@@ -201,7 +200,6 @@ task's first training step (copytask.warm_up), paid once by the zygote instead o
     import placement
 
     placement.warm_meta()
-    copytask.warm_up()
     readers = dict(contract.ACTIONS)
     readers.update(placement.BLOCK_ACTIONS)
     _PREPARED.update(readers=readers, devices=placement.devices, call_on=placement.call_on,

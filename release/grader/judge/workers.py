@@ -146,14 +146,17 @@ def fork_server(isolation, start):
     return forkserver.ForkServer(isolation)
 
 
+TAKEN_KEPT = 256  # workers remembered in WorkerSource.taken
+
+
 class WorkerSource:
     """The workers of one judge.  `start`: "auto" (fork where it works, else spares where
     `spares` > 0, else exec), "fork" (the same: fork where it works), "spare" (never fork),
     "exec" (every worker cold).  `server` hands over a fork server already started.
 
-    `taken` records every worker handed out: how it started and whether torch was imported
-    before the student's file arrived (the watcher's and the notebook's tests assert on it,
-    never on a time)."""
+    `taken` records the last TAKEN_KEPT workers handed out: how each started and whether torch
+    was imported before the student's file arrived (the watcher's and the notebook's tests
+    assert on it, never on a time)."""
 
     def __init__(self, isolation, limits=None, start="auto", spares=0, server=None):
         if start not in STARTS:
@@ -211,6 +214,7 @@ class WorkerSource:
         else:
             worker = sandbox.WorkerProcess(work_dir, student_name, limits, self.isolation)
             self.taken.append({"pid": worker.proc.pid, "warm": False, "start": "exec"})
+        del self.taken[:-TAKEN_KEPT]  # a batch judge hands out hundreds: the latest are enough
         return worker
 
     def startup_seconds(self, limits):

@@ -193,7 +193,7 @@ def function_at(source, line):
     return max(holding, key=lambda node: node.lineno).name if holding else None
 
 
-def _block_mismatch(student, exc, device, placed_, seed):
+def _block_mismatch(student, exc, device, placement, seed):
     """Which tensor stayed behind: the mask that .to() did not move, another tensor it did not
     move (a plain attribute, a global: named where the failing line reads it, or where it is the
     only one), one that attend makes (when attend alone fails on the device: its own card names
@@ -201,9 +201,9 @@ def _block_mismatch(student, exc, device, placed_, seed):
     that runs there alone: forward handed it over)."""
     fields = student_raised(exc, device)
     copied = fields.pop("copied")
-    if not placed_["moved"]:
+    if not placement["moved"]:
         return Verdict("mask_not_moved", **fields)
-    left = [n for n in placed_["left"] if isinstance(n, str)]
+    left = [n for n in placement["left"] if isinstance(n, str)]
     read = [n for n in left if re.search(rf"\b{re.escape(n.split('.')[-1])}\b", exc.code)]
     if read or len(left) == 1:
         return Verdict("tensor_not_moved", name=(read or left)[0], **fields)
@@ -220,16 +220,16 @@ def _block_mismatch(student, exc, device, placed_, seed):
 
 def block_outcome(student, module, device, x, y, w, seed):
     try:
-        placed_ = module.contract("place", device=device)
-        placed_ = placed_ if isinstance(placed_, dict) else {}
-        mask, before = placed_.get("mask"), placed_.get("mask_before")
-        placed_ = {"moved": not isinstance(mask, dict) or mask.get("device") == device,
-                   "left": placed_.get("left") if isinstance(placed_.get("left"), list) else []}
+        answer = module.contract("place", device=device)
+        answer = answer if isinstance(answer, dict) else {}
+        mask, before = answer.get("mask"), answer.get("mask_before")
+        placement = {"moved": not isinstance(mask, dict) or mask.get("device") == device,
+                     "left": answer.get("left") if isinstance(answer.get("left"), list) else []}
         try:
             items = pair(module.contract("forward_on", x=x, device=device))
         except StudentError as exc:
-            raise _block_mismatch(student, exc, device, placed_, seed) from None
-        if not placed_["moved"]:
+            raise _block_mismatch(student, exc, device, placement, seed) from None
+        if not placement["moved"]:
             raise Verdict("mask_not_moved", device=device, message="—", where="self.mask")
         # Still bool where it was (a mask of another dtype is module.mask_buffer's to judge).
         if isinstance(mask, dict) and isinstance(before, dict) and before.get("dtype") == "bool" \
