@@ -183,7 +183,7 @@ def run(root, lang="zh"):
     # A spare worker imports torch while the judge hardens, instead of after it (that was a
     # second torch import in series: 1.6x `grade`).  No student code runs before begin() hands
     # it the file, which is after _harden has the reference in memory and solutions/ deleted.
-    with service.Judge(start="spare", spares=1) as judge:
+    with service.Judge(start="spare", spares=1, refill=False) as judge:
         judge.workers.fill()
         _harden(root)
         code, text = _graded(judge, target, the_rubric, root, lang)
@@ -197,8 +197,7 @@ def _graded(judge, target, the_rubric, root, lang):
     from grader.judge.submission import SubmissionError
 
     try:
-        sub, student = judge.begin(target)
-        data = judge.finish(sub, student)
+        data = judge.grade(target)
         text = report.to_gradescope(the_rubric, data, lang)
         code = 0
     except SubmissionError as exc:

@@ -153,18 +153,21 @@ class WorkerSource:
     """The workers of one judge.  `start`: "auto" (fork where it works, else spares where
     `spares` > 0, else exec), "fork" (the same: fork where it works), "spare" (never fork),
     "exec" (every worker cold).  `server` hands over a fork server already started.
+    `refill`: replace the spares taken once a grading is over (a judge kept for many gradings);
+    a one-shot judge's spare is only started early, and none is started after it.
 
     `taken` records the last TAKEN_KEPT workers handed out: how each started and whether torch
     was imported before the student's file arrived (the watcher's and the notebook's tests
     assert on it, never on a time)."""
 
-    def __init__(self, isolation, limits=None, start="auto", spares=0, server=None):
+    def __init__(self, isolation, limits=None, start="auto", spares=0, server=None, refill=True):
         if start not in STARTS:
             raise ValueError(f"worker start {start!r}: one of {', '.join(STARTS)}")
         self.isolation = sandbox.choose_isolation(isolation)
         self.limits = limits or sandbox.Limits()
         self.server = server if server is not None else fork_server(self.isolation, start)
         self.spares = spares if start in ("auto", "spare") else 0
+        self.refill = refill
         self.pool = None if self.server else self._pool()
         self.taken = []
 
@@ -197,7 +200,7 @@ class WorkerSource:
 
     def after_grading(self):
         """A grading is over: from now on, replace a spare as soon as it is taken."""
-        if self.pool is not None:
+        if self.pool is not None and self.refill:
             self.pool.eager = True
             self.pool.fill()
 

@@ -17,10 +17,13 @@ from grader.judge.workers import WorkerSource
 
 class Judge:
     """`start`: "exec" (every worker cold), "auto"/"fork" (forked where it works), "spare";
-    `spares`: workers kept started ahead where there is no fork server."""
+    `spares`: workers kept started ahead where there is no fork server; `refill`: replace them
+    after each grading (False for a judge that grades one submission)."""
 
-    def __init__(self, limits=None, isolation="auto", start="exec", spares=0, server=None):
-        self.workers = WorkerSource(isolation, limits, start=start, spares=spares, server=server)
+    def __init__(self, limits=None, isolation="auto", start="exec", spares=0, server=None,
+                 refill=True):
+        self.workers = WorkerSource(isolation, limits, start=start, spares=spares, server=server,
+                                    refill=refill)
         self.limits, self.isolation = self.workers.limits, self.workers.isolation
         self.sessions = {}
 
