@@ -11,19 +11,44 @@ per core: 1.5 s of judge CPU per submission instead of 0.15 s).  Two settings, b
 - torch.set_num_threads(1) on the thread that computes (one_thread_here), for a process where
   torch was imported before the kit could set the environment.
 
+The environment also picks torch's AVX2 kernels where the CPU offers AVX-512 (kernel_choice):
+torch dispatches to AVX-512 there, and its AVX-512 softmax over a short last dimension (the
+lesson's T = 12) is about 5x slower than its AVX2 one (measured: 450 vs 90 us for [32,4,12,12]),
+which made the copy task's training 0.15-0.24 s instead of 0.10-0.14 s.  torch's own default was
+AVX2 for this reason in 1.12 (pytorch/pytorch#80252); `make bench` measures both side by side.
+
 Workers get the same environment from launch.minimal_env.  A student's own notebook kernel is
 never pinned: only the kit's processes are.
 """
 import os
+import platform
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+KERNELS = "ATEN_CPU_CAPABILITY"
+
+
+def kernel_choice(cpuinfo="/proc/cpuinfo"):
+    """{"ATEN_CPU_CAPABILITY": "avx2"} on an x86 CPU with AVX-512 and AVX2, else {} (torch's own
+    choice: it is AVX2 or less there already, and on other machines the name means nothing)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return {}
+    try:
+        with open(cpuinfo, encoding="ascii", errors="replace") as handle:
+            flags = next((line.split(":", 1)[1].split() for line in handle
+                          if line.startswith("flags")), [])
+    except OSError:
+        return {}
+    return {KERNELS: "avx2"} if "avx512f" in flags and "avx2" in flags else {}
 
 
 def pin_environment(env=None):
-    """Set one compute thread in `env` (default: this process's environment, so call it before
-    torch is imported); returns `env`, for a child process's environment."""
+    """Set one compute thread (and the kernel choice, unless the user made one) in `env`
+    (default: this process's environment, so call it before torch is imported); returns `env`,
+    for a child process's environment."""
     env = os.environ if env is None else env
     env.update(ONE_THREAD)
+    if KERNELS not in env:
+        env.update(kernel_choice())
     return env
 
 

@@ -324,6 +324,38 @@ def training_cpu():
     return cpu_now() - began
 
 
+TRAIN_ONCE = """
+import os, sys, time
+sys.path[:0] = [os.path.join(sys.argv[1], "grader", "sandbox", "runtime"),
+                os.path.join(sys.argv[1], "solutions")]
+import torch
+torch.set_num_threads(1)
+import attention, copytask
+copytask.train(attention.CausalSelfAttention)
+began = time.process_time()
+for _ in range(3):
+    copytask.train(attention.CausalSelfAttention)
+print((time.process_time() - began) / 3, torch.backends.cpu.get_cpu_capability())
+"""
+
+
+def kernel_choice_cpu():
+    """The copy task's training under the kernels the kit picks (threads.kernel_choice) and under
+    torch's own pick, each in a fresh process: the choice is measured here, not assumed."""
+    from grader import threads
+
+    def train_in(env):
+        done = subprocess.run([PY, "-c", TRAIN_ONCE, ROOT], env=env, capture_output=True,
+                              text=True, check=True)
+        seconds, capability = done.stdout.split()
+        return float(seconds), capability
+
+    base = {k: v for k, v in os.environ.items() if k != threads.KERNELS}
+    base.update(threads.ONE_THREAD)
+    kit = threads.pin_environment(dict(base))
+    return train_in(kit), train_in(base)
+
+
 def class_outputs_cpu(out, count):
     """CPU per submission of the class outputs (gradebook, summary, near-copies) and of the
     near-copies alone, both rebuilt from the batch's records with no pair cached."""
@@ -390,6 +422,10 @@ def cpu_split(stats, outputs, near):
     figure("cpu_worker", stats["worker_cpu"], f"  worker {stats['worker_cpu']:.3f} s, of which "
            f"the copy task's training about {train:.3f} s (the reference, alone, one thread)")
     FIGURES["cpu_training"] = train
+    (kit, kit_name), (own, own_name) = kernel_choice_cpu()
+    figure("kernels_kit_vs_torch", kit / own, f"    torch's kernels: the kit's pick {kit_name} "
+           f"{kit:.3f} s, torch's own {own_name} {own:.3f} s of training: "
+           f"{kit / own:.2f}x", ("<=", 1.05))
     figure("cpu_start", stats["startup_cpu"], f"  once per judge: its start (torch, pytest, the "
            f"checks collected) {stats['startup_cpu']:.2f} s")
     figure("cpu_class_outputs", outputs, f"  the class outputs (gradebook, summary, near-copies) "

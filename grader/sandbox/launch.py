@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 
-from grader import paths, safefs, words
+from grader import paths, safefs, threads, words
 from grader.sandbox.runtime import facts, wire
 from grader.sandbox.runtime.facts import UNPRIVILEGED, accelerator_nodes
 
@@ -99,9 +99,13 @@ def make_runtime_dir():
 
 
 def minimal_env(home):
-    return {"PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
-            "PYTHONDONTWRITEBYTECODE": "1"}
+    """The worker's whole environment: nothing of the judge's leaks in but the kit's compute
+    settings (threads.py), which follow the judge's own kernel choice so both sides compute alike."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+           "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+    if threads.KERNELS in os.environ:
+        env[threads.KERNELS] = os.environ[threads.KERNELS]
+    return threads.pin_environment(env)
 
 
 def _python_roots():
