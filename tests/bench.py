@@ -11,7 +11,8 @@ batch    BENCH_N copies of the corpus's fixtures graded by `python -m grader bat
          flags, beside one `grader grade` process each and `nbgrader autograde` on the first
          BENCH_SAMPLE of them; the judges' and workers' peak memory; where a submission's CPU goes
          (judge: checks, pages; worker; the copy task's training; the class outputs; near-copies)
-jobs     BENCH_JOBS_N submissions graded with --jobs 1 .. cores + 1: the rule behind the default
+jobs     BENCH_JOBS_N submissions graded with --jobs 1 .. cores + 1: the rule behind the default;
+         BENCH_SMALL_N (a rerun's few late files) with --jobs 1, 2 and default flags
 
 BENCH_PART=single|student|batch|jobs runs one part; BENCH_TINY=1 shrinks every size (the smoke
 test, tests/test_bench_smoke.py, which checks every figure is produced, never its value);
@@ -46,6 +47,7 @@ ROUNDS = setting("BENCH_ROUNDS", 5, 1)
 SAVES, PAUSE = setting("BENCH_SAVES", 20, 1), setting("BENCH_PAUSE", 1.0, 0.3, float)
 N, SAMPLE, JOBS_N = setting("BENCH_N", 200, 2), setting("BENCH_SAMPLE", 20, 1), \
     setting("BENCH_JOBS_N", 40, 1)
+SMALL_N = setting("BENCH_SMALL_N", 6, 1)
 FIGURES = {}  # name -> number: what BENCH_JSON writes and the smoke test reads
 
 
@@ -437,16 +439,21 @@ def cpu_split(stats, outputs, near):
 def bench_jobs():
     from grader.batch import dispatch
 
-    cores, default = os.cpu_count() or 1, dispatch.default_jobs()
+    cores, default = os.cpu_count() or 1, dispatch.default_jobs(JOBS_N)
     counts = sorted({1, default, cores, cores + 1}) if not TINY else sorted({1, default})
     fixtures = class_fixtures()
-    rates = {}
+    rates, small = {}, {}
     with tempfile.TemporaryDirectory(prefix="attn-bench-jobs-") as folder:
         klass = os.path.join(folder, "class")
         make_class(klass, JOBS_N, fixtures)
         for jobs in counts:
             seconds, _ = run_batch(klass, os.path.join(folder, f"out{jobs}"), "--jobs", str(jobs))
             rates[jobs] = JOBS_N / seconds * 60
+        few = os.path.join(folder, "few")  # a rerun that finds a few late files
+        make_class(few, SMALL_N, fixtures)
+        for jobs in sorted({1, min(2, cores)}):
+            small[jobs], _ = run_batch(few, os.path.join(folder, f"few{jobs}"), "--jobs", str(jobs))
+        small["default"], _ = run_batch(few, os.path.join(folder, "few-default"))
     best = max(rates, key=rates.get)
     print(f"\n--jobs on {JOBS_N} submissions ({cores} cores; the default is {default}):")
     for jobs, rate in rates.items():
@@ -454,6 +461,13 @@ def bench_jobs():
                + ("  (fastest)" if jobs == best else ""))
     figure("jobs_default_vs_best", rates[default] / rates[best],
            f"the default's throughput / the fastest's: {rates[default] / rates[best]:.2f}",
+           (">=", 0.9))
+    fastest = min(v for k, v in small.items() if k != "default")
+    print(f"{SMALL_N} submissions (the default is {dispatch.default_jobs(SMALL_N)}): " + ", ".join(
+        f"--jobs {k} {v:.1f} s" for k, v in small.items() if k != "default")
+        + f", default flags {small['default']:.1f} s")
+    figure("jobs_small_default_vs_best", fastest / small["default"],
+           f"the default's speed / the fastest's on {SMALL_N}: {fastest / small['default']:.2f}",
            (">=", 0.9))
 
 

@@ -237,9 +237,9 @@ def test_a_rerun_regrades_nothing_and_a_changed_entry_only(mixed, tmp_path):
     source = tmp_path / "class"
     shutil.copytree(mixed["source"], source, symlinks=True)
     shutil.copy(SUBMISSIONS / "correct" / "einsum.py", source / "bob.py")
-    proc = run_batch(source, out, "--jobs", "1")
+    proc = run_batch(source, out)  # default flags: one late file starts one judge, not one per core
     assert proc.returncode == 0, proc.stderr
-    assert "8 up to date, grading 1" in proc.stderr
+    assert "8 up to date, grading 1 with 1 processes" in proc.stderr
     rows = {r["student"]: r for r in read_gradebook(out / "gradebook.csv")}
     assert float(rows["bob"]["total"]) == MAX
 
@@ -429,6 +429,11 @@ def test_default_jobs_one_per_usable_core_fewer_where_memory_is_short(monkeypatc
         monkeypatch.setattr(dispatch, "_available_bytes",
                             lambda a=available: int(a * dispatch.JOB_BYTES))
         assert dispatch.default_jobs() == jobs
+    monkeypatch.setattr(dispatch, "_available_bytes", lambda: 100 * dispatch.JOB_BYTES)
+    # a few submissions (a rerun's late files) do not pay a second judge's start
+    per = dispatch.TASKS_PER_JUDGE
+    for tasks, jobs in ((1, 1), (per, 1), (per + 1, 2), (3 * per, 3), (100 * per, 8)):
+        assert dispatch.default_jobs(tasks) == jobs
     monkeypatch.undo()
     quota = tmp_path / "cpu.max"
     monkeypatch.setattr(dispatch, "CPU_MAX", str(quota))

@@ -24,7 +24,7 @@ EXPECTED = {
     "cpu_worker", "cpu_training", "kernels_kit_vs_torch", "cpu_start", "cpu_class_outputs",
     "cpu_similarity",
     # jobs
-    "jobs_1_per_min", "jobs_default_vs_best",
+    "jobs_1_per_min", "jobs_default_vs_best", "jobs_small_default_vs_best",
 }
 
 

@@ -128,7 +128,7 @@ def run(args):
     config = {"outdir": outdir, "lang": args.lang, "isolation": isolation,
               "limits": limits.describe(), "fingerprint": fingerprint,
               "prefetch": max(0, args.prefetch), "fork_server": not args.cold_workers}
-    jobs = max(1, args.jobs or default_jobs())
+    jobs = max(1, args.jobs or default_jobs(len(todo)))  # an explicit --jobs is obeyed
     _announce(entries, todo, manifest, config, jobs)
     answers = _grade(todo, config, jobs)
     if answers is None:
@@ -322,7 +322,7 @@ def add_arguments(sub):
     p.add_argument("dir", help="one entry per student: .py, .ipynb, folder, .zip or git repository")
     p.add_argument("--out", required=True, help="output folder (never inside DIR)")
     p.add_argument("--jobs", type=int, default=0, help="grading processes (default: one per usable core, fewer where memory "
-                   "is short; docs/instructors.md, Speed)")
+                   "is short or there are few submissions; docs/instructors.md, Speed)")
     options.add_lang(p, help="language of the Markdown and the page's first view")
     p.add_argument("--shard", help="K/N: grade only the K-th of N deterministic parts")
     p.add_argument("--prefetch", type=int, default=1,
