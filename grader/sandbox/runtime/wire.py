@@ -26,12 +26,16 @@ PREFIX = struct.Struct(">4sIQ")
 # What one frame may carry, sized to the checks: the largest reply of a whole grading (correct and
 # wrong submissions alike) is a 0.7 KiB header and a 384 KiB payload.  A larger frame is refused
 # from its 16-byte prefix, before any of it is read, so what one reply can make the judge hold is
-# bounded (JUDGE_FRAME_BYTES; measured in tests/test_hostile.py and `make bench`).
+# bounded (JUDGE_FRAME_BYTES; measured in tests/test_hostile.py and `make bench`).  The caps come
+# from the judge's memory target (350 MiB under any submission, issue 24): a judge grading the
+# reference peaks at ~260 MiB and a check may hold two frames at once (a call made twice), so two
+# frames must fit in ~90 MiB.  8 MiB of payload is still 20x the largest reply seen (a wrong
+# shape such as [256, 12, 12, 32] float32, 4.7 MB, still arrives and is judged as a shape).
 MAX_HEADER = 256 * 1024
-MAX_PAYLOAD = 16 * 1024 * 1024
+MAX_PAYLOAD = 8 * 1024 * 1024
 # The judge's memory for one frame at most: the payload as received, the tensors built from it
 # (one copy, at most the payload's size: see `room`), one result a check computes from them, and
-# the header's JSON as Python objects (~50 bytes per byte).  60 MiB with the caps above.
+# the header's JSON as Python objects (~50 bytes per byte).  36.5 MiB with the caps above.
 JUDGE_FRAME_BYTES = 3 * MAX_PAYLOAD + 50 * MAX_HEADER
 MAX_DEPTH = 32
 # Dtypes that may cross the boundary, by name; anything else is refused by the judge.

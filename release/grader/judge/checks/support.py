@@ -65,7 +65,7 @@ def shaped(value, shape, what="the result"):
 
 
 # Values are compared a slice at a time, in float64: a reply as large as the wire lets through
-# (16 MiB of float32) would otherwise cost the judge several float64 copies of it at once.
+# (8 MiB of float32) would otherwise cost the judge several float64 copies of it at once.
 COMPARE_CHUNK = 1 << 18
 
 
