@@ -256,7 +256,7 @@ def make_class(folder, count, fixtures):
 SPEED_LINE = re.compile(
     r"graded (\d+) in .*?peak memory: judge (\d+) MiB, worker (\d+) MiB; CPU per submission: "
     r"judge ([\d.]+) s \(checks ([\d.]+) s, pages ([\d.]+) s\) \+ worker ([\d.]+) s, after a start "
-    r"of ([\d.]+) s per judge")
+    r"of ([\d.]+) s per judge.*?calls into a worker per submission (\d+)")
 
 
 def run_batch(folder, out, *flags):
@@ -269,7 +269,7 @@ def run_batch(folder, out, *flags):
     if result.returncode != 0 or not found:
         raise RuntimeError(result.stderr[-2000:])
     keys = ("graded", "judge_mb", "worker_mb", "judge_cpu", "check_cpu", "page_cpu", "worker_cpu",
-            "startup_cpu")
+            "startup_cpu", "calls")
     return seconds, dict(zip(keys, map(float, found.groups())))
 
 
@@ -359,6 +359,51 @@ def kernel_choice_cpu():
     return train_in(kit), train_in(base)
 
 
+def _tree_cpu(pid):
+    """CPU seconds of process `pid` and every process under it (a sandbox's worker is below its
+    launcher), from /proc: 1/100 s ticks, so it is read around many calls."""
+    def own(p):
+        try:
+            with open(f"/proc/{p}/stat", encoding="ascii") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{p}/task/{p}/children", encoding="ascii") as handle:
+                children = [int(c) for c in handle.read().split()]
+        except OSError:
+            return 0.0, []
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), children
+
+    seconds, todo = 0.0, [pid]
+    while todo:
+        used, children = own(todo.pop())
+        seconds += used
+        todo += children
+    return seconds
+
+
+def call_cpu(calls=None):
+    """((worker, judge) CPU per call after a 2 ms pause, (worker, judge) back to back): one call
+    into a cold worker of the reference, `calls` times each way."""
+    import torch
+
+    from grader.judge.service import Judge
+
+    calls = calls or (20 if TINY else 400)
+    x = torch.randn(2, 5, 12)
+    with Judge() as judge:
+        sub, student = judge.begin(os.path.join(ROOT, "solutions", "attention.py"))
+        student.split_heads(x, 3)  # the hello and the first call's own costs
+        found = []
+        for pause in (0.002, 0):
+            worker, mine = _tree_cpu(student.worker.proc.pid), cpu_now()
+            for _ in range(calls):
+                time.sleep(pause)
+                student.split_heads(x, 3)
+            found.append(((_tree_cpu(student.worker.proc.pid) - worker) / calls,
+                          (cpu_now() - mine) / calls))
+        student.close()
+    return found
+
+
 def class_outputs_cpu(out, count):
     """CPU per submission of the class outputs (gradebook, summary, near-copies) and of the
     near-copies alone, both rebuilt from the batch's records with no pair cached."""
@@ -445,6 +490,12 @@ def cpu_split(stats, outputs, near, reference):
     figure("kernels_kit_vs_torch", kit / own, f"    torch's kernels: the kit's pick {kit_name} "
            f"{kit:.3f} s, torch's own {own_name} {own:.3f} s of training: "
            f"{kit / own:.2f}x", ("<=", 1.05))
+    (pause, pause_x), (busy, busy_x) = call_cpu()
+    figure("cpu_per_call", pause, f"  {stats['calls']:.0f} calls into the worker, each a round "
+           f"trip: one costs its worker {pause * 1000:.2f} ms of CPU after the judge paused 2 ms "
+           f"(and the judge {pause_x * 1000:.2f} ms), {busy * 1000:.2f} ms (judge "
+           f"{busy_x * 1000:.2f} ms) right after the last: a worker woken from sleep starts cold")
+    FIGURES["calls_per_submission"] = stats["calls"]
     figure("cpu_start", stats["startup_cpu"], f"  once per judge: its start (torch, pytest, the "
            f"checks collected) {stats['startup_cpu']:.2f} s")
     figure("cpu_class_outputs", outputs, f"  the class outputs (gradebook, summary, near-copies) "

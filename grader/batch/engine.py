@@ -202,7 +202,8 @@ def _cpu_split(stats):
             f"{(sum(s['judge_cpu'] for s in stats) - startup) / graded:.3f} s (checks "
             f"{each('check_cpu'):.3f} s, pages {each('render_cpu'):.3f} s) + worker "
             f"{each('worker_cpu'):.3f} s, after a start of {startup / len(stats):.2f} s per "
-            f"judge; compute threads per judge {max((s.get('threads') or 0) for s in stats)}")
+            f"judge; compute threads per judge {max((s.get('threads') or 0) for s in stats)}; "
+            f"calls into a worker per submission {each('calls'):.0f}")
 
 
 def _missing(entry, why="not graded (grader error; run again)"):
