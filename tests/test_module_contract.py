@@ -294,6 +294,20 @@ def test_each_module_variant_is_one_knob_on_the_reference():
     assert biased[0][0] == "bias"
 
 
+def test_each_module_variant_computes_each_batch_row_alone():
+    """What lets module.learns look for a named mistake on the first rows of its batch and
+    confirm on all of them (check_module_reference._is_attention): no variant mixes the rows of
+    a batch, so a variant's output on the first rows is its output on them within the whole."""
+    w = [torch.randn(12, 12) / math.sqrt(12) for _ in range(4)]
+    x = torch.randn(9, 5, 12)
+    biases = {p: torch.randn(12) for p in "qkvo"}
+    blocks = list(variants.module_variant_blocks(*w, 3, 8, biases=biases))
+    assert {n for n, _ in blocks} == set(variants.MODULE_VARIANTS) | {"bias"}
+    with torch.no_grad():
+        for name, built in blocks:
+            torch.testing.assert_close(built(x[:4]), built(x)[:4], equal_nan=True, msg=name)
+
+
 CHECK_FILES = [ROOT / "grader" / "judge" / "checks" / part for part in (
     "public/check_module.py", "public/check_quiz.py", "hidden/check_module_reference.py",
     "hidden/check_quiz_answers.py")]

@@ -230,20 +230,25 @@ def module_candidates(x, wq, wk, wv, wo, heads, max_len=None, biases=None):
     """[(name, (y, weights))] for every module variant, the q|k|v orders included (and `bias`
     when the student's block holds biases, read through the contract's names)."""
     max_len = max_len or x.shape[1]
-    head = [("bias", _run(block("bias", wq, wk, wv, wo, heads, max_len, biases=biases), x))] \
-        if biases else []
+    return [(name, _run(built, x))
+            for name, built in module_variant_blocks(wq, wk, wv, wo, heads, max_len, biases)]
+
+
+def module_variant_blocks(wq, wk, wv, wo, heads, max_len, biases=None):
+    """(name, block) for every module variant, in module_candidates' order, each built when it
+    is asked for: a search that stops at its first match builds and runs nothing after it."""
+    if biases:
+        yield "bias", block("bias", wq, wk, wv, wo, heads, max_len, biases=biases)
     # q|k|v orders first: in the block, k|q|v and scores k @ qᵀ give the same numbers, and a
     # wrong attend is named by attend's own checks.
     blocks = (wq, wk, wv)
-    out = head + [("qkv_order", _run(block("qkv_order", *(blocks[i] for i in order), wo, heads,
-                                             max_len), x)) for order in QKV_ORDERS]
-    out.append(("qkv_order", _run(block("qkv_order", *_per_head(wq, wk, wv, heads), wo, heads,
-                                        max_len), x)))
+    for order in QKV_ORDERS:
+        yield "qkv_order", block("qkv_order", *(blocks[i] for i in order), wo, heads, max_len)
+    yield "qkv_order", block("qkv_order", *_per_head(wq, wk, wv, heads), wo, heads, max_len)
     for name in MODULE_VARIANTS:
         if name == "qkv_order":
             continue
-        out.append((name, _run(block(name, wq, wk, wv, wo, heads, max_len), x)))
-    return out
+        yield name, block(name, wq, wk, wv, wo, heads, max_len)
 
 
 def _per_head(wq, wk, wv, heads):
