@@ -401,6 +401,7 @@ def call_cpu(calls=None):
             found.append(((_tree_cpu(student.worker.proc.pid) - worker) / calls,
                           (cpu_now() - mine) / calls))
         student.close()
+        sub.cleanup()  # its work folder, as grading.finish does
     return found
 
 
@@ -463,10 +464,7 @@ def reference_class_cpu(folder):
     flags: the target's own case (the class above mixes in wrong files, whose named mistakes cost
     the judge more)."""
     klass = os.path.join(folder, "reference-class")
-    os.makedirs(klass)
-    for i in range(REF_N):
-        shutil.copyfile(os.path.join(ROOT, "solutions", "attention.py"),
-                        os.path.join(klass, f"r{i:03d}.py"))
+    make_class(klass, REF_N, [os.path.join(ROOT, "solutions", "attention.py")])
     _, stats = run_batch(klass, os.path.join(folder, "reference-out"))
     return stats["judge_cpu"] + stats["worker_cpu"]
 
