@@ -256,7 +256,7 @@ def make_class(folder, count, fixtures):
 SPEED_LINE = re.compile(
     r"graded (\d+) in .*?peak memory: judge (\d+) MiB, worker (\d+) MiB; CPU per submission: "
     r"judge ([\d.]+) s \(checks ([\d.]+) s, pages ([\d.]+) s\) \+ worker ([\d.]+) s, after a start "
-    r"of ([\d.]+) s per judge.*?calls into a worker per submission (\d+)")
+    r"of ([\d.]+) s per judge.*?calls into a worker per submission (\d+) in (\d+) round trips")
 
 
 def run_batch(folder, out, *flags):
@@ -269,7 +269,7 @@ def run_batch(folder, out, *flags):
     if result.returncode != 0 or not found:
         raise RuntimeError(result.stderr[-2000:])
     keys = ("graded", "judge_mb", "worker_mb", "judge_cpu", "check_cpu", "page_cpu", "worker_cpu",
-            "startup_cpu", "calls")
+            "startup_cpu", "calls", "round_trips")
     return seconds, dict(zip(keys, map(float, found.groups())))
 
 
@@ -489,11 +489,12 @@ def cpu_split(stats, outputs, near, reference):
            f"{kit:.3f} s, torch's own {own_name} {own:.3f} s of training: "
            f"{kit / own:.2f}x", ("<=", 1.05))
     (pause, pause_x), (busy, busy_x) = call_cpu()
-    figure("cpu_per_call", pause, f"  {stats['calls']:.0f} calls into the worker, each a round "
-           f"trip: one costs its worker {pause * 1000:.2f} ms of CPU after the judge paused 2 ms "
-           f"(and the judge {pause_x * 1000:.2f} ms), {busy * 1000:.2f} ms (judge "
-           f"{busy_x * 1000:.2f} ms) right after the last: a worker woken from sleep starts cold")
-    FIGURES["calls_per_submission"] = stats["calls"]
+    figure("cpu_per_call", pause, f"  {stats['calls']:.0f} calls into the worker in "
+           f"{stats['round_trips']:.0f} round trips: one trip costs its worker {pause * 1000:.2f} "
+           f"ms of CPU after the judge paused 2 ms (and the judge {pause_x * 1000:.2f} ms), "
+           f"{busy * 1000:.2f} ms (judge {busy_x * 1000:.2f} ms) right after the last: a worker "
+           f"woken from sleep starts cold")
+    FIGURES.update(calls_per_submission=stats["calls"], round_trips=stats["round_trips"])
     figure("cpu_start", stats["startup_cpu"], f"  once per judge: its start (torch, pytest, the "
            f"checks collected) {stats['startup_cpu']:.2f} s")
     figure("cpu_class_outputs", outputs, f"  the class outputs (gradebook, summary, near-copies) "

@@ -217,10 +217,12 @@ def test_progress_and_ungradable_lines(mixed):
     # The check thread's torch had one compute thread before anything set it: the environment
     # was pinned before torch started (threads.py), whatever the instructor's shell asked for.
     assert "compute threads per judge 1;" in err
-    # Every graded entry made its calls into a worker, each one a round trip: counted, so a
-    # change that multiplies them shows in the line (and in make bench).
-    calls = re.search(r"calls into a worker per submission (\d+)\n", err)
+    # Every graded entry made its calls into a worker, and fewer round trips (a request may carry
+    # several calls): both counted, so a change that multiplies them shows in the line (and in
+    # make bench).
+    calls = re.search(r"calls into a worker per submission (\d+) in (\d+) round trips\n", err)
     assert calls and int(calls.group(1)) > 20, err[-500:]
+    assert 0 < int(calls.group(2)) < int(calls.group(1)), err[-500:]
 
 
 def test_nothing_in_the_class_folder_is_written_or_run(mixed):

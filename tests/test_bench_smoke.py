@@ -22,7 +22,7 @@ EXPECTED = {
     "batch_per_submission_x", "one_process_each_x", "nbgrader_x", "batch_vs_nbgrader",
     "judge_mb", "worker_mb", "cpu_per_reference", "cpu_per_submission", "cpu_judge", "cpu_checks",
     "cpu_pages", "cpu_worker", "cpu_training", "kernels_kit_vs_torch", "cpu_per_call",
-    "calls_per_submission", "cpu_start",
+    "calls_per_submission", "round_trips", "cpu_start",
     "cpu_class_outputs", "cpu_similarity",
     # jobs
     "jobs_1_per_min", "jobs_default_vs_best", "jobs_small_default_vs_best",

@@ -203,7 +203,8 @@ def _cpu_split(stats):
             f"{each('check_cpu'):.3f} s, pages {each('render_cpu'):.3f} s) + worker "
             f"{each('worker_cpu'):.3f} s, after a start of {startup / len(stats):.2f} s per "
             f"judge; compute threads per judge {max((s.get('threads') or 0) for s in stats)}; "
-            f"calls into a worker per submission {each('calls'):.0f}")
+            f"calls into a worker per submission {each('calls'):.0f} in "
+            f"{each('round_trips'):.0f} round trips")
 
 
 def _missing(entry, why="not graded (grader error; run again)"):

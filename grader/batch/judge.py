@@ -106,8 +106,9 @@ def _complete(started, config, judge, split=None):
 
             flag_identity(package, task["student"])  # the entry's name is who it is
         data = judge.finish(started.sub, started.student, entry=task["entry"])  # closes the worker
-        if split is not None:  # each call is a round trip, the worker woken from sleep
+        if split is not None:  # each round trip wakes the worker from sleep (one or more calls)
             split["calls"] += started.student.next_id
+            split["round_trips"] += started.student.round_trips
         drawing = time.thread_time()
         record.update(_graded(started, data))
     record["seconds"] = round(time.monotonic() - started.began, 3)
@@ -142,7 +143,7 @@ def judge_main(argv):
     session = judge.session(("public", "hidden"))
     judge.workers.ready()
     session.ready.wait(timeout=120)  # a session that failed to start says so at its first run
-    split = {"startup_cpu": _process_cpu(), "render_cpu": 0.0, "calls": 0}
+    split = {"startup_cpu": _process_cpu(), "render_cpu": 0.0, "calls": 0, "round_trips": 0}
     graded = _grade_tasks(_task_inbox(), config, judge, answers, split)
     split.update(check_cpu=session.check_cpu, threads=session.threads_given)
     _answer(answers, {"stats": dict(_stats(judge, graded), **split)})

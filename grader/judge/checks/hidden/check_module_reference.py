@@ -11,8 +11,8 @@ from grader.judge.student import StudentError, WorkerFailure
 from grader.judge.secret.variants import (block, module_candidates, module_variant_blocks,
                                           reference_for)
 from grader.judge.checks.public.check_module import (describe, fresh_weights, inject,
-                                                     randomness_first, run, run_weights, shaped,
-                                                     slice_fields)
+                                                     new_injected, randomness_first, run,
+                                                     run_weights, shaped, slice_fields)
 from grader.judge.checks.support import (Verdict, close, expect_close, fmt, fresh, fresh_randn,
                                          tensor)
 
@@ -35,8 +35,7 @@ def candidates(module, x, w, heads=H, max_len=MAX_LEN):
 def injected(student, seed, salt):
     """The student's block holding fresh weights, the weights, and a fresh input."""
     w = fresh_weights(seed, salt)
-    module = student.module(D, H, MAX_LEN)
-    inject(module, w)
+    module = new_injected(student, w, H, MAX_LEN)
     x = fresh_randn(B, T, D, seed=seed, salt=salt + 10)
     randomness_first(student, module, x)
     return module, w, x
