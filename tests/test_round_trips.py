@@ -10,6 +10,7 @@ import torch
 
 from grader.sandbox.launch import Limits, WorkerFailure
 from grader.judge.student import Student, StudentError
+from grader.sandbox.runtime import wire
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "grader", "sandbox", "runtime"))
@@ -72,7 +73,7 @@ def made(student):
 def test_the_calls_of_a_request_are_answered_under_consecutive_ids():
     more = [{"op": "call", "args": {}}] * 20 + ["junk"]
     ids = [reply_id for reply_id, _ in worker.calls_of({"id": 7, "op": "call", "more": more})]
-    assert ids == list(range(7, 7 + worker.MAX_CALLS))  # at most MAX_CALLS, whatever is asked
+    assert ids == list(range(7, 7 + wire.MAX_CALLS))  # at most MAX_CALLS, whatever is asked
     assert worker.calls_of({"id": 3, "op": "new", "more": ["junk"]})[1] == (4, {})
     assert worker.calls_of("junk") == [(None, {})]
 

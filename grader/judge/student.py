@@ -299,6 +299,8 @@ class Student:
         same as asking them one by one and stopping at the first that raises (its exception is
         raised, with `call_index` telling which one it was).  Each answer has its own timeout
         and is charged to its own kind.  Follow-ups of a `new` address the block it made."""
+        if not 0 < len(calls) <= wire.MAX_CALLS:
+            raise ValueError(f"a request carries 1 to {wire.MAX_CALLS} calls, not {len(calls)}")
         if self.import_error is not None:
             raise self.import_error
         kinds = [f"{op}:{args.get('fn', args.get('action', ''))}" for op, args in calls]

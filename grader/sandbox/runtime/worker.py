@@ -315,12 +315,9 @@ def serve(channel, student_file, torch):
                 made = reply["ok"]
 
 
-# Calls one request may carry (its own and its `more`): a round trip costs the two processes
-# ~0.25 ms of CPU, more than most calls themselves (`make bench`, cpu_per_call).
-MAX_CALLS = 8
-
-
-def calls_of(request, most=MAX_CALLS):
+# Several calls in one request: a round trip costs the two processes ~0.25 ms of CPU, more than
+# most calls themselves (`make bench`, cpu_per_call).
+def calls_of(request, most=wire.MAX_CALLS):
     """[(reply id, call)]: the request's own call, then each of its `more` (each {op, args}), to
     be made in order and answered one by one under consecutive ids, stopping at the first that
     fails.  Each call's arguments are its own tensors (the judge encodes a repeated argument once

@@ -75,6 +75,7 @@ class Student:
         self.startup_seconds = startup_seconds or self.workers.startup_seconds(self.limits)
         self.max_starts = max_starts
         self.worker, self.starts, self.next_id, self.spent = None, 0, 0, 0.0
+        self.round_trips = 0  # requests sent: one may carry several calls (request_all)
         # The reserve: once the budget is used up (a slow attend, say), calls of a kind that took
         # almost none of it (the quiz's constants, the registries, split_heads) still run, on a
         # small second budget of their own, so one slow piece does not cost the others.
@@ -291,34 +292,66 @@ class Student:
         """One call into the worker.  `afresh`: made even where an earlier call of its kind hung
         or crashed (a call expected to stop early, such as forward refusing a too-long input,
         must not be judged by another input's hang)."""
+        return self.request_all([(op, args)], timeout, afresh)[0]
+
+    def request_all(self, calls, timeout=None, afresh=False):
+        """Calls [(op, args)] made in this order in one round trip, their answers in a list: the
+        same as asking them one by one and stopping at the first that raises (its exception is
+        raised, with `call_index` telling which one it was).  Each answer has its own timeout
+        and is charged to its own kind.  Follow-ups of a `new` address the block it made."""
+        if not 0 < len(calls) <= wire.MAX_CALLS:
+            raise ValueError(f"a request carries 1 to {wire.MAX_CALLS} calls, not {len(calls)}")
         if self.import_error is not None:
             raise self.import_error
-        kind = self.kind = f"{op}:{args.get('fn', args.get('action', ''))}"
-        for blocker in () if afresh else (kind, NEEDS_FORWARD.get(kind)):
-            if blocker in self.poisoned:
-                raise self.poisoned[blocker]
+        kinds = [f"{op}:{args.get('fn', args.get('action', ''))}" for op, args in calls]
+        self.kind = kinds[0]
+        for kind in () if afresh else kinds:
+            for blocker in (kind, NEEDS_FORWARD.get(kind)):
+                if blocker in self.poisoned:
+                    raise self.poisoned[blocker]
+        answers = []
         try:
-            return self._request(op, timeout, args)
+            self._send(calls)
+            for kind in kinds:
+                self.kind = kind
+                answers.append(self._reply(timeout))
         except WorkerFailure as failure:
+            kind = self.kind  # the call that was being waited for
             self.crashes[kind] = self.crashes.get(kind, 0) + 1
             if failure.kind == "timeout" or self.crashes[kind] >= 2:
                 self.poisoned[kind] = WorkerFailure(
                     failure.kind, failure.message + " (an earlier call of the same kind)",
                     failure.zh + "（同类的前一次调用）", **failure.fields)
             raise
+        except StudentError as error:
+            error.call_index = len(answers)
+            raise
+        return answers
 
-    def _request(self, op, timeout, args):
+    def _send(self, calls):
+        """The request carrying `calls`, sent to a worker that has said hello."""
         self._check_budget()
         self.start()
         if self.hello_pending:
             self._await_hello()
+        (op, args), more = calls[0], [{"op": o, "args": a} for o, a in calls[1:]]
+        request = {"id": self.next_id + 1, "op": op, "args": args}
+        if more:
+            request["more"] = more
+        began = time.monotonic()
+        try:
+            self.worker.channel.sendall(wire.encode(request))
+        except OSError:
+            self._exited()
+        finally:
+            self._charge(time.monotonic() - began)
+        self.round_trips += 1
+
+    def _reply(self, timeout):
+        """The answer to the next call, waited for with its own timeout."""
         self.next_id += 1
         began = time.monotonic()
         try:
-            try:
-                self.worker.channel.sendall(wire.encode({"id": self.next_id, "op": op, "args": args}))
-            except OSError:
-                self._exited()
             seconds = min(timeout or self.limits.call_seconds, self._left())
             reply = self._receive(max(seconds, 0.1), expect_id=self.next_id)
         finally:
@@ -347,8 +380,9 @@ class Student:
         fails, and the file's own names, told at import, lack it) is no attempt, like a stub."""
         try:
             return request()
-        except StudentError as exc:
-            if exc.is_a("AttributeError") and exc.line is None and name not in self.names:
+        except StudentError as exc:  # the lookup is the first call of a request (request_all)
+            if exc.is_a("AttributeError") and exc.line is None and name not in self.names \
+                    and getattr(exc, "call_index", 0) == 0:
                 exc.not_defined = name
             raise
 
@@ -361,10 +395,23 @@ class Student:
     def attend(self, q, k, v, mask=None, return_weights=False):
         return self.call("attend", q, k, v, mask=mask, return_weights=return_weights)
 
+    def attend_twice(self, q, k, v, mask=None, return_weights=False):
+        """[first, second]: attend on the same inputs twice, in one round trip (each call gets
+        its own copy of the inputs, as two separate calls would)."""
+        call = {"fn": "attend", "args": [q, k, v], "kwargs": {"mask": mask,
+                                                               "return_weights": return_weights}}
+        return self._called("attend", lambda: self.request_all([("call", call)] * 2))
+
     def module(self, d_model, n_heads, max_len=None):
-        args = [d_model, n_heads] + ([] if max_len is None else [max_len])
-        return RemoteModule(self, self._called("CausalSelfAttention",
-                                               lambda: self.request("new", args=args)))
+        return self.module_then([d_model, n_heads] + ([] if max_len is None else [max_len]))[0]
+
+    def module_then(self, made_with, action=None, **args):
+        """(block, answer): CausalSelfAttention(*made_with) and, in the same round trip, its
+        first contract `action` (None: no action, answer None), made only where the block was."""
+        calls = [("new", {"args": list(made_with)})]
+        calls += [("contract", dict(args, action=action))] if action else []
+        answers = self._called("CausalSelfAttention", lambda: self.request_all(calls))
+        return RemoteModule(self, answers[0]), (answers[1] if action else None)
 
     def devices(self):
         """The devices other than the CPU the worker can try (its claim: it only chooses where
@@ -424,9 +471,24 @@ class RemoteModule:
     def load(self, state):
         return self._request("load", state=state)
 
+    def _request_all(self, calls):
+        if self.student.starts != self.starts:
+            raise WorkerFailure("crashed", "the worker holding this module was restarted",
+                                "持有这个模块的进程已经重启")
+        return self.student.request_all([(op, dict(args, handle=self.handle))
+                                         for op, args in calls])
+
     def __call__(self, x, return_weights=False, afresh=False):
         return self._request("forward", afresh=afresh, x=x, return_weights=return_weights)
+
+    def twice(self, x, return_weights=False):
+        """[first, second]: forward on the same input twice, in one round trip."""
+        return self._request_all([("forward", {"x": x, "return_weights": return_weights})] * 2)
 
     def contract(self, action, **args):
         """The block through the contract's attribute names (the worker's contract.py)."""
         return self._request("contract", action=action, **args)
+
+    def contract_twice(self, action, **args):
+        """[first, second]: the same contract action twice, in one round trip."""
+        return self._request_all([("contract", dict(args, action=action))] * 2)

@@ -450,11 +450,12 @@ def same_answer(a, b):
     return True
 
 
-def steady_call(call):
-    """Randomness first: `call()` (an attend call) twice on the same input; the first answer when
-    both agree, else a Verdict naming the randomness (no other cause is drawn from it)."""
-    first = call()
-    if not same_answer(first, call()):
+def steady_call(call_twice):
+    """Randomness first: `call_twice()` (an attend call made twice on the same input, in one
+    round trip: Student.attend_twice) answers the same twice; the first answer when both agree,
+    else a Verdict naming the randomness (no other cause is drawn from it)."""
+    first, second = call_twice()
+    if not same_answer(first, second):
         raise Verdict("random_output")
     return first
 
@@ -464,7 +465,7 @@ def attend_any_rank(student, q, k, v, **kwargs):
     raises for fewer than 4 axes and the same data with leading axes of 1 goes through, the
     Verdict names code written for [B,H,T,d] only."""
     try:
-        return steady_call(lambda: student.attend(q, k, v, **kwargs))
+        return steady_call(lambda: student.attend_twice(q, k, v, **kwargs))
     except StudentError as exc:
         if q.dim() >= 4 or exc.not_implemented or exc.during == "import" or exc.memory_limit:
             raise

@@ -38,6 +38,10 @@ MAX_PAYLOAD = 8 * 1024 * 1024
 # the header's JSON as Python objects (~50 bytes per byte).  36.5 MiB with the caps above.
 JUDGE_FRAME_BYTES = 3 * MAX_PAYLOAD + 50 * MAX_HEADER
 MAX_DEPTH = 32
+# Calls one request may carry (its own and its `more`, answered one by one: worker.calls_of);
+# the judge asks at most two at once whose answers are tensors (a call made twice), so two frames
+# stay the most it holds (JUDGE_FRAME_BYTES each).
+MAX_CALLS = 8
 # Dtypes that may cross the boundary, by name; anything else is refused by the judge.
 DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
 

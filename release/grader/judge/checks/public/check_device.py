@@ -17,7 +17,7 @@ import torch
 
 from grader.judge.student import StudentError
 from grader.judge.checks.public.check_attend import attend_judged, attention_gate, fresh_qkv
-from grader.judge.checks.public.check_module import fresh_weights, inject, run_weights
+from grader.judge.checks.public.check_module import fresh_weights, new_injected, run_weights
 from grader.judge.checks.support import (Verdict, causal_mask, fresh_randn, note, same,
                                          same_answer, shaped, weights_factor)
 
@@ -169,9 +169,7 @@ def block_on_cpu(student, seed, salt):
 
 
 def fresh_block(student, weights):
-    module = student.module(D, H, MAX_LEN)
-    inject(module, weights)
-    return module
+    return new_injected(student, weights, H, MAX_LEN)
 
 
 @pytest.mark.check("module.device")
@@ -261,7 +259,7 @@ def test_block_follows_its_dtype(student, seed, record_note):
 def float32_answer(module, x):
     """This very block's float32 y, asked twice: None where the two differ (random: named by
     other cards; nothing about dtypes can be seen then)."""
-    first, second = (pair(module.contract("forward_on", x=x, device="cpu")) for _ in range(2))
+    first, second = map(pair, module.contract_twice("forward_on", x=x, device="cpu"))
     y, again = (placed(items[0], "y", "cpu") for items in (first, second))
     return y if same_answer(y, again) else None
 

@@ -26,9 +26,12 @@ def fresh_weights(seed, salt, width=D):
     return [fresh_randn(width, width, seed=seed, salt=salt + i) / math.sqrt(width) for i in range(4)]
 
 
-def run(module, x, return_weights=False):
-    """forward(x) in the worker; an error there becomes `cannot_run` (module.shapes reports it)."""
+def run(module, x, return_weights=False, twice=False):
+    """forward(x) in the worker ([first, second] answers of it made twice, in one round trip);
+    an error there becomes `cannot_run` (module.shapes reports it)."""
     try:
+        if twice:
+            return module.twice(x, return_weights=return_weights)
         return module(x, return_weights=return_weights)
     except StudentError as exc:
         if exc.not_implemented or exc.during == "import" or exc.memory_limit:
@@ -38,7 +41,11 @@ def run(module, x, return_weights=False):
 
 def run_weights(module, x):
     """(y [B,T,D], weights [..., T, T]) from forward(x, return_weights=True), or cannot_run."""
-    out = run(module, x, return_weights=True)
+    return y_and_weights(run(module, x, return_weights=True), x)
+
+
+def y_and_weights(out, x):
+    """forward(x, return_weights=True)'s answer `out` as (y, weights), or cannot_run."""
     if not (isinstance(out, tuple) and len(out) == 2) or type(out[1]) is not torch.Tensor:
         raise Verdict("cannot_run", type="return_weights=True", message=type(out).__name__)
     weights = out[1]
@@ -50,8 +57,23 @@ def run_weights(module, x):
 def inject(module, weights, width=D):
     """Write q, k, v, out through the contract's names; the layout, or a Verdict naming what the
     names hold."""
-    kind = module.contract("inject", d_model=width, q=weights[0], k=weights[1], v=weights[2],
-                           o=weights[3])
+    return layout(module, module.contract("inject", **inject_args(weights, width)), width)
+
+
+def new_injected(student, weights, heads, max_len, width=D):
+    """A new block holding `weights` (inject), made and written in one round trip."""
+    module, kind = student.module_then([width, heads, max_len], "inject",
+                                       **inject_args(weights, width))
+    layout(module, kind, width)
+    return module
+
+
+def inject_args(weights, width):
+    return {"d_model": width, "q": weights[0], "k": weights[1], "v": weights[2], "o": weights[3]}
+
+
+def layout(module, kind, width):
+    """inject's answer `kind` when it names a layout, else a Verdict naming what the names hold."""
     if kind not in ("fused", "separate"):
         found = describe(module, width).get("found")
         names = [n for n, ok in found.items() if ok is True] if isinstance(found, dict) else []
@@ -63,6 +85,12 @@ def describe(module, width=D):
     """What torch's registries hold (the worker's reading: a claim, used to name, never to score)."""
     description = module.contract("describe", d_model=width)
     return description if isinstance(description, dict) else {}
+
+
+def new_described(student):
+    """(a new block, describe's reading of it), in one round trip."""
+    module, description = student.module_then([D, H, MAX_LEN], "describe", d_model=D)
+    return module, description if isinstance(description, dict) else {}
 
 
 def slice_fields(got, expected, where):
@@ -90,8 +118,7 @@ def _listed(params):
 @pytest.mark.check("module.param_count")
 def test_parameter_count(student, seed):
     untampered(student)
-    module = student.module(D, H, MAX_LEN)
-    description = describe(module)
+    module, description = new_described(student)
     registries_untouched(description)
     params = _listed(description.get("params"))
     count = sum(_numel(shape) for _, shape in params)
@@ -149,12 +176,11 @@ def observed(call):
 def steady(module, x, return_weights=False):
     """forward(x) [, weights] when it runs and answers the same for the same input twice; None
     when it cannot be observed or is random (dropout, new weights per call: named elsewhere)."""
-    def once():
-        if return_weights:
-            return run_weights(module, x)
-        return shaped(run(module, x), list(x.shape), "y")
-    first = observed(once)
-    second = observed(once) if first is not None else None
+    def checked(out):
+        return y_and_weights(out, x) if return_weights else shaped(out, list(x.shape), "y")
+    answers = observed(lambda: run(module, x, return_weights, twice=True))
+    first = observed(lambda: checked(answers[0])) if answers is not None else None
+    second = observed(lambda: checked(answers[1])) if first is not None else None
     if second is None:
         return None
     pairs = zip(first, second) if return_weights else [(first, second)]
@@ -176,7 +202,7 @@ def randomness_first(student, module, x):
         raise Verdict("random_dropout")
     q, k, v = (fresh_randn(1, H, T, D // H, seed=0, salt=95 + i) for i in range(3))
     try:
-        steady_call(lambda: student.attend(q, k, v))  # a Verdict when attend is random
+        steady_call(lambda: student.attend_twice(q, k, v))  # a Verdict when attend is random
     except (StudentError, WorkerFailure):
         pass
     raise Verdict("random_new_weights")
@@ -185,9 +211,10 @@ def randomness_first(student, module, x):
 def _answers_alike(module, x):
     """forward(x) twice, whatever it returns: True when the two answers agree, False when they
     differ, None when one cannot be observed (raised, hung, ...)."""
-    first = observed(lambda: run(module, x))
-    second = observed(lambda: run(module, x)) if first is not None else None
-    return None if second is None else same_answer(first, second)
+    answers = observed(lambda: run(module, x, twice=True))
+    if answers is None or any(answer is None for answer in answers):
+        return None
+    return same_answer(*answers)
 
 
 def _unmoved(after, before):
@@ -219,8 +246,7 @@ def test_mask_is_a_buffer(student, seed):
     """The mask as torch's registries hold it, read before forward runs; where forward runs
     steadily with the judge's weights, a step over every parameter must not move its zeros."""
     untampered(student)
-    module = student.module(D, H, MAX_LEN)
-    description = describe(module)
+    module, description = new_described(student)
     registries_untouched(description)
     mask = description.get("mask") or {}
     value = mask.get("value")
