@@ -124,6 +124,21 @@ def test_the_follow_ups_of_new_address_the_block_it_made(student):
     assert not torch.equal(other.contract("read", d_model=4)["o"], w[3])
 
 
+def test_a_follow_up_past_the_budget_fails_as_one_asked_then_would(student, monkeypatch):
+    real = student._reply
+
+    def reply(timeout, follow_up=False):
+        if follow_up:  # the first answer used the budget up
+            monkeypatch.setattr(student, "_left", lambda: 0.0)
+        return real(timeout, follow_up)
+
+    monkeypatch.setattr(student, "_reply", reply)
+    with pytest.raises(WorkerFailure) as failed:
+        student.request_all([("call", {"fn": "calls_made"}), ("call", {"fn": "calls_made"})])
+    assert failed.value.kind == "budget"
+    assert student.worker is None  # its answer to the follow-up can never meet another request
+
+
 def test_a_hang_poisons_the_kind_of_the_call_that_hung(student):
     x = torch.ones(1, 2, 3)
     with pytest.raises(WorkerFailure) as failed:

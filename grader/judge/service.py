@@ -22,6 +22,9 @@ class Judge:
 
     def __init__(self, limits=None, isolation="auto", start="exec", spares=0, server=None,
                  refill=True):
+        from grader.judge import memory
+
+        memory.return_large_blocks()  # a large answer's memory goes back when it is freed
         self.workers = WorkerSource(isolation, limits, start=start, spares=spares, server=server,
                                     refill=refill)
         self.limits, self.isolation = self.workers.limits, self.workers.isolation

@@ -314,7 +314,7 @@ class Student:
             self._send(calls)
             for kind in kinds:
                 self.kind = kind
-                answers.append(self._reply(timeout))
+                answers.append(self._reply(timeout, follow_up=bool(answers)))
         except WorkerFailure as failure:
             kind = self.kind  # the call that was being waited for
             self.crashes[kind] = self.crashes.get(kind, 0) + 1
@@ -347,8 +347,13 @@ class Student:
             self._charge(time.monotonic() - began)
         self.round_trips += 1
 
-    def _reply(self, timeout):
-        """The answer to the next call, waited for with its own timeout."""
+    def _reply(self, timeout, follow_up=False):
+        """The answer to the next call, waited for with its own timeout.  Where the budget is
+        used up before a follow-up's answer, it fails as a call asked then would (the worker,
+        which is making it anyway, is stopped: its answer must not meet the next request)."""
+        if follow_up and self._left() <= 0:
+            self._stop()
+            raise self._budget_used()
         self.next_id += 1
         began = time.monotonic()
         try:

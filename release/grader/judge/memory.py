@@ -1,0 +1,40 @@
+"""The judge gives a large answer's memory back to the system as soon as it is freed.
+
+glibc serves an allocation of 128 KiB or more with its own mmap and unmaps it when freed, but
+after the first such free it raises that threshold to the freed block's size (up to 32 MiB): a
+wire frame's 8 MiB payload and the tensors built from it then come from the heap, which keeps
+what was freed, so each large answer a hostile worker sends adds to the judge's resident memory
+for good, by an amount that depends on how the heap happens to be cut (measured, the judge after
+a submission answering the largest frames the wire lets through: +60 to +86 MiB over the
+reference's grading; with the threshold fixed: +34 to +38 MiB, and the reference's own grading
+6 MiB less).  A fixed threshold of 1 MiB keeps the kit's tiny tensors on the heap and sends every
+frame-sized block back when freed.  Where there is no glibc (macOS, musl) nothing changes.
+"""
+import ctypes
+import ctypes.util
+
+M_MMAP_THRESHOLD = -3  # glibc's malloc.h; setting it also turns the dynamic threshold off
+THRESHOLD_BYTES = 1 << 20
+_done = []
+
+
+def return_large_blocks():
+    """Fix glibc's mmap threshold for this process (once; True where it was set)."""
+    if not _done:
+        _done.append(_set_threshold())
+    return _done[0]
+
+
+def _mallopt():
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or None).mallopt
+    except (OSError, AttributeError):
+        return None
+
+
+def _set_threshold():
+    mallopt = _mallopt()
+    if mallopt is None:
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return mallopt(M_MMAP_THRESHOLD, THRESHOLD_BYTES) == 1
