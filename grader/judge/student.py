@@ -377,8 +377,7 @@ class Student:
         """Call the student's function; `views` = [(arg index, dim0, dim1)] are transposed (or
         [(arg index, [dims])] permuted) in the worker before the call, to hand the student a
         non-contiguous tensor."""
-        return self._called(fn, lambda: self.request("call", fn=fn, args=list(args),
-                                                     kwargs=kwargs, views=[list(v) for v in views]))
+        return self._called(fn, lambda: self.request("call", **calling(fn, args, kwargs, views)))
 
     def _called(self, name, request):
         """The request's answer; a name the student's file does not define (the worker's lookup
@@ -403,8 +402,7 @@ class Student:
     def attend_twice(self, q, k, v, mask=None, return_weights=False):
         """[first, second]: attend on the same inputs twice, in one round trip (each call gets
         its own copy of the inputs, as two separate calls would)."""
-        call = {"fn": "attend", "args": [q, k, v], "kwargs": {"mask": mask,
-                                                               "return_weights": return_weights}}
+        call = calling("attend", [q, k, v], {"mask": mask, "return_weights": return_weights})
         return self._called("attend", lambda: self.request_all([("call", call)] * 2))
 
     def module(self, d_model, n_heads, max_len=None):
@@ -461,6 +459,11 @@ class Student:
         return "".join(out + err for out, err in parts)
 
 
+def calling(fn, args, kwargs, views=()):
+    """The arguments of a "call" request: the student's function `fn` on these arguments."""
+    return {"fn": fn, "args": list(args), "kwargs": kwargs, "views": [list(v) for v in views]}
+
+
 class RemoteModule:
     """A CausalSelfAttention instance living in the worker, addressed by handle."""
 
@@ -468,20 +471,17 @@ class RemoteModule:
         self.student, self.handle, self.starts = student, handle, student.starts
 
     def _request(self, op, afresh=False, **args):
-        if self.student.starts != self.starts:
-            raise WorkerFailure("crashed", "the worker holding this module was restarted",
-                                "持有这个模块的进程已经重启")
-        return self.student.request(op, afresh=afresh, handle=self.handle, **args)
+        return self._request_all([(op, args)], afresh)[0]
 
-    def load(self, state):
-        return self._request("load", state=state)
-
-    def _request_all(self, calls):
+    def _request_all(self, calls, afresh=False):
         if self.student.starts != self.starts:
             raise WorkerFailure("crashed", "the worker holding this module was restarted",
                                 "持有这个模块的进程已经重启")
         return self.student.request_all([(op, dict(args, handle=self.handle))
-                                         for op, args in calls])
+                                         for op, args in calls], afresh=afresh)
+
+    def load(self, state):
+        return self._request("load", state=state)
 
     def __call__(self, x, return_weights=False, afresh=False):
         return self._request("forward", afresh=afresh, x=x, return_weights=return_weights)
