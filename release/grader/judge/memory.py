@@ -6,23 +6,22 @@ wire frame's 8 MiB payload and the tensors built from it then come from the heap
 what was freed, so each large answer a hostile worker sends adds to the judge's resident memory
 for good, by an amount that depends on how the heap happens to be cut (measured, the judge after
 a submission answering the largest frames the wire lets through: +60 to +86 MiB over the
-reference's grading; with the threshold fixed: +34 to +38 MiB, and the reference's own grading
+reference's grading; with the threshold fixed: +34 to +39 MiB, and the reference's own grading
 6 MiB less).  A fixed threshold of 1 MiB keeps the kit's tiny tensors on the heap and sends every
 frame-sized block back when freed.  Where there is no glibc (macOS, musl) nothing changes.
 """
 import ctypes
 import ctypes.util
+import functools
 
 M_MMAP_THRESHOLD = -3  # glibc's malloc.h; setting it also turns the dynamic threshold off
 THRESHOLD_BYTES = 1 << 20
-_done = []
 
 
+@functools.cache
 def return_large_blocks():
     """Fix glibc's mmap threshold for this process (once; True where it was set)."""
-    if not _done:
-        _done.append(_set_threshold())
-    return _done[0]
+    return _set_threshold()
 
 
 def _mallopt():

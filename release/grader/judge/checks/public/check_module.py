@@ -83,14 +83,17 @@ def layout(module, kind, width):
 
 def describe(module, width=D):
     """What torch's registries hold (the worker's reading: a claim, used to name, never to score)."""
-    description = module.contract("describe", d_model=width)
-    return description if isinstance(description, dict) else {}
+    return _reading(module.contract("describe", d_model=width))
 
 
 def new_described(student):
     """(a new block, describe's reading of it), in one round trip."""
     module, description = student.module_then([D, H, MAX_LEN], "describe", d_model=D)
-    return module, description if isinstance(description, dict) else {}
+    return module, _reading(description)
+
+
+def _reading(description):
+    return description if isinstance(description, dict) else {}
 
 
 def slice_fields(got, expected, where):
