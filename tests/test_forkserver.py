@@ -174,5 +174,5 @@ def test_namespace_probe_says_why_it_cannot():
         shutil.rmtree(runtime, ignore_errors=True)
         shutil.rmtree(spool, ignore_errors=True)
     assert result.returncode == 0, result.stderr
-    assert "unshare" in result.stdout and "None" not in result.stdout
+    assert "clone" in result.stdout and "None" not in result.stdout
     assert not leftover
