@@ -176,3 +176,33 @@ def test_namespace_probe_says_why_it_cannot():
     assert result.returncode == 0, result.stderr
     assert "clone" in result.stdout and "None" not in result.stdout
     assert not leftover
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: namespaces are made as root")
+def test_a_child_is_born_in_namespaces_of_its_own():
+    """fork_into_namespaces makes the worker with one clone: the child is PID 1 of a PID
+    namespace of its own, in a mount, IPC and network namespace of its own, and its parent (no
+    middle process) reaps it and reads its own exit status."""
+    runtime = sandbox.make_runtime_dir()
+    code = f"""
+import os, sys
+sys.path.insert(0, {runtime!r})
+import zygote
+mine = {{n: os.readlink(f"/proc/self/ns/{{n}}") for n in ("mnt", "ipc", "net", "pid_for_children")}}
+read_end, write_end = os.pipe()
+pid = zygote.fork_into_namespaces()
+if pid == 0:
+    theirs = {{n: os.readlink(f"/proc/self/ns/{{n}}") for n in ("mnt", "ipc", "net")}}
+    os.write(write_end, repr((os.getpid(), sorted(n for n in theirs if theirs[n] != mine[n]))).encode())
+    os._exit(7)
+os.close(write_end)
+said = os.read(read_end, 1000).decode()
+print(said, os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), pid > 1)
+"""
+    try:
+        result = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True,
+                                text=True, timeout=120)
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["(1,", "['ipc',", "'mnt',", "'net'])", "7", "True"]
