@@ -8,7 +8,7 @@ import, and nothing one student's code did can be seen by the next (the child's 
 Usage: python -I -u zygote.py CONTROL_FD MODE
 
 MODE "namespaces" (bubblewrap as root; this process is root inside the sandbox, with no network):
-each child unshares a mount, a PID and an IPC namespace, sees only its own submission, read-only,
+each child is born in a mount, a PID, an IPC and a network namespace of its own, sees only its own submission, read-only,
 at /submission (the spool of all submissions is hidden under an empty tmpfs), gets a fresh /tmp of
 a bounded size and a fresh /proc, its own network namespace, drops every capability and becomes the
 uid the judge claimed for it (uidpool.py) before it imports the student's file.  MODE "plain": the
@@ -28,9 +28,11 @@ Control channel (a SOCK_SEQPACKET socket; one JSON object per packet):
 When the judge closes the channel, every child is killed and the zygote exits.
 """
 import ctypes
+import errno
 import gc
 import json
 import os
+import platform
 import resource
 import select
 import signal
@@ -52,6 +54,11 @@ MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 4096, 16384, 1 << 18, 2
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
 
 libc = ctypes.CDLL(None, use_errno=True)
+_PYTHON = ctypes.pythonapi
+_KEEPING_GIL = ctypes.PyDLL(None, use_errno=True)  # its calls do not release the GIL
+_KEEPING_GIL.syscall.restype = ctypes.c_long
+SYS_CLONE = {"x86_64": 56, "aarch64": 220}  # flags come first on both; the other arguments are 0
+NAMESPACES = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET
 
 
 def _check(result, what):
@@ -95,13 +102,37 @@ def runtime_under_tmp():
     return [p for p in under if not any(p.startswith(q + "/") for q in under if q != p)]
 
 
-def enter_namespaces(spool_dir, keep, tmp_bytes=TMP_BYTES):
-    """This process gets a private mount table: its submission, read-only, at /submission, an
-    empty /tmp of `tmp_bytes` (with only `keep`, read-only, inside), nothing of the other
-    submissions; IPC objects of its own, which die with its namespace; and a network namespace
-    of its own (a loopback that is down, nothing else), so neither a TCP port nor an abstract
-    unix socket can connect it to another student's worker alive at the same time."""
-    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET), "unshare")
+def fork_into_namespaces():
+    """os.fork, with the child born in a mount, a PID (as its PID 1), an IPC and a network namespace
+    of its own: one clone where fork, unshare and fork took a middle process, whose copy of this
+    process's page tables and its teardown cost ~10 ms of CPU per worker (make bench).
+
+    Python's own bookkeeping around a fork (PyOS_BeforeFork and PyOS_AfterFork_*, what os.fork
+    does) is done here around the raw system call, through a call that keeps the GIL, so the child
+    wakes up holding it.  glibc's fork handlers are not run: sound only in a process of one thread
+    (no lock can be held by another), which probe_namespaces makes sure of before any child."""
+    number = SYS_CLONE.get(platform.machine())
+    if number is None:
+        raise OSError(errno.ENOSYS, f"clone: no system call number known on {platform.machine()}")
+    _PYTHON.PyOS_BeforeFork()
+    pid = _KEEPING_GIL.syscall(ctypes.c_long(number), ctypes.c_ulong(NAMESPACES | signal.SIGCHLD),
+                               None, None, None, None)
+    if pid == 0:
+        _PYTHON.PyOS_AfterFork_Child()
+        return 0
+    err = ctypes.get_errno()
+    _PYTHON.PyOS_AfterFork_Parent()
+    if pid < 0:
+        raise OSError(err, f"clone: {os.strerror(err)}")
+    return pid
+
+
+def private_mounts(spool_dir, keep, tmp_bytes=TMP_BYTES):
+    """In a child of fork_into_namespaces, its private mount table: its submission, read-only, at
+    /submission, an empty /tmp of `tmp_bytes` (with only `keep`, read-only, inside), nothing of
+    the other submissions.  Its IPC objects die with its namespace, and its network namespace (a
+    loopback that is down, nothing else) means neither a TCP port nor an abstract unix socket
+    can connect it to another student's worker alive at the same time."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount(spool_dir, SUBMISSION, None, MS_BIND)
     mount(None, SUBMISSION, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
@@ -156,28 +187,14 @@ def child(request, fds, mode, closing, torch):
             os.chdir(request["dir"])
             run_worker(channel_fd, os.path.join(request["dir"], name), limits, torch)
             code = 0
-        else:
+        else:  # born in its namespaces (fork_into_namespaces): PID 1 of its own
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            enter_namespaces(os.path.join(SPOOL, os.path.basename(request["dir"])),
-                             runtime_under_tmp(), limits.get("tmp_bytes", TMP_BYTES))
-            pid = os.fork()  # the first child after unshare is PID 1 of the new PID namespace
-            if pid == 0:
-                become_namespace_init(int(request.get("uid", UNPRIVILEGED)))
-                os.chdir(SUBMISSION)
-                run_worker(channel_fd, os.path.join(SUBMISSION, name), limits, torch)
-                os._exit(0)
-            # Hold none of the worker's pipes: the judge reads EOF the moment the worker exits,
-            # not after the kernel has torn down its namespaces (tens of ms).
-            os.close(channel_fd)
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, 1)
-            os.dup2(null, 2)
-            _, status = os.waitpid(pid, 0)
-            code = os.waitstatus_to_exitcode(status)
-            if code < 0:  # mirror a signal, so the judge reads "SIGXCPU" and not an exit code
-                signal.signal(-code, signal.SIG_DFL)
-                os.kill(os.getpid(), -code)
-                code = 128 - code
+            private_mounts(os.path.join(SPOOL, os.path.basename(request["dir"])),
+                           runtime_under_tmp(), limits.get("tmp_bytes", TMP_BYTES))
+            become_namespace_init(int(request.get("uid", UNPRIVILEGED)))
+            os.chdir(SUBMISSION)
+            run_worker(channel_fd, os.path.join(SUBMISSION, name), limits, torch)
+            code = 0
     except BaseException as exc:  # the sandbox could not be set up: say so on stderr and exit
         os.write(2, f"zygote child: {type(exc).__name__}: {exc}\n".encode(errors="replace"))
         code = SANDBOX_FAILED
@@ -186,28 +203,31 @@ def child(request, fds, mode, closing, torch):
 
 
 def probe_namespaces(spool=SPOOL):
-    """Can a child here build its own mount and PID namespaces and drop to uid 65534?  Tried once
-    at start-up, so that a machine where it cannot (a seccomp profile, missing capabilities) makes
-    the judge fall back to cold workers, instead of every submission's worker failing to start
-    and being graded as a crash.  Returns None, or why not."""
+    """Can a child here be born in its own namespaces, mount its files and drop to uid 65534?
+    Tried once at start-up, so that a machine where it cannot (a seccomp profile, missing
+    capabilities, a CPU whose clone call is not known here) makes the judge fall back to cold
+    workers, instead of every submission's worker failing to start and being graded as a crash.
+    Returns None, or why not."""
+    threads = len(os.listdir("/proc/self/task"))
+    if threads != 1:  # fork_into_namespaces skips glibc's fork handlers: one thread only
+        return f"the fork server runs {threads} threads, where a child may only be cloned from one"
     probe = os.path.join(spool, ".probe")
     os.makedirs(probe, exist_ok=True)
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    try:
+        pid = fork_into_namespaces()
+    except OSError as exc:
+        for fd in (read_end, write_end):
+            os.close(fd)
+        os.rmdir(probe)
+        return f"{type(exc).__name__}: {exc}"
     if pid == 0:
         code = SANDBOX_FAILED
         try:
             os.close(read_end)
-            enter_namespaces(probe, runtime_under_tmp())
-            inner = os.fork()
-            if inner == 0:
-                try:
-                    become_namespace_init()
-                    os._exit(0)
-                except BaseException as exc:
-                    os.write(write_end, f"{type(exc).__name__}: {exc}".encode(errors="replace"))
-                    os._exit(SANDBOX_FAILED)
-            code = os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1])
+            private_mounts(probe, runtime_under_tmp())
+            become_namespace_init()
+            code = 0
         except BaseException as exc:
             os.write(write_end, f"{type(exc).__name__}: {exc}".encode(errors="replace"))
         finally:
@@ -240,7 +260,13 @@ class Zygote:
                 os.close(fd)
             self.send({"failed": request.get("id"), "error": "expected three fds"})
             return
-        pid = os.fork()
+        try:
+            pid = fork_into_namespaces() if self.mode == "namespaces" else os.fork()
+        except OSError as exc:
+            for fd in fds:
+                os.close(fd)
+            self.send({"failed": request.get("id"), "error": f"{type(exc).__name__}: {exc}"})
+            return
         if pid == 0:
             child(request, fds, self.mode,
                   [self.control.fileno(), self.wake_read, self.wake_write], self.torch)
