@@ -189,6 +189,27 @@ def test_forked_comparers_give_the_same_figures(tmp_path, monkeypatch):
     assert forked["rows"] == alone["rows"] and forked["groups"] == alone["groups"]
 
 
+def test_the_quick_figures_are_copydetects_on_the_whole_corpus():
+    """similarity.figures (what every pair of a class costs) gives the share and the shared
+    length that compare() gets through copydetect's compare_files, for every two files of the
+    corpus (each with itself too), disguised copies and the stub included."""
+    import itertools
+
+    paths = sorted(SUBMISSIONS.glob("*/*.py")) + [ROOT / "exercises" / "attention.py"]
+    texts = [p.read_text(encoding="utf-8") for p in paths]
+    texts.append(disguise(texts[0]))
+    boilerplate = similarity.boilerplate_hashes()
+    prints = [similarity.fingerprint(t, boilerplate) for t in texts]
+    differ, overlapping = [], 0
+    for a, b in itertools.combinations_with_replacement(range(len(prints)), 2):
+        full, quick = similarity.compare(prints[a], prints[b]), similarity.figures(prints[a], prints[b])
+        overlapping += full["shared"] > 0
+        if (full["share"], full["shared"]) != (quick["share"], quick["shared"]):
+            differ.append((paths[a].name if a < len(paths) else "disguised", full, quick))
+    assert not differ, differ[:3]
+    assert overlapping > 1000  # most pairs share code: the comparison is not vacuous
+
+
 # -- root causes --------------------------------------------------------------------------------
 def card(check, *keys, follows=None):
     exercise = {"attend": "attend", "module": "CausalSelfAttention", "split_heads": "split_heads",
