@@ -11,7 +11,12 @@ import torch
 from torch import nn
 
 VOCAB, D_MODEL, N_HEADS, CONTEXT = 64, 32, 4, 12
-EPOCHS, STEPS_PER_EPOCH, BATCH, LR = 3, 15, 32, 1e-2
+# The lesson's three epochs, of 10 steps at lr 0.02: the judge's loss on a fresh batch after them
+# is at most 0.107 for every correct file of tests/submissions, 10 seeds each (the check asks
+# < 1.0), and the lesson's demo ends its last epoch at 0.03.  15 steps at lr 0.01 reached the
+# same (at most 0.057) in 1.5 times the CPU, the largest part of a worker's; 10 steps at 0.01 did
+# not (up to 0.65).
+EPOCHS, STEPS_PER_EPOCH, BATCH, LR = 3, 10, 32, 2e-2
 
 
 def repeat_batch(generator, batch=BATCH, context=CONTEXT, vocab=VOCAB):
