@@ -202,7 +202,8 @@ def test_the_quick_figures_are_copydetects_on_the_whole_corpus():
     prints = [similarity.fingerprint(t, boilerplate) for t in texts]
     differ, overlapping = [], 0
     for a, b in itertools.combinations_with_replacement(range(len(prints)), 2):
-        full, quick = similarity.compare(prints[a], prints[b]), similarity.figures(prints[a], prints[b])
+        full = similarity.compare(prints[a], prints[b])
+        quick = similarity.figures(prints[a], prints[b])
         overlapping += full["shared"] > 0
         if (full["share"], full["shared"]) != (quick["share"], quick["shared"]):
             differ.append((paths[a].name if a < len(paths) else "disguised", full, quick))

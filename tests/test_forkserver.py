@@ -193,7 +193,8 @@ read_end, write_end = os.pipe()
 pid = zygote.fork_into_namespaces()
 if pid == 0:
     theirs = {{n: os.readlink(f"/proc/self/ns/{{n}}") for n in ("mnt", "ipc", "net")}}
-    os.write(write_end, repr((os.getpid(), sorted(n for n in theirs if theirs[n] != mine[n]))).encode())
+    moved = sorted(n for n in theirs if theirs[n] != mine[n])
+    os.write(write_end, repr((os.getpid(), moved)).encode())
     os._exit(7)
 os.close(write_end)
 said = os.read(read_end, 1000).decode()

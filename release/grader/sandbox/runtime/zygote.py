@@ -8,10 +8,11 @@ import, and nothing one student's code did can be seen by the next (the child's 
 Usage: python -I -u zygote.py CONTROL_FD MODE
 
 MODE "namespaces" (bubblewrap as root; this process is root inside the sandbox, with no network):
-each child is born in a mount, a PID, an IPC and a network namespace of its own, sees only its own submission, read-only,
-at /submission (the spool of all submissions is hidden under an empty tmpfs), gets a fresh /tmp of
-a bounded size and a fresh /proc, its own network namespace, drops every capability and becomes the
-uid the judge claimed for it (uidpool.py) before it imports the student's file.  MODE "plain": the
+each child is born (one clone: fork_into_namespaces) in a mount, a PID, an IPC and a network
+namespace of its own, sees only its own submission, read-only, at /submission (the spool of all
+submissions is hidden under an empty tmpfs), gets a fresh /tmp of a bounded size and a fresh
+/proc, drops every capability and becomes the uid the judge claimed for it (uidpool.py) before it
+imports the student's file.  MODE "plain": the
 child gets its own session, the resource limits, its own IPC and network namespaces where it may
 (root), and the submission folder as its working folder.  Every child installs the syscall filter
 (syscalls.py) before the student's file is imported.
