@@ -140,10 +140,10 @@ def settings_key(boilerplate):
 
 def figures(fp_a, fp_b):
     """{'share', 'shared'} of two fingerprints: the numbers compare() gives through copydetect's
-    compare_files (tests/test_classview.py holds them equal on the whole corpus), about 4 times
-    faster.  compare_files builds one array per common hash (most of a pair's time: a class of
-    200 different files has 20,000 pairs); here the positions of the common hashes are picked
-    from each fingerprint's arrays at once.  The regions, which only the pairs shown side by side
+    compare_files (tests/test_classview.py holds them equal on the whole corpus), in half its
+    time: compare_files builds one array per common hash (most of a pair's time; a class of 200
+    different files has 20,000 pairs), here the positions of the common hashes are picked from
+    each fingerprint's arrays at once.  The regions, which only the pairs shown side by side
     need, are left to compare()."""
     import numpy as np
 
