@@ -1,24 +1,17 @@
 """The copy task's training (copytask.py) leaves every correct style far below module.learns'
 bar, so that a shorter training (it is the largest part of a worker's CPU) never fails correct
 code written another way.  The files are the kit's own, trained here in-process."""
-import importlib.util
 from pathlib import Path
 
 import pytest
 import torch
 
 from grader.sandbox.runtime import copytask
+from loading import load_file
 
 ROOT = Path(__file__).resolve().parent.parent
 CORRECT = sorted((ROOT / "tests" / "submissions" / "correct").glob("*.py"))
 BAR, MARGIN = 1.0, 0.35  # module.learns asks the judge's loss < 1.0; each style ends far below
-
-
-def load(path):
-    spec = importlib.util.spec_from_file_location(f"style_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def judged_loss(model):
@@ -31,7 +24,7 @@ def judged_loss(model):
 @pytest.mark.parametrize("path", [ROOT / "solutions" / "attention.py"] + CORRECT,
                          ids=lambda p: p.stem)
 def test_every_correct_style_learns_with_room_to_spare(path):
-    block = load(path).CausalSelfAttention
+    block = load_file(path, "style").CausalSelfAttention
     losses = []
     for seed in (0, 1, 2):  # the check trains with seed 0; the others say it is no accident
         model, curve = copytask.train(block, seed=seed)

@@ -11,7 +11,6 @@
 
 The gradings are shared with tests/test_corpus.py (one grading per submission per session).
 """
-import importlib.util
 
 import pytest
 import torch
@@ -19,6 +18,7 @@ import torch
 from grader.judge.checks.public import check_device
 from grader.judge.checks.support import Verdict
 from grader.render import report
+from loading import load_file
 from test_corpus import RUBRIC, ROOT, SUBMISSIONS, graded, header
 
 DEVICE_CHECKS = ("attend.device", "module.device", "module.dtype")
@@ -114,10 +114,7 @@ def test_a_forced_dtype_is_told_by_torchs_words():
 
 # -- meta and CUDA agree --------------------------------------------------------------------------
 def load(path):
-    spec = importlib.util.spec_from_file_location(f"device_case_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(path, "device_case")
 
 
 def outcome(call):

@@ -12,7 +12,6 @@
 - preparing a worker stays fast.
 """
 import glob
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from grader.judge import grading  # noqa: E402
+from loading import load_file  # noqa: E402
 from grader.judge.workers import forked  # noqa: E402
 from grader.sandbox import forkserver  # noqa: E402
 from grader.sandbox.runtime import contract  # noqa: E402
@@ -90,10 +90,7 @@ def test_every_kernel_of_torchs_attention_is_refused_in_a_prepared_worker():
 
 
 def _block(path, d_model=12, heads=3, max_len=8):
-    spec = importlib.util.spec_from_file_location(f"sealed_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.CausalSelfAttention(d_model, heads, max_len)
+    return load_file(path, "sealed").CausalSelfAttention(d_model, heads, max_len)
 
 
 @pytest.mark.parametrize("path", sorted(Path(p) for p in glob.glob(str(ROOT / "tests" / "submissions"
