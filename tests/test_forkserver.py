@@ -188,11 +188,12 @@ def test_a_child_is_born_in_namespaces_of_its_own():
 import os, sys
 sys.path.insert(0, {runtime!r})
 import zygote
-mine = {{n: os.readlink(f"/proc/self/ns/{{n}}") for n in ("mnt", "ipc", "net", "pid_for_children")}}
+names = ("mnt", "ipc", "net")
+mine = {{n: os.readlink(f"/proc/self/ns/{{n}}") for n in names}}
 read_end, write_end = os.pipe()
 pid = zygote.fork_into_namespaces()
 if pid == 0:
-    theirs = {{n: os.readlink(f"/proc/self/ns/{{n}}") for n in ("mnt", "ipc", "net")}}
+    theirs = {{n: os.readlink(f"/proc/self/ns/{{n}}") for n in names}}
     moved = sorted(n for n in theirs if theirs[n] != mine[n])
     os.write(write_end, repr((os.getpid(), moved)).encode())
     os._exit(7)
