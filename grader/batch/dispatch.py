@@ -83,7 +83,8 @@ class _Judge:
     def __init__(self, number, config, events, log):
         env = threads.pin_environment(dict(os.environ))  # one compute thread (threads.py)
         env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        code = "import sys; from grader.batch.judge import judge_main; sys.exit(judge_main(sys.argv[1:]))"
+        code = ("import sys; from grader.batch.judge import judge_main; "
+                "from grader.fastexit import exit_now; exit_now(judge_main(sys.argv[1:]))")
         self.number, self.outstanding, self.open = number, {}, True
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code, json.dumps(config)], stdin=subprocess.PIPE,

@@ -344,6 +344,11 @@ class Zygote:
 
 def main():
     Zygote(int(sys.argv[1]), sys.argv[2]).run()
+    # Its children are killed; the interpreter's teardown of torch (~0.3 s of CPU, which the
+    # judge's close waits for, at the end of every batch) changes nothing.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
