@@ -22,6 +22,10 @@ import time
 import torch
 
 made = []
+ANSWER, OTHER, NEXT = 42, [1, 2], True
+DEEP = [0]
+for _ in range(40):
+    DEEP = [DEEP]  # deeper than a frame may nest: it cannot be sent
 
 
 def attend(q, k, v, mask=None, return_weights=False):
@@ -122,6 +126,36 @@ def test_the_follow_ups_of_new_address_the_block_it_made(student):
     read = block.contract("read", d_model=4)
     assert all(torch.equal(read[p], w[i]) for i, p in enumerate("qkvo"))
     assert not torch.equal(other.contract("read", d_model=4)["o"], w[3])
+
+
+def test_a_block_and_the_calls_on_it_in_one_round_trip(student):
+    x = torch.ones(1, 2, 4)
+    trips = student.round_trips
+    block, (y,) = student.module_calls([4, 2, 8], [("forward", {"x": x})])
+    assert student.round_trips == trips + 1 and tuple(y.shape) == (1, 2, 4)
+    with pytest.raises(StudentError) as raised:  # forward of a wrong width raises
+        student.module_calls([4, 2, 8], [("forward", {"x": torch.ones(1, 2, 5)}),
+                                         ("forward", {"x": x})])
+    assert raised.value.call_index == 0  # the first of the calls
+    assert tuple(raised.value.block(x).shape) == (1, 2, 4)  # the block it made is still there
+    with pytest.raises(StudentError) as raised:
+        student.module_calls([4, 2, -1], [("forward", {"x": x})])  # no mask of length -1
+    assert raised.value.call_index == -1 and not hasattr(raised.value, "block")
+
+
+def test_each_constant_is_read_once_and_one_unreadable_name_fails_only_its_own(student):
+    trips = student.round_trips
+    assert student.constants(["ANSWER"], along=["OTHER"]) == {"ANSWER": 42}
+    other = student.constants(["OTHER"])
+    assert other == {"OTHER": [1, 2]} and student.round_trips == trips + 1  # kept, not asked
+    other["OTHER"].append(3)
+    assert student.constants(["OTHER"]) == {"OTHER": [1, 2]}  # a check gets its own copy
+    # NEXT asked along with DEEP, which cannot be sent: NEXT is asked again, alone
+    assert student.constants(["NEXT"], along=["DEEP"]) == {"NEXT": True}
+    assert student.round_trips == trips + 3
+    with pytest.raises(StudentError):
+        student.constants(["DEEP"])
+    assert student.constants(["NOWHERE"]) == {"NOWHERE": {"$missing": True}}
 
 
 def test_a_follow_up_past_the_budget_fails_as_one_asked_then_would(student, monkeypatch):

@@ -142,12 +142,20 @@ def test_learns_the_copy_task(student, seed):
     # The worker's losses are not trusted: the judge recomputes the loss on a fresh batch with
     # the kit's embeddings and head around the student's own block (a fresh instance holding the
     # trained weights), and checks that block is attention with the weights it learned.
-    trained = student.module(copytask.D_MODEL, copytask.N_HEADS, copytask.CONTEXT)
-    trained.load({k[len("attn."):]: v for k, v in state.items() if k.startswith("attn.")})
     ids, targets = copytask.repeat_batch(fresh(seed, 260), batch=256)
     with torch.no_grad():
         h = lm.tok(ids) + lm.pos(torch.arange(ids.shape[1]))  # [B,T,D]
-    out = shaped(run(trained, h), list(h.shape), "block(h)")  # [B,T,D], computed in the worker
+    attn = {k[len("attn."):]: v for k, v in state.items() if k.startswith("attn.")}
+    made_with = [copytask.D_MODEL, copytask.N_HEADS, copytask.CONTEXT]
+    try:  # made, loaded and run in one round trip; forward's error as run() tells it
+        trained, (_, out) = student.module_calls(made_with, [("load", {"state": attn}),
+                                                             ("forward", {"x": h})])
+    except StudentError as exc:
+        if exc.call_index != 1 or exc.not_implemented or exc.during == "import" \
+                or exc.memory_limit:
+            raise
+        raise Verdict("cannot_run", type=exc.type, message=exc.message) from None
+    out = shaped(out, list(h.shape), "block(h)")  # [B,T,D], computed in the worker
     _is_attention(trained, h, out)
     with torch.no_grad():
         logits = lm.head(out)  # [B,T,vocab]
