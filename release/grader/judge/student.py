@@ -4,6 +4,7 @@ Every call has a timeout.  A worker that dies, hangs or speaks nonsense raises W
 the call it was serving and is restarted for the next one; nothing here ever turns silence into a
 result.  What comes back is plain data rebuilt by `wire.decode`.
 """
+import copy
 import re
 import socket
 import threading
@@ -89,6 +90,7 @@ class Student:
         # submission's time budget and starve the checks that never call it.
         self.poisoned, self.crashes = {}, {}
         self.devices_seen = None    # where the device checks ran (student.devices())
+        self.known_constants = {}   # the file's names already read (student.constants())
         # cancel() from another thread (a newer save in `watch`, a signal handler): the workers
         # handed out are killed and no new one starts.  RLock: the SIGINT handler runs on the
         # main thread, possibly inside start().
@@ -324,7 +326,7 @@ class Student:
                     failure.zh + "（同类的前一次调用）", **failure.fields)
             raise
         except StudentError as error:
-            error.call_index = len(answers)
+            error.call_index, error.answers = len(answers), answers  # the calls before it answered
             raise
         return answers
 
@@ -411,10 +413,25 @@ class Student:
     def module_then(self, made_with, action=None, **args):
         """(block, answer): CausalSelfAttention(*made_with) and, in the same round trip, its
         first contract `action` (None: no action, answer None), made only where the block was."""
-        calls = [("new", {"args": list(made_with)})]
-        calls += [("contract", dict(args, action=action))] if action else []
-        answers = self._called("CausalSelfAttention", lambda: self.request_all(calls))
-        return RemoteModule(self, answers[0]), (answers[1] if action else None)
+        calls = [("contract", dict(args, action=action))] if action else []
+        block, answers = self.module_calls(made_with, calls)
+        return block, (answers[0] if action else None)
+
+    def module_calls(self, made_with, calls):
+        """(block, [answer of each call]): CausalSelfAttention(*made_with) and, in the same round
+        trip, `calls` [(op, args)] on it, each made only where the one before it answered: for
+        calls a check makes one after the other whatever the answers (a round trip costs more CPU
+        than most calls).  A StudentError's `call_index` counts from the first of `calls` (0; -1:
+        the block itself was not made); one of `calls` carries `block`, the block made."""
+        request = [("new", {"args": list(made_with)})] + list(calls)
+        try:
+            answers = self._called("CausalSelfAttention", lambda: self.request_all(request))
+        except StudentError as error:
+            if error.call_index > 0:
+                error.block = RemoteModule(self, error.answers[0])
+            error.call_index -= 1
+            raise
+        return RemoteModule(self, answers[0]), answers[1:]
 
     def devices(self):
         """The devices other than the CPU the worker can try (its claim: it only chooses where
@@ -431,8 +448,28 @@ class Student:
         return self.request("call_on", fn=fn, device=device, dtype=dtype, args=list(args),
                             kwargs=kwargs)
 
-    def constants(self, names):
-        return self.request("constants", names=list(names))
+    def constants(self, names, along=()):
+        """{name: value} of the module's names (a value the file lacks: {"$missing": True}).  Each
+        name is asked once per submission and kept: the quiz's format check and its seven answer
+        checks read the same seven names.  `along`: names asked in the same round trip where not
+        kept yet; where that wider request fails, `names` are asked alone, so one name that cannot
+        be read never fails another's check."""
+        names = list(names)
+        wanted = [n for n in dict.fromkeys(names) if n not in self.known_constants]
+        if wanted:
+            extra = [n for n in dict.fromkeys(along) if n not in self.known_constants
+                     and n not in wanted]
+            try:
+                values = self.request("constants", names=wanted + extra)
+            except StudentError:
+                if not extra:
+                    raise
+                values = self.request("constants", names=wanted)
+            if not isinstance(values, dict):
+                return values  # judged as it came (a well-behaved worker always answers a dict)
+            self.known_constants.update(values)
+        return {n: copy.deepcopy(self.known_constants[n]) for n in names
+                if n in self.known_constants}
 
     def train_copy(self, seed, n_heads, timeout=None):
         return self._called("CausalSelfAttention", lambda: self.request(
