@@ -178,7 +178,7 @@ def test_pairs_are_computed_once_and_the_same_in_every_process(tmp_path):
         assert json.loads(proc.stdout) == json.loads(json.dumps(third["rows"]))
 
 
-def test_forked_comparers_give_the_same_figures(tmp_path, monkeypatch):
+def test_forked_fingerprinters_give_the_same_figures(tmp_path, monkeypatch):
     sources = [a_source(Path(n).stem, (CORRECT / n).read_text(encoding="utf-8")) for n in STYLES]
     sources.append(a_source("copy", disguise(sources[0]["source"])))
     alone = similarity.analyse(str(tmp_path / "one"), sources, jobs=1)
@@ -187,10 +187,11 @@ def test_forked_comparers_give_the_same_figures(tmp_path, monkeypatch):
     # every two codes, and each code with itself (two students may hand in the same code)
     assert forked["computed"] == alone["computed"] == len(sources) * (len(sources) + 1) // 2
     assert forked["rows"] == alone["rows"] and forked["groups"] == alone["groups"]
+    assert forked["pairs"] == alone["pairs"]  # the regions shown side by side too
 
 
-def test_the_quick_figures_are_copydetects_on_the_whole_corpus():
-    """similarity.figures (what every pair of a class costs) gives the share and the shared
+def test_the_class_figures_are_copydetects_on_the_whole_corpus():
+    """similarity.class_figures (every pair of a class at once) gives the share and the shared
     length that compare() gets through copydetect's compare_files, for every two files of the
     corpus (each with itself too), disguised copies and the stub included."""
     import itertools
@@ -199,16 +200,19 @@ def test_the_quick_figures_are_copydetects_on_the_whole_corpus():
     texts = [p.read_text(encoding="utf-8") for p in paths]
     texts.append(disguise(texts[0]))
     boilerplate = similarity.boilerplate_hashes()
-    prints = [similarity.fingerprint(t, boilerplate) for t in texts]
+    prints = {i: similarity.fingerprint(t, boilerplate) for i, t in enumerate(texts)}
+    pairs = list(itertools.combinations_with_replacement(range(len(texts)), 2))
+    quick = similarity.class_figures(prints, pairs)
     differ, overlapping = [], 0
-    for a, b in itertools.combinations_with_replacement(range(len(prints)), 2):
+    for a, b in pairs:
         full = similarity.compare(prints[a], prints[b])
-        quick = similarity.figures(prints[a], prints[b])
         overlapping += full["shared"] > 0
-        if (full["share"], full["shared"]) != (quick["share"], quick["shared"]):
-            differ.append((paths[a].name if a < len(paths) else "disguised", full, quick))
+        if (full["share"], full["shared"]) != (quick[a, b]["share"], quick[a, b]["shared"]):
+            differ.append((paths[a].name if a < len(paths) else "disguised", full, quick[a, b]))
     assert not differ, differ[:3]
     assert overlapping > 1000  # most pairs share code: the comparison is not vacuous
+    # a pair asked alone gets the figures it gets among all the others
+    assert similarity.class_figures({0: prints[0], 5: prints[5]}, [(0, 5)])[0, 5] == quick[0, 5]
 
 
 # -- root causes --------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ NOISE = 25      # k: shorter shared token runs are noise (copydetect's default n
 WINDOW = 1      # winnowing window: every k-gram (copydetect's default for these thresholds)
 THRESHOLD = 0.7  # default --similarity: a share of one side's code found in the other
 MIN_SHARED = 200  # filtered characters in common, at least: a few shared lines are idioms
-PARALLEL_FROM = 2000  # pairs to compute before it is worth forking comparers
+PARALLEL_FROM = 40  # codes to fingerprint before it is worth forking fingerprinters
 SHOWN = 60  # groups whose strongest pair is shown side by side on the page (the CSV has all)
 BOILERPLATE_FILES = ("exercises/attention.py", "release/attention.ipynb",
                      "grader/batch/lesson_given_code.txt")
@@ -103,7 +103,7 @@ def fingerprint(source, boilerplate=None):
     fp = CodeFingerprint.__new__(CodeFingerprint)
     fp.filename, fp.raw_code, fp.filtered_code, fp.offsets = "attention.py", code, filtered, offsets
     fp.hashes, fp.hash_idx, fp.k = set(positions), positions, NOISE
-    fp.kit_hashes, fp.kit_positions = hashes, idx  # what figures() picks the common ones from
+    fp.kit_hashes, fp.kit_positions = hashes, idx  # what class_figures() reads
     fp.token_coverage = utils.get_token_coverage(positions, NOISE, len(filtered))
     return fp
 
@@ -138,26 +138,66 @@ def settings_key(boilerplate):
     return h.hexdigest()[:16]
 
 
-def figures(fp_a, fp_b):
-    """{'share', 'shared'} of two fingerprints: the numbers compare() gives through copydetect's
-    compare_files (tests/test_classview.py holds them equal on the whole corpus), in half its
-    time: compare_files builds one array per common hash (most of a pair's time; a class of 200
-    different files has 20,000 pairs), here the positions of the common hashes are picked from
-    each fingerprint's arrays at once.  The regions, which only the pairs shown side by side
+def class_figures(prints, pairs):
+    """{(a, b): {'share', 'shared'}} for every (a, b) of `pairs` (keys of `prints`, the
+    fingerprints): the numbers compare() gets through copydetect's compare_files (tests hold them
+    equal on every two files of the corpus), for a whole class at once.  One side's overlap is
+    the length of the union of the k-long runs at the positions of its k-grams whose hash the
+    other side holds (copydetect's slices, summed); it is found for all the partners of a code
+    together (overlaps), in a tenth of the time of one comparison per pair: a class of 200
+    different files has 20,000 pairs.  The regions, which only the pairs shown side by side
     need, are left to compare()."""
+    lengths = overlaps(prints, [(a, b) for a, b in pairs] + [(b, a) for a, b in pairs])
+    found = {}
+    for a, b in pairs:
+        shares = [length / fp.token_coverage if length and len(fp.filtered_code) > 0 else 0
+                  for fp, length in ((prints[a], lengths[a, b]), (prints[b], lengths[b, a]))]
+        found[a, b] = {"share": [round(float(x), 4) for x in shares],
+                       "shared": int(lengths[a, b])}
+    return found
+
+
+def overlaps(prints, pairs):
+    """{(a, b): how much of a's code b's holds} (see class_figures), by code a: one boolean
+    matrix, partners by a's k-gram positions, from an index of which codes hold each hash."""
     import numpy as np
 
-    common = fp_a.hashes & fp_b.hashes
-    if not common:
-        return {"share": [0.0, 0.0], "shared": 0}
-    common = np.fromiter(common, dtype=np.int64, count=len(common))
-    overlaps, shares = [], []
-    for fp in (fp_a, fp_b):
-        found = fp.kit_positions[np.isin(fp.kit_hashes, common)]
-        starts, ends = _copydetect().utils.get_copied_slices(found, fp.k)
-        overlaps.append(np.sum(ends - starts))
-        shares.append(overlaps[-1] / fp.token_coverage if len(fp.filtered_code) > 0 else 0)
-    return {"share": [round(float(x), 4) for x in shares], "shared": int(overlaps[0])}
+    codes = sorted(prints)
+    row_of = {code: i for i, code in enumerate(codes)}
+    held_by_code = [np.unique(prints[code].kit_hashes) for code in codes]
+    vocabulary = np.unique(np.concatenate(held_by_code)) if codes else np.zeros(0, np.int64)
+    ids = np.concatenate([np.searchsorted(vocabulary, held) for held in held_by_code]) \
+        if codes else np.zeros(0, np.int64)
+    owners = np.repeat(np.arange(len(codes)), [len(held) for held in held_by_code])
+    order = np.argsort(ids, kind="stable")
+    holders = owners[order]  # the codes holding each hash, by hash id
+    first = np.searchsorted(ids[order], np.arange(len(vocabulary) + 1))  # hash id -> holders
+    partners = {}
+    for a, b in pairs:
+        partners.setdefault(a, []).append(b)
+    lengths = {}
+    for a, others in partners.items():
+        fp, k = prints[a], prints[a].k
+        if len(fp.kit_positions) == 0:
+            lengths.update(((a, b), 0) for b in others)
+            continue
+        by_place = np.argsort(fp.kit_positions, kind="stable")
+        places = np.asarray(fp.kit_positions)[by_place].astype(np.int64)  # [n]
+        hash_ids = np.searchsorted(vocabulary, np.asarray(fp.kit_hashes)[by_place])  # [n]
+        counts = first[hash_ids + 1] - first[hash_ids]  # [n] codes holding each one
+        columns = np.repeat(np.arange(len(places)), counts)
+        spans = np.repeat(first[hash_ids] - (np.cumsum(counts) - counts), counts) \
+            + np.arange(counts.sum())
+        held = np.zeros((len(codes), len(places)), dtype=bool)  # [codes, n]
+        held[holders[spans], columns] = True
+        held = held[[row_of[b] for b in others]]  # [partners, n]
+        # each held k-gram covers up to the next held one, k at most: the union of the runs
+        far = places[-1] + 2 * k
+        upcoming = np.minimum.accumulate(np.where(held, places, far)[:, ::-1], axis=1)[:, ::-1]
+        following = np.concatenate([upcoming[:, 1:], np.full((len(others), 1), far)], axis=1)
+        covered = np.where(held, np.minimum(k, following - places), 0).sum(axis=1)  # [partners]
+        lengths.update(zip(((a, b) for b in others), covered.tolist()))
+    return lengths
 
 
 def compare(fp_a, fp_b):
@@ -245,34 +285,37 @@ def all_pairs(sources, cache, boilerplate, prints, jobs=1):
     hashes = list(codes)
     keys = [(ha, hb) for i, ha in enumerate(hashes) for hb in hashes[i:]]
     todo = [(ha, hb) for ha, hb in keys if f"{ha}:{hb}" not in cache]
-    for h in sorted({h for pair in todo for h in pair} - set(prints)):
-        prints[h] = fingerprint(codes[h], boilerplate)
-    for (ha, hb), found in zip(todo, _compare_many(todo, prints, jobs)):
+    needed = sorted({h for pair in todo for h in pair} - set(prints))
+    prints.update(zip(needed, _fingerprints([codes[h] for h in needed], boilerplate, jobs)))
+    for (ha, hb), found in class_figures({h: prints[h] for pair in todo for h in pair},
+                                         todo).items():
         cache[f"{ha}:{hb}"] = found
     return {f"{ha}:{hb}": cache[f"{ha}:{hb}"] for ha, hb in keys}, len(todo)
 
 
-_PRINTS = {}  # what forked comparers read (inherited, not pickled)
-
-
-def _figures(pairs):
-    return [figures(_PRINTS[ha], _PRINTS[hb]) for ha, hb in pairs]
-
-
-def _compare_many(todo, prints, jobs):
-    """The figures of `todo`, in order: in `jobs` forked processes when there are many (a class
-    of 300 has 45,000 pairs at ~0.1 ms each), else here."""
+def _fingerprints(texts, boilerplate, jobs):
+    """fingerprint() of each text, in order: in `jobs` forked processes when there are many
+    (copydetect's tokenizer takes ~8 ms a file, most of a class's near-copies once the pairs
+    are found together: class_figures)."""
     import multiprocessing
 
-    _PRINTS.clear()
-    _PRINTS.update(prints)
     forkable = "fork" in multiprocessing.get_all_start_methods()
-    if jobs <= 1 or len(todo) < PARALLEL_FROM or not forkable:
-        return _figures(todo)
-    size = -(-len(todo) // (4 * jobs))
-    chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
-    with multiprocessing.get_context("fork").Pool(jobs) as pool:
-        return [found for part in pool.map(_figures, chunks) for found in part]
+    if jobs <= 1 or len(texts) < PARALLEL_FROM or not forkable:
+        return [fingerprint(text, boilerplate) for text in texts]
+    _FORK_INPUT[:] = [texts, boilerplate]
+    try:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            return pool.map(_fingerprint_at, range(len(texts)), -(-len(texts) // (4 * jobs)))
+    finally:
+        _FORK_INPUT.clear()
+
+
+_FORK_INPUT = []  # what the forked fingerprinters read (inherited, not pickled)
+
+
+def _fingerprint_at(i):
+    texts, boilerplate = _FORK_INPUT
+    return fingerprint(texts[i], boilerplate)
 
 
 def pair_rows(sources, pairs, threshold):
