@@ -119,6 +119,15 @@ def mixed(tmp_path_factory):
 
 
 # -- the mixed folder -------------------------------------------------------------------------------
+def test_the_two_judges_fork_their_workers_from_one_zygote(mixed):
+    from grader.sandbox import forkserver, launch
+
+    if forkserver.supported(launch.choose_isolation("auto")) is None:
+        pytest.skip("no fork server here: every worker starts cold")
+    assert "with 2 processes" in mixed["proc"].stderr
+    assert "zygotes: 2 shared" in mixed["proc"].stderr  # each judge's own report
+
+
 def test_every_entry_gets_a_row_and_the_right_outcome(mixed):
     rows = read_gradebook(mixed["out"] / "gradebook.csv")
     assert list(rows[0].keys()) == ["student", "entry"] + CHECK_IDS + [
@@ -220,7 +229,7 @@ def test_progress_and_ungradable_lines(mixed):
     # Every graded entry made its calls into a worker, and fewer round trips (a request may carry
     # several calls): both counted, so a change that multiplies them shows in the line (and in
     # make bench).
-    calls = re.search(r"calls into a worker per submission (\d+) in (\d+) round trips\n", err)
+    calls = re.search(r"calls into a worker per submission (\d+) in (\d+) round trips;", err)
     assert calls and int(calls.group(1)) > 20, err[-500:]
     assert 0 < int(calls.group(2)) < int(calls.group(1)), err[-500:]
 

@@ -148,6 +148,29 @@ def test_memory_and_cpu_of_each_child_are_reported(server):
     assert server.child_cpu_seconds > 0
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_judges_sharing_a_zygote_each_end_only_their_own_workers(mode, tmp_path):
+    proc, controls, runtime_dir, spool = forkserver.start_zygote(forkserver.supported(mode), 2)
+    first, second = (forkserver.ForkServer(mode, attach={
+        "fd": control.detach(), "runtime_dir": runtime_dir, "spool": spool, "tag": n})
+        for n, control in enumerate(controls, 1))
+    try:
+        assert grade(first, authoring.SOLUTION)["score"] == grade(second, authoring.SOLUTION)[
+            "score"] == FULL
+        folder = submit(tmp_path, "waiting", REFERENCE)
+        kept = second.spawn(folder, "attention.py", Limits())
+        first.close()  # the first judge ends: the zygote kills its children, not the second's
+        time.sleep(0.5)
+        assert kept.proc.poll() is None and second.alive()
+        assert grade(second, os.path.join(folder, "attention.py"))["score"] == FULL
+        kept.kill()
+    finally:
+        first.close()
+        second.close()
+        forkserver.stop_zygote(proc, runtime_dir, spool)
+    assert proc.returncode == 0  # it left once both judges had gone, not killed after a wait
+
+
 def test_cold_start_only_where_the_fork_server_cannot_isolate(monkeypatch):
     assert forkserver.supported("process") == "plain"
     monkeypatch.setattr(sandbox, "runs_as_root", lambda: False)

@@ -79,16 +79,69 @@ class Progress:
             self.stream.flush()
 
 
+class SharedZygote:
+    """One zygote for the batch's first judges (forkserver.start_zygote): one torch import
+    (~1.3 s of CPU, at a start when every core is busy) instead of one per judge.  Each judge
+    gets a control socket of its own; a judge started later (in place of one that died) starts
+    its own zygote.  The zygote exits once every judge's socket is closed."""
+
+    @classmethod
+    def start(cls, config, judges):
+        from grader.sandbox import forkserver
+
+        mode = forkserver.supported(config["isolation"]) if sys.platform == "linux" else None
+        if judges < 2 or not config.get("fork_server", True) or mode is None:
+            return None
+        try:
+            return cls(*forkserver.start_zygote(mode, judges))
+        except (OSError, RuntimeError) as exc:  # each judge tries one of its own, and says why
+            print(f"warning: no zygote shared by the judges: {exc}", file=sys.stderr)
+            return None
+
+    def __init__(self, proc, controls, runtime_dir, spool):
+        from grader.sandbox import launch as sandbox
+
+        self.proc, self.controls = proc, controls
+        self.runtime_dir, self.spool = runtime_dir, spool
+        self.log = sandbox.CappedReader(proc.stderr, 16 * 1024)  # read, so it never blocks
+        self.log.start()
+        self.handed = 0
+
+    def hand_out(self):
+        """(the judge's attach settings, its control socket), or None once all are handed out."""
+        if not self.controls:
+            return None
+        self.handed += 1
+        control = self.controls.pop()
+        return {"fd": control.fileno(), "runtime_dir": self.runtime_dir, "spool": self.spool,
+                "tag": self.handed}, control
+
+    def stop(self):
+        from grader.sandbox import forkserver
+
+        for control in self.controls:  # never handed out: the zygote stops waiting for them
+            control.close()
+        self.controls = []
+        forkserver.stop_zygote(self.proc, self.runtime_dir, self.spool)
+
+
 class _Judge:
-    def __init__(self, number, config, events, log):
+    def __init__(self, number, config, events, log, zygote=None):
+        """`zygote`: (attach settings, control socket) of a shared zygote, or None."""
         env = threads.pin_environment(dict(os.environ))  # one compute thread (threads.py)
         env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         code = ("import sys; from grader.batch.judge import judge_main; "
                 "from grader.fastexit import exit_now; exit_now(judge_main(sys.argv[1:]))")
         self.number, self.outstanding, self.open = number, {}, True
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, json.dumps(config)], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=log, cwd=ROOT, env=env, text=True, encoding="utf-8")
+        attach, control = zygote or (None, None)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", code, json.dumps(dict(config, zygote=attach))],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=ROOT, env=env,
+                text=True, encoding="utf-8", pass_fds=(control.fileno(),) if control else ())
+        finally:
+            if control is not None:
+                control.close()  # the judge holds it now: its end is the zygote's EOF for it
         threading.Thread(target=self._read, args=(events,), daemon=True).start()
 
     def _read(self, events):
@@ -153,6 +206,7 @@ class _Dispatch:
         self.progress, self.log, self.per_judge, self.stats = progress, log, per_judge, stats
         self.events, self.judges, self.answers = queue.Queue(), [], {}
         self.attempts, self.count = collections.Counter(), 0
+        self.zygote = SharedZygote.start(config, min(jobs, len(tasks)))
 
     def feed(self):
         """Start judges up to `jobs`, give each up to `per_judge` tasks, close their inputs once
@@ -161,7 +215,8 @@ class _Dispatch:
         open_judges = [j for j in live if j.open]
         while self.pending and len(open_judges) < min(self.jobs, len(self.pending)):
             self.count += 1
-            judge = _Judge(self.count, self.config, self.events, self.log)
+            judge = _Judge(self.count, self.config, self.events, self.log,
+                           self.zygote.hand_out() if self.zygote else None)
             self.judges.append(judge)
             open_judges.append(judge)
         for judge in open_judges:
@@ -204,6 +259,8 @@ class _Dispatch:
                 judge.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 judge.kill()
+        if self.zygote:
+            self.zygote.stop()
         while True:  # the judges' last words: their peak memory
             try:
                 _, answer = self.events.get_nowait()

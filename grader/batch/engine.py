@@ -33,6 +33,7 @@ The `override` and `recipes` subcommands are registered here; their code is in o
 recipes.py.  Nothing is ever written inside DIR: entries are only read (zips in memory, folders
 by their attention file).
 """
+import collections
 import hashlib
 import json
 import os
@@ -149,10 +150,12 @@ def _announce(entries, todo, manifest, config, jobs):
     from grader.sandbox import forkserver
 
     where = f" (shard {manifest['shard']})" if manifest["shard"] else ""
-    workers = ("forked from one warm zygote per process" if config["fork_server"]
+    processes = min(jobs, len(todo))
+    shared = "shared by the processes" if processes > 1 else "per process"
+    workers = (f"forked from one warm zygote {shared}" if config["fork_server"]
                and forkserver.supported(config["isolation"]) else "one cold start per submission")
     print(f"{len(entries)} entries{where}: {len(entries) - len(todo)} up to date, grading "
-          f"{len(todo)} with {min(jobs, len(todo)) or 0} processes; isolation "
+          f"{len(todo)} with {processes or 0} processes; isolation "
           f"{config['isolation']}, workers {workers}", file=sys.stderr)
     if config["isolation"] != "bubblewrap" and todo:
         print("warning: isolation process: submissions run as plain subprocesses, which can read "
@@ -204,7 +207,9 @@ def _cpu_split(stats):
             f"{each('worker_cpu'):.3f} s, after a start of {startup / len(stats):.2f} s per "
             f"judge; compute threads per judge {max((s.get('threads') or 0) for s in stats)}; "
             f"calls into a worker per submission {each('calls'):.0f} in "
-            f"{each('round_trips'):.0f} round trips")
+            f"{each('round_trips'):.0f} round trips; zygotes: "
+            + ", ".join(f"{n} {kind}" for kind, n in sorted(collections.Counter(
+                s.get("zygote", "none") for s in stats).items())))
 
 
 def _missing(entry, why="not graded (grader error; run again)"):

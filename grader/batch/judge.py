@@ -135,11 +135,16 @@ def judge_main(argv):
     from grader.sandbox import launch as sandbox
     from grader.judge.service import Judge
 
-    # One zygote per judge (where it works): torch is imported once, each submission's worker is
-    # a fork of it.  The judge's own heavy imports now, while the zygote imports torch on the
-    # other core; then pytest, configured and its checks collected once for all the submissions.
+    # One zygote for the batch's judges, or one of its own (where it works): torch is imported
+    # once, each submission's worker is a fork of it.  The judge's own heavy imports now, while
+    # the zygote imports torch; then pytest, configured and its checks collected once for all.
+    server = None
+    if config.get("zygote"):  # the batch's shared zygote (dispatch.SharedZygote)
+        from grader.sandbox import forkserver
+
+        server = forkserver.ForkServer(config["isolation"], attach=config["zygote"])
     judge = Judge(sandbox.Limits(**config["limits"]), config["isolation"],
-                  start="auto" if config.get("fork_server", True) else "exec")
+                  start="auto" if config.get("fork_server", True) else "exec", server=server)
     session = judge.session(("public", "hidden"))
     judge.workers.ready()
     session.ready.wait(timeout=120)  # a session that failed to start says so at its first run
@@ -147,10 +152,9 @@ def judge_main(argv):
     graded = _grade_tasks(_task_inbox(), config, judge, answers, split)
     split.update(check_cpu=session.check_cpu, threads=session.threads_given)
     _answer(answers, {"stats": dict(_stats(judge, graded), **split)})
-    # Its workers and zygote ended, its temporary folders removed; the check session's thread is
-    # left to the process's end (dispatch.py leaves without the interpreter's teardown: a full
-    # collection and torch's unloading took ~0.9 s of CPU per judge, at the end of every batch).
-    judge.workers.close()
+    # The judge is closed (_stats); dispatch.py ends this process without the interpreter's
+    # teardown (a full collection and torch's unloading took ~0.9 s of CPU per judge, at the end
+    # of every batch).
     return 0
 
 
@@ -224,6 +228,8 @@ def _stats(judge, graded):
     import resource
 
     server = judge.workers.server
+    # the batch's shared zygote served it to the end (one of its own replaces one that died)
+    zygote = "none" if server is None else "shared" if server.shared else "own"
     judge.close()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     worker_kb, worker_cpu = children.ru_maxrss, children.ru_utime + children.ru_stime
@@ -232,4 +238,4 @@ def _stats(judge, graded):
     own = resource.getrusage(resource.RUSAGE_SELF)
     return {"judge_mb": own.ru_maxrss / 1024, "worker_mb": worker_kb / 1024,
             "judge_cpu": own.ru_utime + own.ru_stime, "worker_cpu": worker_cpu,
-            "graded": graded}
+            "graded": graded, "zygote": zygote}

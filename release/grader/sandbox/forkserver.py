@@ -1,7 +1,8 @@
 """The judge's side of the fork server (zygote.py): warm workers for a batch, one fork each.
 
-A batch judge starts one zygote; it imports torch once, and every submission's worker is a fork
-of it, isolated before the student's file is imported (see zygote.py for what each child gets).
+A batch's judges share one zygote (the batch's parent starts it: start_zygote) or a judge starts
+one of its own; it imports torch once, and every submission's worker is a fork of it, isolated
+before the student's file is imported (see zygote.py for what each child gets).
 A ForkedWorker looks like sandbox.WorkerProcess to the Student proxy: a channel, captured stdout
 and stderr, kill() and exit_description().
 
@@ -87,8 +88,50 @@ class ForkedWorker:
         return sandbox.describe_exit(self.proc.poll(), lang)
 
 
+def start_zygote(mode, judges=1):
+    """A zygote serving `judges` judges: (its process, a control socket per judge, the runtime
+    folder and the spool it was started with)."""
+    runtime_dir = sandbox.make_runtime_dir()
+    spool = tempfile.mkdtemp(prefix="attn-spool-") if mode == "namespaces" else None
+    if spool:
+        os.chmod(spool, 0o755)
+    pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(judges)]
+    python = os.path.abspath(sys.executable)
+    if mode == "namespaces":
+        prefix = sandbox.bubblewrap_argv(None, runtime_dir, spool=spool)
+        zygote_py = f"{sandbox.SANDBOX_RUNTIME}/zygote.py"
+    else:
+        prefix, zygote_py = [], os.path.join(runtime_dir, "zygote.py")
+    ends = [zygote_end.fileno() for _, zygote_end in pairs]
+    proc = subprocess.Popen(
+        prefix + [python, "-I", "-u", zygote_py, ",".join(map(str, ends)), mode],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        pass_fds=ends, env=sandbox.minimal_env("/tmp"), start_new_session=True, close_fds=True)
+    for _, zygote_end in pairs:
+        zygote_end.close()
+    return proc, [control for control, _ in pairs], runtime_dir, spool
+
+
+def stop_zygote(proc, runtime_dir, spool):
+    """Wait for a zygote whose every control socket is closed (it kills its children and exits),
+    then remove its folders."""
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+    safefs.remove_tree(runtime_dir)
+    if spool:
+        safefs.remove_tree(spool)
+
+
 class ForkServer:
-    def __init__(self, isolation):
+    """A judge's fork server: a zygote of its own, or (`attach`) one started for several judges
+    (the batch's parent starts one for all its judges: a torch import fewer per judge), reached
+    through the control socket `attach["fd"]`, its copies in the spool named with `attach["tag"]`.
+    An attached zygote that dies is replaced by one of the judge's own."""
+
+    def __init__(self, isolation, attach=None):
         self.isolation, self.mode = isolation, supported(isolation)
         if self.mode is None:
             raise RuntimeError(f"no fork server for isolation {isolation} as this user")
@@ -98,34 +141,30 @@ class ForkServer:
         self.replies = {}          # spawn id -> the zygote's answer to spawn
         self.answered = threading.Condition(self.lock)
         self.peak_child_kb, self.child_cpu_seconds, self.children_exited = 0, 0.0, 0
-        self.proc = None
-        self._start()
+        self.proc, self.control, self.log, self.tag, self.shared = None, None, None, "", False
+        if attach is None:
+            self._start()
+        else:
+            self.control = socket.socket(fileno=attach["fd"])
+            self.runtime_dir, self.spool = attach["runtime_dir"], attach.get("spool")
+            self.tag, self.shared = f"{attach['tag']}-", True
+            self._listen()
 
     def _start(self):
-        self.runtime_dir = sandbox.make_runtime_dir()
-        self.spool = tempfile.mkdtemp(prefix="attn-spool-") if self.mode == "namespaces" else None
-        if self.spool:
-            os.chmod(self.spool, 0o755)
-        self.control, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        python = os.path.abspath(sys.executable)
-        if self.mode == "namespaces":
-            prefix = sandbox.bubblewrap_argv(None, self.runtime_dir, spool=self.spool)
-            zygote_py = f"{sandbox.SANDBOX_RUNTIME}/zygote.py"
-        else:
-            prefix, zygote_py = [], os.path.join(self.runtime_dir, "zygote.py")
-        self.proc = subprocess.Popen(
-            prefix + [python, "-I", "-u", zygote_py, str(zygote_end.fileno()), self.mode],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            pass_fds=(zygote_end.fileno(),), env=sandbox.minimal_env("/tmp"),
-            start_new_session=True, close_fds=True)
-        zygote_end.close()
+        self.proc, (self.control,), self.runtime_dir, self.spool = start_zygote(self.mode)
         self.log = sandbox.CappedReader(self.proc.stderr, 16 * 1024)  # for "cannot serve: why"
         self.log.start()
-        self.ready, self.ready_error = threading.Event(), "the fork server ended before it was ready"
-        self.reader = threading.Thread(target=self._read, args=(self.control,), daemon=True)
+        self.tag, self.shared = "", False
+        self._listen()
+
+    def _listen(self):
+        self.ready, self.gone = threading.Event(), threading.Event()
+        self.ready_error = "the fork server ended before it was ready"
+        self.reader = threading.Thread(target=self._read,
+                                       args=(self.control, self.ready, self.gone), daemon=True)
         self.reader.start()
 
-    def _read(self, control):
+    def _read(self, control, ready, gone):
         while True:
             try:
                 data = control.recv(65536)
@@ -141,7 +180,7 @@ class ForkServer:
                 if "ready" in message:
                     self.ready_error = None if message["ready"] is True else \
                         str(message.get("error") or "the fork server is not ready")
-                    self.ready.set()
+                    ready.set()
                 elif "exited" in message:
                     worker = self.workers.pop(message["exited"], None)
                     self.peak_child_kb = max(self.peak_child_kb, message.get("maxrss_kb", 0))
@@ -155,17 +194,21 @@ class ForkServer:
                     self.replies[message.get("spawned", message.get("failed"))] = message
                     self.answered.notify_all()
         with self.lock:  # the zygote is gone: so is every child it had
+            gone.set()
             for worker in self.workers.values():  # (an exited worker is no longer listed)
                 worker.proc.code = -9
                 worker.proc.done.set()
                 worker.cleanup()
             self.workers.clear()
             self.answered.notify_all()
-        self.ready.set()
+        ready.set()
 
     def send(self, message, fds=()):
+        control = self.control
+        if control is None:
+            return  # closed: the zygote has killed this judge's children
         try:
-            socket.send_fds(self.control, [json.dumps(message).encode()], list(fds))
+            socket.send_fds(control, [json.dumps(message).encode()], list(fds))
         except OSError:
             pass  # the zygote died: the reader has marked its children exited
 
@@ -175,11 +218,13 @@ class ForkServer:
         if not self.ready.wait(READY_SECONDS):
             raise RuntimeError(f"the fork server did not start within {READY_SECONDS:g} s")
         if self.ready_error is not None or not self.alive():
+            said = self.log.text() if self.log is not None else ""
             raise RuntimeError("the fork server cannot serve: " + (self.ready_error or "it ended")
-                               + (" | " + self.log.text()[-300:] if self.log.text() else ""))
+                               + (" | " + said[-300:] if said else ""))
 
     def alive(self):
-        return self.proc is not None and self.proc.poll() is None
+        return self.control is not None and not self.gone.is_set() \
+            and (self.proc is None or self.proc.poll() is None)
 
     def spawn(self, work_dir, student_name, limits):
         """A fresh worker for one submission (restarts the zygote once if it died)."""
@@ -218,7 +263,7 @@ class ForkServer:
 
     def _copy_in(self, spawn_id, work_dir, student_name):
         """The student's file (a regular file, capped) in a read-only folder of the spool."""
-        copy_dir = os.path.join(self.spool, str(spawn_id))
+        copy_dir = os.path.join(self.spool, f"{self.tag}{spawn_id}")
         os.mkdir(copy_dir, 0o755)
         try:
             data = safefs.read_regular(os.path.join(work_dir, student_name),
@@ -235,19 +280,14 @@ class ForkServer:
         return copy_dir
 
     def close(self):
-        if self.proc is None:
+        if self.control is None:
             return
         try:  # shutdown, not just close: it wakes our reader's recv and gives the zygote EOF
             self.control.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        self.control.close()  # the zygote kills its children and exits
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, 9)
-            self.proc.wait()
-        safefs.remove_tree(self.runtime_dir)
-        if self.spool:
-            safefs.remove_tree(self.spool)
-        self.proc = None
+        self.control.close()  # the zygote kills this judge's children (and exits if it was ours)
+        self.control = None
+        if self.proc is not None:  # a zygote of its own; a shared one is its starter's to stop
+            stop_zygote(self.proc, self.runtime_dir, self.spool)
+            self.proc = None

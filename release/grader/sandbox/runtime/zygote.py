@@ -5,7 +5,7 @@ nothing from the judge side.  It never runs a student's code itself: every submi
 forked from this clean, torch-loaded process, so a submission costs a fork instead of a 1.4 s torch
 import, and nothing one student's code did can be seen by the next (the child's memory dies with it).
 
-Usage: python -I -u zygote.py CONTROL_FD MODE
+Usage: python -I -u zygote.py CONTROL_FD[,CONTROL_FD...] MODE  (one control socket per judge)
 
 MODE "namespaces" (bubblewrap as root; this process is root inside the sandbox, with no network):
 each child is born (one clone: fork_into_namespaces) in a mount, a PID, an IPC and a network
@@ -26,7 +26,8 @@ Control channel (a SOCK_SEQPACKET socket; one JSON object per packet):
   judge  -> {"op": "end", "id": N, "grace": S}   (the judge closed the worker's channel: a
             worker still running S seconds later is killed with its process group)
   zygote -> {"exited": N, "code": C, "maxrss_kb": K, "cpu_seconds": S}   (C < 0: signal -C)
-When the judge closes the channel, every child is killed and the zygote exits.
+When a judge closes its channel, every child of that judge is killed; when every judge has, the
+zygote exits.
 """
 import ctypes
 import errno
@@ -242,44 +243,62 @@ def probe_namespaces(spool=SPOOL):
 
 
 class Zygote:
-    def __init__(self, control_fd, mode):
-        self.control = socket.socket(fileno=control_fd)
+    """Serves one judge per control socket (a batch's judges may share one zygote: one torch
+    import fewer per judge).  Each judge's children are its own: told to it, ended by it, killed
+    when its channel closes; the zygote exits once every channel is closed."""
+
+    def __init__(self, control_fds, mode):
+        self.controls = [socket.socket(fileno=fd) for fd in control_fds]
         self.mode = mode
-        self.children = {}  # pid -> spawn id
+        self.children = {}  # pid -> (its judge's control, spawn id)
         self.deadlines = {}  # pid -> when it is killed (its judge has let it go)
         self.wake_read, self.wake_write = os.pipe()
         os.set_blocking(self.wake_write, False)
         signal.set_wakeup_fd(self.wake_write)
         signal.signal(signal.SIGCHLD, lambda *_: None)
 
-    def send(self, message):
-        self.control.send(json.dumps(message).encode())
+    def send(self, control, message):
+        try:
+            control.send(json.dumps(message).encode())
+        except OSError:
+            pass  # that judge is gone: its children are being killed
 
-    def spawn(self, request, fds):
+    def spawn(self, control, request, fds):
         if len(fds) != 3:
             for fd in fds:
                 os.close(fd)
-            self.send({"failed": request.get("id"), "error": "expected three fds"})
+            self.send(control, {"failed": request.get("id"), "error": "expected three fds"})
             return
         try:
             pid = fork_into_namespaces() if self.mode == "namespaces" else os.fork()
         except OSError as exc:
             for fd in fds:
                 os.close(fd)
-            self.send({"failed": request.get("id"), "error": f"{type(exc).__name__}: {exc}"})
+            self.send(control, {"failed": request.get("id"),
+                                "error": f"{type(exc).__name__}: {exc}"})
             return
         if pid == 0:
             child(request, fds, self.mode,
-                  [self.control.fileno(), self.wake_read, self.wake_write], self.torch)
+                  [c.fileno() for c in self.controls] + [self.wake_read, self.wake_write],
+                  self.torch)
         for fd in fds:
             os.close(fd)
-        self.children[pid] = request.get("id")
-        self.send({"spawned": request.get("id"), "pid": pid})
+        self.children[pid] = (control, request.get("id"))
+        self.send(control, {"spawned": request.get("id"), "pid": pid})
 
-    def end(self, spawn_id, grace):
+    def end(self, control, spawn_id, grace):
         for pid, known in self.children.items():
-            if known == spawn_id:
+            if known == (control, spawn_id):
                 self.deadlines[pid] = time.monotonic() + min(max(float(grace), 0.0), 10.0)
+
+    def let_go(self, control):
+        """A judge closed its channel: its children are killed now, the others go on."""
+        self.controls.remove(control)
+        for pid, (owner, _) in self.children.items():
+            if owner is control:
+                self.deadlines[pid] = 0
+        self.kill_overdue()
+        control.close()
 
     def kill_overdue(self, everyone=False):
         now = time.monotonic()
@@ -299,15 +318,16 @@ class Zygote:
                 return
             if pid == 0:
                 return
-            spawn_id = self.children.pop(pid, None)
+            control, spawn_id = self.children.pop(pid, (None, None))
             self.deadlines.pop(pid, None)
             try:  # whatever it started in its process group goes with it
                 os.killpg(pid, signal.SIGKILL)
             except OSError:
                 pass
-            self.send({"exited": spawn_id, "code": os.waitstatus_to_exitcode(status),
-                       "maxrss_kb": usage.ru_maxrss,
-                       "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4)})
+            if control is not None and control in self.controls:
+                self.send(control, {"exited": spawn_id, "code": os.waitstatus_to_exitcode(status),
+                                    "maxrss_kb": usage.ru_maxrss,
+                                    "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4)})
 
     def run(self):
         self.torch = worker.prepare()  # meta's kernels too: each fork has them
@@ -318,32 +338,43 @@ class Zygote:
         gc.collect()
         gc.freeze()
         why_not = probe_namespaces() if self.mode == "namespaces" else None
-        self.send({"ready": why_not is None, "mode": self.mode, "error": why_not})
+        for control in self.controls:
+            self.send(control, {"ready": why_not is None, "mode": self.mode, "error": why_not})
         if why_not is not None:
             return
-        while True:
+        while self.controls:
             timeout = (max(min(self.deadlines.values()) - time.monotonic(), 0)
                        if self.deadlines else None)
-            readable, _, _ = select.select([self.control, self.wake_read], [], [], timeout)
+            readable, _, _ = select.select(self.controls + [self.wake_read], [], [], timeout)
             self.kill_overdue()
             if self.wake_read in readable:
                 os.read(self.wake_read, 4096)
                 self.reap()
-            if self.control in readable:
-                data, fds, _, _ = socket.recv_fds(self.control, 65536, 8)
+            for control in [c for c in readable if c in self.controls]:
+                try:
+                    data, fds, _, _ = socket.recv_fds(control, 65536, 8)
+                except OSError:
+                    data, fds = b"", []
                 if not data:
-                    break
-                request = json.loads(data)
+                    self.let_go(control)
+                    continue
+                try:
+                    request = json.loads(data)
+                except ValueError:
+                    request = {}
                 if request.get("op") == "spawn":
-                    self.spawn(request, fds)
-                elif request.get("op") == "end":
-                    self.end(request.get("id"), request.get("grace", 0))
+                    self.spawn(control, request, fds)
+                else:
+                    for fd in fds:
+                        os.close(fd)
+                    if request.get("op") == "end":
+                        self.end(control, request.get("id"), request.get("grace", 0))
         self.deadlines = dict.fromkeys(self.children, 0)
         self.kill_overdue(everyone=True)
 
 
 def main():
-    Zygote(int(sys.argv[1]), sys.argv[2]).run()
+    Zygote([int(fd) for fd in sys.argv[1].split(",")], sys.argv[2]).run()
     # Its children are killed; the interpreter's teardown of torch (~0.3 s of CPU, which the
     # judge's close waits for, at the end of every batch) changes nothing.
     sys.stdout.flush()
