@@ -279,8 +279,9 @@ CPU_MAX, MEMINFO = "/sys/fs/cgroup/cpu.max", "/proc/meminfo"  # cgroup v2's CPU 
 # A judge's start (torch, pytest, the checks collected, its zygote: ~3 s of a 2-core machine) is
 # paid back by the submissions it grades; with fewer than this many per judge, one judge fewer
 # finishes sooner (measured here, 2 cores: 6 submissions 6.2 s on one judge, 7.3 s on two; 12
-# about even; 32: 19.2 s on one, 13.8 s on two).  A rerun that finds a few late files is such a
-# class.  `make bench` (part jobs) times a small class both ways.
+# about even; 32: 19.2 s on one, 13.8 s on two; since the judges share one zygote, a second
+# judge costs less: 6 submissions 2.9 s either way).  A rerun that finds a few late files is
+# such a class.  `make bench` (part jobs) times a small class both ways.
 TASKS_PER_JUDGE = 8
 
 
