@@ -137,6 +137,24 @@ def test_a_dead_zygote_is_replaced(server, tmp_path):
     assert server.alive()
 
 
+def test_the_end_of_a_replaced_zygote_ends_only_its_own_workers(tmp_path):
+    """The reader of a zygote that died may see its end only after the judge has started another
+    one and forked from it: that late end must not mark the new zygote's workers dead."""
+    import socket
+    import threading
+
+    fs = forkserver.ForkServer("process")
+    try:
+        worker = fs.spawn(submit(tmp_path, "alive", REFERENCE), "attention.py", Limits())
+        old_end, gone = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        gone.close()
+        fs._read(old_end, threading.Event(), threading.Event())  # a dead zygote's late reader
+        assert worker.proc.poll() is None and worker.id in fs.workers
+        worker.kill()
+    finally:
+        fs.close()
+
+
 def test_memory_and_cpu_of_each_child_are_reported(server):
     before = server.children_exited
     grade(server, authoring.SOLUTION)

@@ -55,7 +55,7 @@ class _Exit:
 class ForkedWorker:
     def __init__(self, server, spawn_id, copy_dir, limits, slot=None):
         self.server, self.id, self.copy_dir, self.slot = server, spawn_id, copy_dir, slot
-        self.isolation = server.isolation
+        self.isolation, self.zygote = server.isolation, None
         self.proc = _Exit()
         self.channel, worker_end = socket.socketpair()
         out_read, out_write = os.pipe()
@@ -193,13 +193,14 @@ class ForkServer:
                 else:
                     self.replies[message.get("spawned", message.get("failed"))] = message
                     self.answered.notify_all()
-        with self.lock:  # the zygote is gone: so is every child it had
-            gone.set()
-            for worker in self.workers.values():  # (an exited worker is no longer listed)
-                worker.proc.code = -9
-                worker.proc.done.set()
-                worker.cleanup()
-            self.workers.clear()
+        with self.lock:  # the zygote is gone: so is every child it had, and only those (a
+            gone.set()   # zygote started in its place may have children already)
+            for spawn_id, worker in list(self.workers.items()):  # an exited one is not listed
+                if worker.zygote is control:
+                    worker.proc.code = -9
+                    worker.proc.done.set()
+                    worker.cleanup()
+                    del self.workers[spawn_id]
             self.answered.notify_all()
         ready.set()
 
@@ -241,6 +242,7 @@ class ForkServer:
             copy_dir = self._copy_in(spawn_id, work_dir, student_name)
             slot = uidpool.claim()
         worker = ForkedWorker(self, spawn_id, copy_dir, limits, slot)
+        worker.zygote = self.control  # the zygote it is asked of: its end is this worker's end
         with self.lock:
             self.workers[spawn_id] = worker
         self.send({"op": "spawn", "id": spawn_id, "dir": copy_dir or work_dir,
