@@ -85,12 +85,21 @@ class SharedZygote:
     gets a control socket of its own; a judge started later (in place of one that died) starts
     its own zygote.  The zygote exits once every judge's socket is closed."""
 
+    @staticmethod
+    def mode(config, judges):
+        """The zygote's mode where `judges` judges share one under `config`, else None."""
+        from grader.sandbox import forkserver
+
+        if judges < 2 or not config.get("fork_server", True) or sys.platform != "linux":
+            return None
+        return forkserver.supported(config["isolation"])
+
     @classmethod
     def start(cls, config, judges):
         from grader.sandbox import forkserver
 
-        mode = forkserver.supported(config["isolation"]) if sys.platform == "linux" else None
-        if judges < 2 or not config.get("fork_server", True) or mode is None:
+        mode = cls.mode(config, judges)
+        if mode is None:
             return None
         try:
             return cls(*forkserver.start_zygote(mode, judges))

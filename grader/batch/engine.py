@@ -40,7 +40,7 @@ import os
 import sys
 import time
 
-from grader.batch.dispatch import Progress, default_jobs, dispatch
+from grader.batch.dispatch import Progress, SharedZygote, default_jobs, dispatch
 from grader.batch.entries import Entry, hash_file, list_entries, parse_shard, shard_of
 from grader.batch.records import (FORMAT, MANIFEST, MARKDOWN, PAGE, REPORT, STUDENTS, is_current,
                                   read_record, records_in, remove_leftovers)
@@ -151,7 +151,7 @@ def _announce(entries, todo, manifest, config, jobs):
 
     where = f" (shard {manifest['shard']})" if manifest["shard"] else ""
     processes = min(jobs, len(todo))
-    shared = "shared by the processes" if processes > 1 else "per process"
+    shared = "shared by the processes" if SharedZygote.mode(config, processes) else "per process"
     workers = (f"forked from one warm zygote {shared}" if config["fork_server"]
                and forkserver.supported(config["isolation"]) else "one cold start per submission")
     print(f"{len(entries)} entries{where}: {len(entries) - len(todo)} up to date, grading "

@@ -324,7 +324,7 @@ class Zygote:
                 os.killpg(pid, signal.SIGKILL)
             except OSError:
                 pass
-            if control is not None and control in self.controls:
+            if control in self.controls:  # a judge that has gone is told nothing
                 self.send(control, {"exited": spawn_id, "code": os.waitstatus_to_exitcode(status),
                                     "maxrss_kb": usage.ru_maxrss,
                                     "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4)})
