@@ -420,6 +420,82 @@ def test_one_judge_grades_each_student_as_if_alone(tmp_path):
             fixture
 
 
+def test_the_first_judge_forks_its_siblings(mixed):
+    """The batch's judges import once: the first forks the second (siblings.py)."""
+    from grader.batch import siblings
+
+    if not siblings.supported():
+        pytest.skip("judges are forked on Linux only")
+    assert "judges: 1 forked, 1 own" in mixed["proc"].stderr
+
+
+def _reference_class(folder, count):
+    folder.mkdir()
+    for n in range(count):
+        shutil.copy(ROOT / "solutions" / "attention.py", folder / f"r{n:02d}.py")
+    return folder
+
+
+def _full_marks(out, count):
+    rows = read_gradebook(out / "gradebook.csv")
+    assert len(rows) == count
+    for row in rows:
+        report = json.loads((out / "students" / row["student"] / "report.json").read_text())
+        assert report["status"] == "graded" and report["score"] == MAX, row["student"]
+
+
+def _judge_processes():
+    """{pid: parent pid} of the batch judges running now."""
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                if b"judge_main" not in handle.read():
+                    continue
+            with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+                found[int(pid)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def test_a_forked_judge_that_dies_has_its_tasks_graded_by_a_new_one(tmp_path):
+    """Kill -9 the forked sibling as soon as it is there: the parent sees its pipe close, retries
+    what it held on a judge started for it, and every student is graded in full."""
+    from grader.batch import siblings
+
+    if not siblings.supported():
+        pytest.skip("judges are forked on Linux only")
+    source, out = _reference_class(tmp_path / "class", 6), tmp_path / "out"
+    proc = subprocess.Popen([PY, "-m", "grader", "batch", str(source), "--out", str(out),
+                             "--jobs", "2"], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    killed, deadline = None, time.monotonic() + 120
+    while killed is None and proc.poll() is None and time.monotonic() < deadline:
+        judges = _judge_processes()
+        forked = [pid for pid, parent in judges.items() if parent in judges]
+        if forked:
+            killed = forked[0]
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.01)
+    _, stderr = proc.communicate(timeout=300)
+    assert killed is not None, "no forked judge was seen"
+    assert proc.returncode == 0, stderr
+    _full_marks(out, 6)
+    assert "judges: 2 own" in stderr  # the first, and the one started in the sibling's place
+
+
+def test_siblings_started_as_processes_of_their_own_grade_the_same(tmp_path):
+    """Where the first judge may not fork, it starts its siblings; they grade the same."""
+    from grader.batch import siblings
+
+    source, out = _reference_class(tmp_path / "class", 4), tmp_path / "out"
+    proc = run_batch(source, out, "--jobs", "2",
+                     env=dict(os.environ, **{siblings.START_ENV: "start"}))
+    assert proc.returncode == 0, proc.stderr
+    _full_marks(out, 4)
+    assert "judges: 1 own, 1 started" in proc.stderr
+
+
 def test_cold_workers_give_the_same_gradebook_rows(mixed, tmp_path):
     """--cold-workers (one torch import per submission) is the fork server's slow twin."""
     source = tmp_path / "class"
@@ -446,10 +522,17 @@ def test_default_jobs_one_per_usable_core_fewer_where_memory_is_short(monkeypatc
                             lambda a=available: int(a * dispatch.JOB_BYTES))
         assert dispatch.default_jobs() == jobs
     monkeypatch.setattr(dispatch, "_available_bytes", lambda: 100 * dispatch.JOB_BYTES)
-    # a few submissions (a rerun's late files) do not pay a second judge's start
-    per = dispatch.TASKS_PER_JUDGE
-    for tasks, jobs in ((1, 1), (per, 1), (per + 1, 2), (3 * per, 3), (100 * per, 8)):
-        assert dispatch.default_jobs(tasks) == jobs
+    # a few submissions (a rerun's late files) do not pay a second judge's start where each
+    # judge imports for itself; where the first forks the others, two already do
+    for per in (dispatch.TASKS_PER_JUDGE, 1):
+        monkeypatch.setattr(dispatch, "tasks_per_judge", lambda per=per: per)
+        for tasks, jobs in ((1, 1), (per, 1), (per + 1, 2), (3 * per, 3), (100 * per, 8)):
+            assert dispatch.default_jobs(tasks) == jobs
+    monkeypatch.undo()
+    monkeypatch.setattr(dispatch, "usable_cores", lambda: 8)
+    monkeypatch.setattr(dispatch, "_available_bytes", lambda: 100 * dispatch.JOB_BYTES)
+    assert dispatch.tasks_per_judge() == (1 if sys.platform == "linux" else 8)
+    assert dispatch.default_jobs(2) == (2 if sys.platform == "linux" else 1)
     monkeypatch.undo()
     quota = tmp_path / "cpu.max"
     monkeypatch.setattr(dispatch, "CPU_MAX", str(quota))

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from grader import paths, threads
+from grader.batch import siblings
 
 from grader.inert import one_line
 from grader.render.report import class_points
@@ -135,45 +136,79 @@ class SharedZygote:
 
 
 class _Judge:
-    def __init__(self, number, config, events, log, zygote=None):
-        """`zygote`: (attach settings, control socket) of a shared zygote, or None."""
+    """A judge as the parent sees it: a process (subprocess.Popen, or a SiblingProcess the first
+    judge forked), the pipe its tasks go down and the one its answers come up."""
+
+    def __init__(self, number, proc, tasks, answers, events):
+        self.number, self.proc, self.tasks = number, proc, tasks
+        self.outstanding, self.open = {}, True
+        threading.Thread(target=self._read, args=(answers, events), daemon=True).start()
+
+    @classmethod
+    def start(cls, first_number, config, events, log, zygotes):
+        """Start len(zygotes) judges (each item: a shared zygote's (attach settings, control
+        socket), or None): one process, which forks the others once it has imported
+        (siblings.py).  Returns the judges."""
         env = threads.pin_environment(dict(os.environ))  # one compute thread (threads.py)
         env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        code = ("import sys; from grader.batch.judge import judge_main; "
-                "from grader.fastexit import exit_now; exit_now(judge_main(sys.argv[1:]))")
-        self.number, self.outstanding, self.open = number, {}, True
-        attach, control = zygote or (None, None)
+        attach, control = zygotes[0] or (None, None)
+        handed, passed, parent_ends, controls = [], [control.fileno()] if control else [], [], [control]
+        for zygote in zygotes[1:]:
+            given, fds, ends, sibling_control = siblings.sibling_pipes(zygote)
+            handed.append(given)
+            passed += fds
+            parent_ends.append(ends)
+            controls.append(sibling_control)
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", code, json.dumps(dict(config, zygote=attach))],
+            proc = subprocess.Popen(
+                [sys.executable, "-c", siblings.JUDGE_CODE,
+                 json.dumps(dict(config, zygote=attach, siblings=handed))],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=ROOT, env=env,
-                text=True, encoding="utf-8", pass_fds=(control.fileno(),) if control else ())
+                text=True, encoding="utf-8", pass_fds=passed)
+        except BaseException:
+            for tasks, answers in parent_ends:
+                tasks.close()
+                answers.close()
+            raise
         finally:
-            if control is not None:
-                control.close()  # the judge holds it now: its end is the zygote's EOF for it
-        threading.Thread(target=self._read, args=(events,), daemon=True).start()
+            for fd in passed:  # the judges hold them now: their ends are the EOFs the parent
+                os.close(fd)   # and the zygote wait for
+            for sibling_control in controls:
+                if sibling_control is not None:
+                    sibling_control.detach()  # its fd is closed just above
+        judges = [cls(first_number, proc, proc.stdin, proc.stdout, events)]
+        for offset, (tasks, answers) in enumerate(parent_ends, 1):
+            judges.append(cls(first_number + offset, siblings.SiblingProcess(), tasks, answers,
+                              events))
+        return judges
 
-    def _read(self, events):
-        for line in self.proc.stdout:
+    def _read(self, answers, events):
+        takes = getattr(self.proc, "takes", None)
+        for line in answers:
             try:
-                events.put((self, json.loads(line)))
+                message = json.loads(line)
             except ValueError:
                 continue
+            if takes is None or not takes(message):
+                events.put((self, message))
+        answers.close()
+        if takes is not None:
+            self.proc.ended.set()
         events.put((self, None))
 
     def send(self, task):
         self.outstanding[task["id"]] = task
         try:
-            self.proc.stdin.write(json.dumps(task) + "\n")  # ASCII: a non-UTF-8 path survives
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
+            self.tasks.write(json.dumps(task) + "\n")  # ASCII: a non-UTF-8 path survives
+            self.tasks.flush()
+        except (BrokenPipeError, OSError, ValueError):
             pass  # it died: its reader reports EOF and the task is retried
 
     def close_input(self):
         if self.open:
             self.open = False
             try:
-                self.proc.stdin.close()
+                self.tasks.close()
             except (BrokenPipeError, OSError):
                 pass
 
@@ -222,12 +257,18 @@ class _Dispatch:
         nothing is left to send."""
         live = [j for j in self.judges if j.proc.poll() is None or j.outstanding]
         open_judges = [j for j in live if j.open]
-        while self.pending and len(open_judges) < min(self.jobs, len(self.pending)):
-            self.count += 1
-            judge = _Judge(self.count, self.config, self.events, self.log,
-                           self.zygote.hand_out() if self.zygote else None)
-            self.judges.append(judge)
-            open_judges.append(judge)
+        wanted = min(self.jobs, len(self.pending)) - len(open_judges)
+        if wanted > 0:
+            # The first start forks its siblings (siblings.py); a judge started later, in place
+            # of one that died, is a process of its own.
+            together = wanted if self.count == 0 and siblings.supported() else 1
+            for _ in range(0, wanted, together):
+                zygotes = [self.zygote.hand_out() if self.zygote else None
+                           for _ in range(together)]
+                started = _Judge.start(self.count + 1, self.config, self.events, self.log, zygotes)
+                self.count += len(started)
+                self.judges += started
+                open_judges += started
         for judge in open_judges:
             while self.pending and len(judge.outstanding) < self.per_judge:
                 judge.send(self.pending.popleft())
@@ -285,18 +326,26 @@ JOB_BYTES = 700 * 2 ** 20
 CPU_MAX, MEMINFO = "/sys/fs/cgroup/cpu.max", "/proc/meminfo"  # cgroup v2's CPU quota; Linux's
 
 
-# A judge's start (torch, pytest, the checks collected, its zygote: ~3 s of a 2-core machine) is
-# paid back by the submissions it grades; with fewer than this many per judge, one judge fewer
-# finishes sooner (measured here, 2 cores: 6 submissions 6.2 s on one judge, 7.3 s on two; 12
-# about even; 32: 19.2 s on one, 13.8 s on two; since the judges share one zygote, a second
-# judge costs less: 6 submissions 2.9 s either way).  A rerun that finds a few late files is
-# such a class.  `make bench` (part jobs) times a small class both ways.
+# A judge that imports for itself (torch, pytest, the checks collected: ~1 s of CPU, at a start
+# where every core is busy) is paid back by the submissions it grades; with fewer than this many
+# per judge, one judge fewer finished sooner (2 cores: 6 submissions 6.2 s on one judge, 7.3 s on
+# two; 32: 19.2 s on one, 13.8 s on two).  Where the first judge forks the others once it has
+# imported (siblings.py, Linux), a second judge costs its pytest session only and already pays
+# from two submissions on (2 cores, two interleaved rounds, --jobs 1 vs 2: 2 submissions 1.88 and
+# 1.81 s vs 1.77 and 1.77 s; 3: 1.99 and 1.89 vs 1.82 and 1.69; 6: 2.39 and 2.36 vs 1.93 and
+# 1.84).  A rerun that finds a few late files is such a class; `make bench` (part jobs) times a
+# small class both ways.
 TASKS_PER_JUDGE = 8
+
+
+def tasks_per_judge():
+    """The fewest submissions that pay for one more judge's start, here."""
+    return 1 if siblings.supported() else TASKS_PER_JUDGE
 
 
 def default_jobs(tasks=None):
     """--jobs' default: one job per core this process may use, fewer where memory is short, and
-    for `tasks` submissions no more judges than they pay the start of (TASKS_PER_JUDGE each).
+    for `tasks` submissions no more judges than they pay the start of (tasks_per_judge each).
 
     Measured (`make bench`, part jobs): a judge and its worker take turns (the judge waits while
     its worker computes, and the next worker is forked meanwhile), so one job keeps about one
@@ -304,7 +353,7 @@ def default_jobs(tasks=None):
     jobs than cores only contend (2 cores: --jobs 1 11.9 s, 2 8.2 s for 21 submissions)."""
     jobs = max(1, min(usable_cores(), _available_bytes() // JOB_BYTES or 1))
     if tasks is not None:
-        jobs = min(jobs, max(1, -(-tasks // TASKS_PER_JUDGE)))
+        jobs = min(jobs, max(1, -(-tasks // tasks_per_judge())))
     return jobs
 
 

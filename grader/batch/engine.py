@@ -207,9 +207,14 @@ def _cpu_split(stats):
             f"{each('worker_cpu'):.3f} s, after a start of {startup / len(stats):.2f} s per "
             f"judge; compute threads per judge {max((s.get('threads') or 0) for s in stats)}; "
             f"calls into a worker per submission {each('calls'):.0f} in "
-            f"{each('round_trips'):.0f} round trips; zygotes: "
-            + ", ".join(f"{n} {kind}" for kind, n in sorted(collections.Counter(
-                s.get("zygote", "none") for s in stats).items())))
+            f"{each('round_trips'):.0f} round trips; zygotes: {_kinds(stats, 'zygote', 'none')}"
+            f"; judges: {_kinds(stats, 'start', 'own')}")
+
+
+def _kinds(stats, key, default):
+    """"2 shared", "1 forked, 1 own": how many judges said each value of `key`."""
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(collections.Counter(
+        s.get(key, default) for s in stats).items()))
 
 
 def _missing(entry, why="not graded (grader error; run again)"):

@@ -11,12 +11,14 @@ page's attention heatmaps are the weights the checks judged (support.record_judg
 """
 import collections
 import json
+import os
 import queue
 import sys
 import threading
 import time
 
 from grader import words
+from grader.batch import siblings
 from grader.batch.records import FORMAT, write_student
 from grader.judge import serving
 
@@ -130,8 +132,12 @@ def _graded(started, data):
 
 def judge_main(argv):
     """Read tasks (JSON lines) on stdin, grade them, write the files, answer on stdout."""
-    config = json.loads(argv[0])
+    # The batch's first judge forks its siblings once it has imported (siblings.py); each of
+    # them goes on from here with its own config.
+    config, wait_for_siblings = siblings.start_siblings(json.loads(argv[0]))
     answers = serving.reply_channel()
+    if config.get("sibling"):
+        _answer(answers, {"pid": os.getpid()})  # for the parent, whose child it is not
     from grader.sandbox import launch as sandbox
     from grader.judge.service import Judge
 
@@ -151,7 +157,9 @@ def judge_main(argv):
     split = {"startup_cpu": _process_cpu(), "render_cpu": 0.0, "calls": 0, "round_trips": 0}
     graded = _grade_tasks(_task_inbox(), config, judge, answers, split)
     split.update(check_cpu=session.check_cpu, threads=session.threads_given)
-    _answer(answers, {"stats": dict(_stats(judge, graded), **split)})
+    _answer(answers, {"stats": dict(_stats(judge, graded), start=config.get("sibling", "own"),
+                                    **split)})
+    wait_for_siblings()
     # The judge is closed (_stats); dispatch.py ends this process without the interpreter's
     # teardown (a full collection and torch's unloading took ~0.9 s of CPU per judge, at the end
     # of every batch).
