@@ -190,6 +190,64 @@ def test_forked_fingerprinters_give_the_same_figures(tmp_path, monkeypatch):
     assert forked["pairs"] == alone["pairs"]  # the regions shown side by side too
 
 
+def _entries_of(folder, texts):
+    folder.mkdir()
+    for name, text in texts.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return entries.list_entries(str(folder))
+
+
+def _wait_until_ended(pid, seconds=120):
+    """Until `pid` is a zombie: done, not yet reaped."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        time.sleep(0.02)
+    raise AssertionError("the fingerprinter did not finish")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="made ahead on Linux only")
+def test_fingerprints_made_during_the_grading_give_the_same_figures(tmp_path):
+    """ahead.py's fingerprints (a forked process at nice 19, while the judges grade) are the
+    ones analyse() makes itself: the same rows, groups and pairs shown; a copy is made once."""
+    from grader.batch import ahead
+
+    texts = {n: (CORRECT / n).read_text(encoding="utf-8") for n in STYLES}
+    texts["copy.py"] = disguise(texts[STYLES[0]])
+    texts["same.py"] = texts[STYLES[1]]  # two students, one code: fingerprinted once
+    found = _entries_of(tmp_path / "class", texts)
+    early = ahead.Fingerprints.start(found)
+    made = early.collect()  # asked to stop at once: whatever it made must be right
+    assert set(made) <= {similarity.code_hash(t) for t in texts.values()}
+    early = ahead.Fingerprints.start(found)
+    _wait_until_ended(early.pid)  # let it finish (not reaped: collect() does that)
+    made = early.collect()
+    assert set(made) == {similarity.code_hash(t) for t in texts.values()}
+    sources = [similarity.keep_source(str(tmp_path / "out"), e) for e in found]
+    alone = similarity.analyse(str(tmp_path / "one"), sources)
+    given = similarity.analyse(str(tmp_path / "two"), sources, prints=made)
+    assert given["computed"] == alone["computed"]
+    assert given["rows"] == alone["rows"] and given["groups"] == alone["groups"]
+    assert given["pairs"] == alone["pairs"]
+    assert any(r["flagged"] for r in given["rows"])  # the disguised copy is found
+
+
+def test_a_fingerprint_record_cut_short_is_left_out():
+    import pickle
+
+    from grader.batch import ahead
+
+    records = b"".join(len(d).to_bytes(8, "little") + d
+                       for d in (pickle.dumps(("a", 1)), pickle.dumps(("b", 2))))
+    assert ahead._read(records) == {"a": 1, "b": 2}
+    assert ahead._read(records[:-3]) == {"a": 1}
+    assert ahead._read(b"") == {}
+
+
 def test_the_class_figures_are_copydetects_on_the_whole_corpus():
     """similarity.class_figures (every pair of a class at once) gives the share and the shared
     length that compare() gets through copydetect's compare_files, for every two files of the

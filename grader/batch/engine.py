@@ -40,6 +40,7 @@ import os
 import sys
 import time
 
+from grader.batch import ahead
 from grader.batch.dispatch import Progress, SharedZygote, default_jobs, dispatch
 from grader.batch.entries import Entry, hash_file, list_entries, parse_shard, shard_of
 from grader.batch.records import (FORMAT, MANIFEST, MARKDOWN, PAGE, REPORT, STUDENTS, is_current,
@@ -131,13 +132,21 @@ def run(args):
               "prefetch": max(0, args.prefetch), "fork_server": not args.cold_workers}
     jobs = max(1, args.jobs or default_jobs(len(todo)))  # an explicit --jobs is obeyed
     _announce(entries, todo, manifest, config, jobs)
-    answers = _grade(todo, config, jobs)
+    # the near-copies' fingerprints from the cores' idle moments while the class is graded
+    early = ahead.Fingerprints.start(entries) if todo and args.similarity is not None else None
+    try:
+        answers = _grade(todo, config, jobs)
+    except BaseException:
+        if early:
+            early.cancel()
+        raise
+    prints = early.collect() if early else None
     if answers is None:
         return 130
     for entry in entries:  # the code as the grader read it: the near-copies compare these
         keep_source(outdir, entry)
     records = [read_record(outdir, e.student) or _missing(e) for e in entries]
-    gradebook.write_class_outputs(outdir, records, args.lang, args.similarity, jobs)
+    gradebook.write_class_outputs(outdir, records, args.lang, args.similarity, jobs, prints)
     errors = [a for a in answers.values() if a["status"] == "error"]
     ungradable = sum(1 for r in records if r["status"] == "ungradable")
     print(f"{outdir}/gradebook.csv: {len(records)} rows ({ungradable} ungradable, "

@@ -240,15 +240,17 @@ def summary_html(summary, lang):
         head=classhtml.STYLE)
 
 
-def write_class_outputs(outdir, records, lang, threshold=None, jobs=1):
+def write_class_outputs(outdir, records, lang, threshold=None, jobs=1, prints=None):
     """gradebook.csv, mistakes.csv, similarity.csv and the summary (JSON, Markdown, HTML), from
     the records with the folder's overrides applied; the pages of the students an override
-    touches (now or in its history) redrawn."""
+    touches (now or in its history) redrawn.  `prints`: fingerprints made while the class was
+    graded (ahead.py)."""
     the_rubric = rubric_module.load()
     items = overrides_module.load(outdir)
     history = overrides_module.load_history(outdir)
     records = [overrides_module.apply(r, items) for r in records]
-    near = None if threshold is None else _near_copies(outdir, records, threshold, jobs)
+    near = None if threshold is None else _near_copies(outdir, records, threshold, jobs,
+                                                       prints)
     summary = summarize(the_rubric, records, near)
     summary["override_history"] = history
     write_atomic(os.path.join(outdir, "gradebook.csv"), gradebook_csv(the_rubric, records, lang))
@@ -267,14 +269,15 @@ def write_class_outputs(outdir, records, lang, threshold=None, jobs=1):
     return summary
 
 
-def _near_copies(outdir, records, threshold, jobs):
+def _near_copies(outdir, records, threshold, jobs, prints=None):
     """The near-copies among the records whose code was kept (similarity/sources)."""
     sources = []
     for r in records:
         saved = similarity.read_source(outdir, r["student"])
         if saved is not None and saved.get("digest") == r.get("digest"):
             sources.append(saved)
-    return similarity.analyse(outdir, sources, threshold, log=sys.stderr, jobs=jobs)
+    return similarity.analyse(outdir, sources, threshold, log=sys.stderr, jobs=jobs,
+                              prints=prints)
 
 
 def _redraw_student(outdir, the_rubric, record, lang):

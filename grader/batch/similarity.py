@@ -224,19 +224,27 @@ def read_source(outdir, student):
     return data if isinstance(data, dict) and "source" in data else None
 
 
-def keep_source(outdir, entry):
-    """The student's code as the grader read it (notebook cells, zip, package: the submission
-    loader's one file), saved once per entry content; None when there is none to read."""
+def read_code(entry):
+    """The student's code as the grader reads it (the submission loader's one file), or None
+    where there is none to read."""
     from grader.judge import submission
 
-    saved = read_source(outdir, entry.student)
-    if saved is not None and saved.get("digest") == entry.digest:
-        return saved
     try:
         with submission.load(entry.path) as sub:
             # a notebook's JSON may hold lone surrogates: kept visible (\udXXX), never a crash
-            source = sub.source.encode("utf-8", "backslashreplace").decode("utf-8")
+            return sub.source.encode("utf-8", "backslashreplace").decode("utf-8")
     except (submission.SubmissionError, OSError, ValueError):
+        return None
+
+
+def keep_source(outdir, entry):
+    """The student's code as the grader read it (notebook cells, zip, package: the submission
+    loader's one file), saved once per entry content; None when there is none to read."""
+    saved = read_source(outdir, entry.student)
+    if saved is not None and saved.get("digest") == entry.digest:
+        return saved
+    source = read_code(entry)
+    if source is None:
         return None  # ungradable: the judge says why; there is no code to compare
     data = {"student": entry.student, "digest": entry.digest, "hash": code_hash(source),
             "source": source}
@@ -378,14 +386,15 @@ def group_figures(groups, rows):
     return out
 
 
-def analyse(outdir, sources, threshold=THRESHOLD, log=None, jobs=1):
-    """Every pair of `sources` (dicts from keep_source), the cache updated; the class view:
+def analyse(outdir, sources, threshold=THRESHOLD, log=None, jobs=1, prints=None):
+    """Every pair of `sources` (dicts from keep_source), the cache updated (`prints`: fingerprints
+    already made, by code hash: ahead.py's); the class view:
     {'threshold', 'flagged' (how many pairs), 'groups', 'group_figures', 'pairs' (the strongest
     pair of each of the first SHOWN groups, with their code and regions), 'rows' (every pair, for
     the CSV), 'computed', 'reused'}."""
     boilerplate = boilerplate_hashes()
     settings = settings_key(boilerplate)
-    cache, prints = load_pairs(outdir, settings), {}
+    cache, prints = load_pairs(outdir, settings), dict(prints or {})
     pairs, computed = all_pairs(sources, cache, boilerplate, prints, jobs)
     save_pairs(outdir, settings, pairs)
     rows = pair_rows(sources, pairs, threshold)
