@@ -4,6 +4,7 @@ reassembly of attention.py, and the notebook executed top to bottom in a real ke
 check passes).  The two kernel runs take about 20 s each here."""
 import json
 import os
+import time
 
 import pytest
 
@@ -246,6 +247,26 @@ def test_the_kernels_judge_is_restarted_when_it_dies(tmp_path, start):
         assert again["score"] == first["score"] and judge.starts == 2 and judge.served == 2
         missing = judge.grade(str(tmp_path / "nothing.py"), hidden=False)
         assert "error" in missing and judge.starts == 2  # the submission's fault: same judge
+    finally:
+        judge.stop()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_the_kernels_judge_imports_before_the_first_check():
+    """The judge imports torch (and collects the public checks) as soon as it starts, while the
+    kernel runs the notebook's first cells, not when the first %check arrives."""
+    from grader.tools.kernel_judge import KernelJudge
+
+    judge = KernelJudge(env=notebook.judge_env()).start()
+    try:
+        maps, deadline = "", time.monotonic() + 60
+        while "libtorch_cpu" not in maps and time.monotonic() < deadline:
+            assert judge.process.poll() is None
+            with open(f"/proc/{judge.process.pid}/maps", encoding="utf-8") as handle:
+                maps = handle.read()
+            time.sleep(0.05)
+        assert "libtorch_cpu" in maps  # the judge's own process, no request sent
+        assert judge.served == 0
     finally:
         judge.stop()
 
