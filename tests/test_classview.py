@@ -220,13 +220,16 @@ def test_fingerprints_made_during_the_grading_give_the_same_figures(tmp_path):
     texts["copy.py"] = disguise(texts[STYLES[0]])
     texts["same.py"] = texts[STYLES[1]]  # two students, one code: fingerprinted once
     found = _entries_of(tmp_path / "class", texts)
-    early = ahead.Fingerprints.start(found)
+    early = ahead.Fingerprints.start(str(tmp_path / "out"), found)
     made = early.collect()  # asked to stop at once: whatever it made must be right
     assert set(made) <= {similarity.code_hash(t) for t in texts.values()}
-    early = ahead.Fingerprints.start(found)
+    early = ahead.Fingerprints.start(str(tmp_path / "out"), found)
     _wait_until_ended(early.pid)  # let it finish (not reaped: collect() does that)
     made = early.collect()
     assert set(made) == {similarity.code_hash(t) for t in texts.values()}
+    for entry in found:  # each student's code kept by it, for the parent to read back
+        kept = similarity.read_source(str(tmp_path / "out"), entry.student)
+        assert kept["digest"] == entry.digest and kept["hash"] in made
     sources = [similarity.keep_source(str(tmp_path / "out"), e) for e in found]
     alone = similarity.analyse(str(tmp_path / "one"), sources)
     given = similarity.analyse(str(tmp_path / "two"), sources, prints=made)

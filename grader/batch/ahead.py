@@ -6,8 +6,9 @@ judge waits while its worker computes, and the other way round), so a process fo
 grading starts, at the lowest priority (nice 19: the scheduler gives it what the judges and
 workers leave), fingerprints the class's codes meanwhile.  When the grading is over it is told to
 stop after the code in hand; the parent reads what it made, and similarity.analyse makes the
-rest as before (in --jobs processes).  Nothing is written to the output folder by it: its results
-go to a private temporary file the parent opened, and what it reads is what keep_source reads.
+rest as before (in --jobs processes).  It also keeps each student's code (similarity.keep_source,
+written atomically; the parent's own keep_source then reads it back instead of loading the entry
+again).  Its fingerprints go to a private temporary file the parent opened.
 """
 import os
 import pickle
@@ -26,7 +27,7 @@ class Fingerprints:
         self.pid, self.results = pid, results
 
     @classmethod
-    def start(cls, entries):
+    def start(cls, outdir, entries):
         """Fork the fingerprinter (Linux: it must be a fork made before any pipe, socket or
         thread of the grading exists, so it holds none of them); None where it cannot."""
         if sys.platform != "linux" or not entries:
@@ -37,7 +38,7 @@ class Fingerprints:
         pid = os.fork()
         if pid == 0:
             try:
-                _fingerprint(entries, results.fileno())
+                _fingerprint(outdir, entries, results.fileno())
             finally:
                 os._exit(0)  # never the parent's cleanup, nor a second flush of its buffers
         return cls(pid, results)
@@ -49,6 +50,9 @@ class Fingerprints:
         except OSError:
             pass
         _reap(self.pid)
+        from grader.batch import similarity
+
+        similarity.load_copydetect()  # what unpickling a print imports, without matplotlib (0.2 s)
         with self.results:
             self.results.seek(0)
             return _read(self.results.read())
@@ -62,7 +66,7 @@ class Fingerprints:
         self.results.close()
 
 
-def _fingerprint(entries, fd):
+def _fingerprint(outdir, entries, fd):
     from grader.batch import similarity
 
     stopping = []
@@ -74,12 +78,11 @@ def _fingerprint(entries, fd):
     for entry in entries:
         if stopping:
             return
-        source = similarity.read_code(entry)
-        code = None if source is None else similarity.code_hash(source)
-        if code is None or code in done:
+        saved = similarity.keep_source(outdir, entry)  # the parent's keep_source reads it back
+        if saved is None or saved["hash"] in done:
             continue
-        done.add(code)
-        data = pickle.dumps((code, similarity.fingerprint(source, boilerplate)))
+        done.add(saved["hash"])
+        data = pickle.dumps((saved["hash"], similarity.fingerprint(saved["source"], boilerplate)))
         view = memoryview(len(data).to_bytes(8, "little") + data)
         while view:
             view = view[os.write(fd, view):]

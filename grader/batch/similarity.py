@@ -62,7 +62,7 @@ def _kgram_hashes(text, k):
                      for i in range(len(text) - k + 1)], dtype=np.int64)
 
 
-def _copydetect():
+def load_copydetect():
     """copydetect, imported without matplotlib: its detector module imports matplotlib.pyplot
     (0.25 s, most of copydetect's import) for the plots of its own HTML report, which the kit
     never draws.  A stand-in takes matplotlib's place while copydetect is imported and is taken
@@ -86,7 +86,7 @@ def fingerprint(source, boilerplate=None):
     """A copydetect CodeFingerprint of `source` with the quiz lines and boilerplate left out."""
     import numpy as np  # (numpy and copydetect load only when a class is compared)
 
-    copydetect = _copydetect()
+    copydetect = load_copydetect()
     CodeFingerprint, utils = copydetect.CodeFingerprint, copydetect.utils
 
     code = blank_quiz(source)
@@ -132,7 +132,7 @@ def settings_key(boilerplate):
     import numpy as np
     import pygments
 
-    version = _copydetect().__version__
+    version = load_copydetect().__version__
     h = hashlib.sha256(f"{NOISE}/{WINDOW}/{version}/{pygments.__version__}".encode())
     h.update(np.asarray(boilerplate, dtype=np.int64).tobytes())
     return h.hexdigest()[:16]
@@ -203,7 +203,7 @@ def overlaps(prints, pairs):
 def compare(fp_a, fp_b):
     """{'share': [a, b], 'shared': filtered chars in common, 'regions': [[start, end]...] x 2}
     (regions in the code as fingerprinted: the quiz lines blanked, offsets unchanged)."""
-    overlap, shares, slices = _copydetect().compare_files(fp_a, fp_b)
+    overlap, shares, slices = load_copydetect().compare_files(fp_a, fp_b)
     regions = [[[int(s), int(e)] for s, e in zip(*side)] if side.ndim == 2 else []
                for side in slices]
     return {"share": [round(float(x), 4) for x in shares], "shared": int(overlap),
