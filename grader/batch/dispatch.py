@@ -151,35 +151,31 @@ class _Judge:
         (siblings.py).  Returns the judges."""
         env = threads.pin_environment(dict(os.environ))  # one compute thread (threads.py)
         env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        attach, control = zygotes[0] or (None, None)
-        handed, passed, parent_ends, controls = [], [control.fileno()] if control else [], [], [control]
-        for zygote in zygotes[1:]:
-            given, fds, ends, sibling_control = siblings.sibling_pipes(zygote)
-            handed.append(given)
-            passed += fds
-            parent_ends.append(ends)
-            controls.append(sibling_control)
+        attaches = [zygote[0] if zygote else None for zygote in zygotes]
+        controls = [zygote[1] for zygote in zygotes if zygote]
+        pipes = [siblings.SiblingPipes(attach) for attach in attaches[1:]]
+        handed = [control.fileno() for control in controls]
+        handed += [fd for sibling in pipes for fd in sibling.judge_ends]
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-c", siblings.JUDGE_CODE,
-                 json.dumps(dict(config, zygote=attach, siblings=handed))],
+                 json.dumps(dict(config, zygote=attaches[0],
+                                 siblings=[sibling.config for sibling in pipes]))],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=ROOT, env=env,
-                text=True, encoding="utf-8", pass_fds=passed)
+                text=True, encoding="utf-8", pass_fds=handed)
         except BaseException:
-            for tasks, answers in parent_ends:
-                tasks.close()
-                answers.close()
+            for sibling in pipes:
+                sibling.close_parent_ends()
             raise
-        finally:
-            for fd in passed:  # the judges hold them now: their ends are the EOFs the parent
-                os.close(fd)   # and the zygote wait for
-            for sibling_control in controls:
-                if sibling_control is not None:
-                    sibling_control.detach()  # its fd is closed just above
+        finally:  # the judges hold them now: their closing is the EOF the zygote and the
+            for control in controls:  # parent wait for
+                control.close()
+            for sibling in pipes:
+                sibling.close_judge_ends()
         judges = [cls(first_number, proc, proc.stdin, proc.stdout, events)]
-        for offset, (tasks, answers) in enumerate(parent_ends, 1):
-            judges.append(cls(first_number + offset, siblings.SiblingProcess(), tasks, answers,
-                              events))
+        for offset, sibling in enumerate(pipes, 1):
+            judges.append(cls(first_number + offset, siblings.SiblingProcess(), sibling.tasks,
+                              sibling.answers, events))
         return judges
 
     def _read(self, answers, events):

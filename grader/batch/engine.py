@@ -133,7 +133,9 @@ def run(args):
     jobs = max(1, args.jobs or default_jobs(len(todo)))  # an explicit --jobs is obeyed
     _announce(entries, todo, manifest, config, jobs)
     # the near-copies' fingerprints from the cores' idle moments while the class is graded
-    early = ahead.Fingerprints.start(outdir, entries) if todo and args.similarity is not None else None
+    early = None
+    if todo and args.similarity is not None:
+        early = ahead.Fingerprints.start(outdir, entries)
     try:
         answers = _grade(todo, config, jobs)
     except BaseException:

@@ -65,17 +65,26 @@ class SiblingProcess:
                 pass
 
 
-def sibling_pipes(zygote=None):
-    """The pipes of one sibling: (what the first judge is handed for it, the fds it must be
-    passed, the parent's ends: (task writer, answer reader))."""
-    task_read, task_write = os.pipe()
-    answer_read, answer_write = os.pipe()
-    attach, control = zygote or (None, None)
-    handed = {"stdin": task_read, "stdout": answer_write, "zygote": attach}
-    passed = [task_read, answer_write] + ([control.fileno()] if control else [])
-    ends = (os.fdopen(task_write, "w", encoding="utf-8"),
-            os.fdopen(answer_read, "r", encoding="utf-8"))
-    return handed, passed, ends, control
+class SiblingPipes:
+    """One sibling's pipes: the ends its judge is handed (`config`, the fds in `judge_ends`) and
+    the parent's (`tasks` to write, `answers` to read)."""
+
+    def __init__(self, zygote_attach=None):
+        task_read, task_write = os.pipe()
+        answer_read, answer_write = os.pipe()
+        self.judge_ends = [task_read, answer_write]
+        self.config = {"stdin": task_read, "stdout": answer_write, "zygote": zygote_attach}
+        self.tasks = os.fdopen(task_write, "w", encoding="utf-8")
+        self.answers = os.fdopen(answer_read, "r", encoding="utf-8")
+
+    def close_judge_ends(self):
+        for fd in self.judge_ends:
+            os.close(fd)
+        self.judge_ends = []
+
+    def close_parent_ends(self):
+        self.tasks.close()
+        self.answers.close()
 
 
 # -- the first judge's side ----------------------------------------------------------------------
