@@ -132,17 +132,7 @@ def run(args):
               "prefetch": max(0, args.prefetch), "fork_server": not args.cold_workers}
     jobs = max(1, args.jobs or default_jobs(len(todo)))  # an explicit --jobs is obeyed
     _announce(entries, todo, manifest, config, jobs)
-    # the near-copies' fingerprints from the cores' idle moments while the class is graded
-    early = None
-    if todo and args.similarity is not None:
-        early = ahead.Fingerprints.start(outdir, entries)
-    try:
-        answers = _grade(todo, config, jobs)
-    except BaseException:
-        if early:
-            early.cancel()
-        raise
-    prints = early.collect() if early else None
+    answers, prints = _grade_and_fingerprint(entries, todo, config, jobs, args.similarity)
     if answers is None:
         return 130
     for entry in entries:  # the code as the grader read it: the near-copies compare these
@@ -172,6 +162,21 @@ def _announce(entries, todo, manifest, config, jobs):
         print("warning: isolation process: submissions run as plain subprocesses, which can read "
               "what this user can read (docs/security.md); --require-sandbox refuses instead",
               file=sys.stderr)
+
+
+def _grade_and_fingerprint(entries, todo, config, jobs, threshold):
+    """(_grade's answers, the near-copies' fingerprints made from the cores' idle moments while
+    the class was graded: ahead.py; None where there are no near-copies to find)."""
+    early = None
+    if todo and threshold is not None:
+        early = ahead.Fingerprints.start(config["outdir"], entries)
+    try:
+        answers = _grade(todo, config, jobs)
+    except BaseException:
+        if early:
+            early.cancel()
+        raise
+    return answers, early.collect() if early else None
 
 
 def _grade(todo, config, jobs):
