@@ -12,6 +12,8 @@
 The gradings are shared with tests/test_corpus.py (one grading per submission per session).
 """
 
+import os
+
 import pytest
 import torch
 
@@ -165,3 +167,23 @@ def test_a_device_failure_leads_to_the_device_hints():
         if result["id"] == "attend.scale":
             result["status"] = "failed"  # an earlier card of attend: attend's own ladder
     assert hints.ladders(RUBRIC, data) == {"attend": "attend"}
+
+
+def test_a_workers_warm_up_leaves_dynamo_unimported():
+    """worker.prepare loads meta's kernels (placement.warm_meta) and hands torch's Python
+    kernels their own function as the "dynamo-disabled" one: meta operations afterwards never
+    import torch._dynamo (~1 s and 40 MiB inside a student's call)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import worker; torch = worker.prepare()\n"
+            "x = torch.randn(2, 3, 4, device='meta')\n"
+            "m = torch.ones(4, 4, dtype=torch.bool, device='meta').tril()\n"
+            "w = (x @ x.transpose(-1, -2) / 2).masked_fill(~m[:3, :3], float('-inf'))\n"
+            "y = torch.where(m[:3, :3], w, 0.0).softmax(-1) @ x\n"
+            "print('torch._dynamo' in sys.modules, 'sympy' in sys.modules)")
+    runtime = os.path.join(ROOT, "grader", "sandbox", "runtime")
+    proc = subprocess.run([sys.executable, "-I", "-c", code, runtime], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "True"]  # meta's kernels loaded, dynamo not
