@@ -45,11 +45,7 @@ class Fingerprints:
 
     def collect(self):
         """Stop the fingerprinter after the code in hand and return what it made."""
-        try:
-            os.kill(self.pid, signal.SIGTERM)
-        except OSError:
-            pass
-        _reap(self.pid)
+        _end(self.pid, signal.SIGTERM)
         from grader.batch import similarity
 
         similarity.load_copydetect()  # what unpickling a print imports, without matplotlib (0.2 s)
@@ -58,11 +54,8 @@ class Fingerprints:
             return _read(self.results.read())
 
     def cancel(self):
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        _reap(self.pid)
+        """Stop it now (the batch was interrupted); what it made is dropped."""
+        _end(self.pid, signal.SIGKILL)
         self.results.close()
 
 
@@ -101,7 +94,12 @@ def _read(blob):
     return prints
 
 
-def _reap(pid):
+def _end(pid, how):
+    """Signal the fingerprinter and reap it (killed if it has not ended within STOP_SECONDS)."""
+    try:
+        os.kill(pid, how)
+    except OSError:
+        pass
     deadline = time.monotonic() + STOP_SECONDS
     while True:
         try:
