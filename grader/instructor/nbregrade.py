@@ -14,15 +14,16 @@ rewritten to show the grade that counts (grader/instructor/nbfeedback.py).
 import concurrent.futures
 import json
 import os
+import queue
 import re
 import shutil
-import subprocess
 import tempfile
 
 from grader.authoring.course import ASSIGNMENT, COURSE, COURSE_ID, NOTEBOOK, db_url
 from grader.instructor.nbfeedback import rebuilt_story, rewrite_autograded
 from grader.render.report import points
-from grader.tools.notebook import KIT_LINE, run_judge
+from grader.tools.kernel_judge import KernelJudge
+from grader.tools.notebook import KIT_LINE, judge_env
 from grader.authoring.notebook_build import build, cell_grade_id, cell_text, grade_id_of
 
 EPSILON = 1e-6
@@ -76,8 +77,8 @@ def clean_submission(raw, source):
     return {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
 
 
-def regrade_one(path, source, nice=0):
-    """The kit's report data for one submitted notebook (its own judge process)."""
+def regrade_one(path, source, judge):
+    """The kit's report data for one submitted notebook, graded by `judge` (a KernelJudge)."""
     folder = tempfile.mkdtemp(prefix="attn-regrade-")
     try:
         try:
@@ -89,18 +90,40 @@ def regrade_one(path, source, nice=0):
         with open(cleaned, "w", encoding="utf-8") as handle:
             json.dump(clean_submission(raw, source), handle, ensure_ascii=False)
         try:
-            return run_judge(cleaned, hidden=True, timeout=REGRADE_TIMEOUT, cwd=folder, nice=nice)
-        except subprocess.TimeoutExpired:
+            return judge.grade(cleaned, hidden=True, timeout=REGRADE_TIMEOUT)
+        except TimeoutError:  # the judge was stopped; the next notebook gets a new one
             return {"error": f"the regrade took longer than {REGRADE_TIMEOUT} s"}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
 def regrade_all(found, source, jobs=2, nice=0):
+    """{student: report data} for the notebooks `found`, graded by `jobs` long-lived judge
+    processes (tools/kernel_judge.py, as a notebook kernel's own: torch imported once per judge,
+    each notebook's worker forked from its warm zygote), each taking the next notebook as it is
+    done.  It used to be one judge process per notebook, with a cold worker: a torch import in
+    each for every notebook.  `nice` lowers the judges' priority (and their workers')."""
+    todo = queue.Queue()
+    for item in found.items():
+        todo.put(item)
+    results = {}
+
+    def serve():
+        judge = KernelJudge(env=judge_env(), nice=nice)
+        try:
+            while True:
+                try:
+                    student, path = todo.get_nowait()
+                except queue.Empty:
+                    return
+                results[student] = regrade_one(path, source, judge)
+        finally:
+            judge.stop()
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {student: pool.submit(regrade_one, path, source, nice)
-                   for student, path in found.items()}
-        return {student: future.result() for student, future in futures.items()}
+        for done in [pool.submit(serve) for _ in range(max(1, min(jobs, len(found))))]:
+            done.result()
+    return {student: results[student] for student in found}
 
 
 # ------------------------------------------------------------------------------------------------
