@@ -41,8 +41,9 @@ class JudgeDied(Exception):
 class KernelJudge:
     """The kernel's handle on its judge process; `starts` counts how often one was started."""
 
-    def __init__(self, env=None):
-        self.env, self.process, self.log = env, None, None
+    def __init__(self, env=None, nice=0):
+        """`nice` lowers the judge's priority (its workers inherit it)."""
+        self.env, self.nice, self.process, self.log = env, nice, None, None
         self.starts, self.served = 0, 0  # judge processes started, gradings answered
 
     def start(self):
@@ -54,7 +55,7 @@ class KernelJudge:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "grader.tools.kernel_judge"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self.log, cwd=KIT_ROOT, env=self.env,
-            start_new_session=True)
+            start_new_session=True, preexec_fn=(lambda: os.nice(self.nice)) if self.nice else None)
         self.starts += 1
         return self
 
