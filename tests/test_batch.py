@@ -471,8 +471,8 @@ def test_a_forked_judge_that_dies_has_its_tasks_graded_by_a_new_one(tmp_path):
                              "--jobs", "2"], cwd=ROOT, stderr=subprocess.PIPE, text=True)
     killed, deadline = None, time.monotonic() + 120
     while killed is None and proc.poll() is None and time.monotonic() < deadline:
-        judges = _judge_processes()
-        forked = [pid for pid, parent in judges.items() if parent in judges]
+        judges = _judge_processes()  # this batch's own: its first judge is the batch's child
+        forked = [pid for pid, parent in judges.items() if judges.get(parent) == proc.pid]
         if forked:
             killed = forked[0]
             os.kill(killed, signal.SIGKILL)
