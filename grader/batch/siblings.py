@@ -36,8 +36,8 @@ def supported():
 
 
 class SiblingProcess:
-    """A judge forked by the first judge: ended once its answers' pipe is closed; its pid is its
-    first line (`takes`), for kill()."""
+    """A judge the first judge forked (or started): not the parent's child, so it has ended
+    once its answers' pipe is closed; its pid is its first line (`takes`), for kill()."""
 
     def __init__(self):
         self.pid, self.ended = None, threading.Event()

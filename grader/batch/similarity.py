@@ -224,27 +224,19 @@ def read_source(outdir, student):
     return data if isinstance(data, dict) and "source" in data else None
 
 
-def read_code(entry):
-    """The student's code as the grader reads it (the submission loader's one file), or None
-    where there is none to read."""
-    from grader.judge import submission
-
-    try:
-        with submission.load(entry.path) as sub:
-            # a notebook's JSON may hold lone surrogates: kept visible (\udXXX), never a crash
-            return sub.source.encode("utf-8", "backslashreplace").decode("utf-8")
-    except (submission.SubmissionError, OSError, ValueError):
-        return None
-
-
 def keep_source(outdir, entry):
     """The student's code as the grader read it (notebook cells, zip, package: the submission
     loader's one file), saved once per entry content; None when there is none to read."""
+    from grader.judge import submission
+
     saved = read_source(outdir, entry.student)
     if saved is not None and saved.get("digest") == entry.digest:
         return saved
-    source = read_code(entry)
-    if source is None:
+    try:
+        with submission.load(entry.path) as sub:
+            # a notebook's JSON may hold lone surrogates: kept visible (\udXXX), never a crash
+            source = sub.source.encode("utf-8", "backslashreplace").decode("utf-8")
+    except (submission.SubmissionError, OSError, ValueError):
         return None  # ungradable: the judge says why; there is no code to compare
     data = {"student": entry.student, "digest": entry.digest, "hash": code_hash(source),
             "source": source}
