@@ -96,3 +96,19 @@ def test_a_worker_that_writes_garbage_fails_only_its_checks(tmp_path):
     assert status["merge_heads.round_trip"] == "error"
     assert status["split_heads.transpose"] == "passed" and status["quiz.q1_params"] == "passed"
     assert data["score"] < data["max_score"]
+
+
+@pytest.mark.parametrize("leaf", ["1", '"s"', "null", "[]", "{}", '{"$tuple": []}'])
+@pytest.mark.parametrize("wrap", ["[{}]", '{{"k": {}}}', '{{"$tuple": [{}]}}'])
+def test_nesting_is_refused_exactly_past_max_depth(wrap, leaf):
+    """A scalar counts as a level like any value: MAX_DEPTH levels below the top decode, one
+    more is refused, whichever container holds it (the decoder takes scalars in place)."""
+    def nested(levels):
+        text = leaf
+        for _ in range(levels):
+            text = wrap.format(text)
+        return text.encode()
+
+    wire.decode(nested(wire.MAX_DEPTH), b"")
+    with pytest.raises(wire.ProtocolError, match="nesting too deep"):
+        wire.decode(nested(wire.MAX_DEPTH + 1), b"")

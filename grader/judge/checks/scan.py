@@ -57,16 +57,17 @@ def source_routes(source):
 @functools.lru_cache(maxsize=4)
 def _routes(source):
     """source_routes as tuples, kept for the last few sources: three checks of one submission
-    read the same text (5 ms a parse and walk)."""
+    read the same text.  The tree's nodes are listed once (ast.walk's generators were most of a
+    scan's 4.5 ms, nine walks) and every pass reads the list."""
     try:
-        tree = ast.parse(source)
+        nodes = list(ast.walk(ast.parse(source)))
     except (SyntaxError, ValueError):
         return (), ()
-    _annotate(tree)
-    constants = _string_constants(tree)
-    names = Bindings(tree)
+    _annotate(nodes)
+    constants = _string_constants(nodes)
+    names = Bindings(nodes)
     library, tamper = set(), set()
-    for node in ast.walk(tree):
+    for node in nodes:
         library |= set(_library_refs(node, constants, names))
         tamper |= set(_tamper_refs(node, constants, names))
     return tuple(sorted(library)), tuple(sorted(tamper))
@@ -79,15 +80,16 @@ class Bindings:
     `own` is what the library scan leaves to the student: the definitions, the attributes they
     set, and names imported from their own helper modules."""
 
-    def __init__(self, tree):
+    def __init__(self, nodes):
+        """`nodes`: every node of the file's tree (ast.walk's order)."""
         self.imported, self.torch, self.own, self.defined = set(), set(), set(), set()
         self.modules, self.aliases = {}, set()
-        for node in ast.walk(tree):
+        for node in nodes:
             self._bind(node)
+        assignments = [node for node in nodes if isinstance(node, ast.Assign)]
         for _ in range(3):  # F = torch.nn.functional; G = F; s = sys: bound to torch or a module
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Assign):
-                    self.aliases |= self._alias(node)
+            for node in assignments:
+                self.aliases |= self._alias(node)
         self.own -= self.torch
         self.defined -= set(self.modules)  # imported and also defined: read as the import
 
@@ -360,11 +362,11 @@ def _folded(node, constants):
     return None
 
 
-def _annotate(tree):
+def _annotate(nodes):
     """Strings that are no routes marked (docstrings and other strings standing alone as a
     statement, which nothing reads; the "__main__" of `if __name__ == "__main__"`), and each
     called expression given its call (`node.call`), for the getters whose arguments matter."""
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
                 and isinstance(node.value.value, str):
             node.value.is_docstring = True
@@ -376,11 +378,12 @@ def _annotate(tree):
             node.func.call = node
 
 
-def _string_constants(tree):
+def _string_constants(nodes):
     """name -> folded string, for names assigned a string expression (e.g. a = "scaled_" + ...)."""
     constants = {}
+    nodes = [node for node in nodes if isinstance(node, (ast.Assign, ast.arguments))]
     for _ in range(3):  # names built from names built from literals
-        for node in ast.walk(tree):
+        for node in nodes:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 \
                     and isinstance(node.targets[0], ast.Name):
                 text = fold(node.value, constants)
