@@ -214,10 +214,11 @@ def notebook_run(bundle, nb):
     wall, whole = run_notebook(bundle, node)
     code = [c for c in node.cells if c.cell_type == "code"]
     checks = [cell_seconds(c) for c in code if c.source.startswith("%check")]
-    if not checks or None in checks or cell_times(code[-1]) is None or any(
+    last = cell_times(code[-1])
+    if not checks or None in checks or last is None or any(
             "Error" in str(o.get("ename", "")) for c in node.cells for o in c.get("outputs", [])):
         raise RuntimeError("the notebook's %check cells did not all run")
-    top_to_bottom = cell_times(code[-1])[1] - wall
+    top_to_bottom = last[1] - wall
     return top_to_bottom, whole - top_to_bottom, checks
 
 
@@ -225,8 +226,8 @@ def bench_notebook(floor):
     """NOTEBOOK_RUNS fresh kernels, each top to bottom; the median run is the figure (one run
     alone read 2.56x and, minutes later, 3.28x on the same code).  Top to bottom ends at the last
     cell's answer, what a student running every cell waits for; the kernel's shutdown after it
-    (CPython's finalization with torch loaded, ~0.5 s, in the student's own process) is printed
-    apart: a student waits for it only on a restart."""
+    (~0.7 s here, ~0.5 s of it CPython's finalization of torch's objects in the student's own
+    process) is printed apart: a student waits for it only on a restart."""
     with tempfile.TemporaryDirectory(prefix="attn-bench-nb-") as folder:
         bundle, nb = student_notebook(folder)
         runs = sorted((notebook_run(bundle, nb) for _ in range(NOTEBOOK_RUNS)),

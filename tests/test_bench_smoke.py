@@ -17,7 +17,8 @@ EXPECTED = {
     # single
     "grade_x", "check_x", "gradescope_vs_grade",
     # student
-    "watch_fork_worst_x", "watch_spare_worst_x", "notebook_x", "notebook_shutdown_x", "first_check_x", "later_check_x",
+    "watch_fork_worst_x", "watch_spare_worst_x", "notebook_x", "notebook_shutdown_x",
+    "first_check_x", "later_check_x",
     # batch: throughput, memory, the CPU split
     "batch_per_submission_x", "one_process_each_x", "nbgrader_x", "batch_vs_nbgrader",
     "judge_mb", "worker_mb", "cpu_per_reference", "cpu_per_submission", "cpu_judge", "cpu_checks",
