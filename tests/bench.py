@@ -167,6 +167,9 @@ def student_notebook(folder):
     from grader.authoring import notebook_build, release
 
     bundle = release.build_release(os.path.join(folder, "bundle"))
+    # What the bundle's `make notebook` sets up before JupyterLab starts: the kit's bytecode.
+    subprocess.run([PY, "-m", "grader.tools.bytecode"], cwd=bundle, check=True,
+                   stdout=subprocess.DEVNULL)
     with open(os.path.join(bundle, "attention.ipynb"), encoding="utf-8") as handle:
         released = json.load(handle)
     with open(release.SOLUTION, encoding="utf-8") as handle:

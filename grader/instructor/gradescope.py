@@ -58,6 +58,9 @@ fi
 /autograder/venv/bin/pip install --quiet --disable-pip-version-check \
   --extra-index-url https://download.pytorch.org/whl/cpu -r /autograder/source/requirements.txt
 /autograder/venv/bin/python -c "import torch, pytest; print('torch', torch.__version__)"
+# The kit's bytecode, once (grader/tools/bytecode.py): each submission's run reads it.
+cd /autograder/source && /autograder/venv/bin/python -m grader.tools.bytecode \
+  || echo "bytecode not written: each run compiles the kit (slower, the same grades)"
 """
 
 RUN_AUTOGRADER = r"""#!/usr/bin/env bash
