@@ -251,6 +251,26 @@ def test_the_kernels_judge_is_restarted_when_it_dies(tmp_path, start):
         judge.stop()
 
 
+def test_a_stopped_kernel_judge_leaves_nothing_in_tmp(tmp_path):
+    """The kernel's judge, stopped as a kernel's exit stops it, ends on its own first: its fork
+    server's runtime copy and spool are removed, not left in the temporary folder for every
+    kernel a student ever started."""
+    from grader.tools.kernel_judge import KernelJudge
+
+    path, temporary = tmp_path / "attention.py", tmp_path / "tmp"
+    path.write_text(read(authoring.SOLUTION), encoding="utf-8")
+    temporary.mkdir()
+    judge = KernelJudge(env=dict(notebook.judge_env(), TMPDIR=str(temporary)))
+    try:
+        first = judge.grade(str(path), hidden=False)
+        assert first["score"] == first["max_score"] > 0
+        made = sorted(p.name for p in temporary.iterdir())
+        assert any(name.startswith("attn-") for name in made), made  # the judge's, made here
+    finally:
+        judge.stop()
+    assert sorted(p.name for p in temporary.iterdir()) == []
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
 def test_the_kernels_judge_imports_before_the_first_check():
     """The judge imports torch (and collects the public checks) as soon as it starts, while the

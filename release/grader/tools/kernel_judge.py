@@ -31,6 +31,9 @@ KIT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPARES = 3
 # "spare" makes the judge use spares even where it could fork (tests of that path).
 WORKER_START_ENV = "ATTN_KIT_WORKER_START"
+# How long a judge whose stdin was closed may take to end on its own (~0.1 s here), removing its
+# folders in /tmp; killed before, it left a runtime copy and a spool there for every kernel.
+STOP_SECONDS = 5
 
 
 # -- the kernel's side ---------------------------------------------------------------------------
@@ -74,7 +77,7 @@ class KernelJudge:
                 if attempt == 2:
                     return {"error": f"the judge process failed: {died}"}
             except BaseException:  # the kernel was interrupted (or a timeout): the judge is
-                self.stop()        # busy with this grading; the next cell gets a new one
+                self.stop(wait=0)  # busy with this grading; the next cell gets a new one
                 raise
         return {"error": "unreachable"}
 
@@ -118,15 +121,23 @@ class KernelJudge:
         last = tail.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no output"]
         return f"exit {self.process.returncode}: {last[0][:300]}"
 
-    def stop(self):
+    def stop(self, wait=STOP_SECONDS):
+        """End the judge: its stdin closed, it closes its fork server and removes its folders
+        in /tmp (the runtime copy, the spool) within `wait` seconds; whatever is left of its
+        process group then is killed.  wait=0: killed at once (a judge busy with a grading that
+        was interrupted), its folders left behind."""
         if self.process is not None:
+            try:
+                self.process.stdin.close()
+                self.process.wait(timeout=wait) if wait else None
+            except (OSError, subprocess.TimeoutExpired):
+                pass
             try:
                 os.killpg(self.process.pid, signal.SIGKILL)
             except OSError:
                 pass
             self.process.wait()
-            for stream in (self.process.stdin, self.process.stdout):
-                stream.close()
+            self.process.stdout.close()
             self.process = None
         if self.log is not None:
             self.log.close()
