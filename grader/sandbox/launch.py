@@ -93,7 +93,7 @@ def make_runtime_dir():
     whole), so the worker never sees grader/.  Each module's bytecode goes along where the kit
     has it (grader/tools/bytecode.py writes it), with the source's modification time, which is what
     Python checks it against: the worker may not write to this folder, so without it a cold
-    worker compiles every module again (~20 ms of CPU at each start).  Bytecode that is stale
+    worker compiles every module again (~10 ms of CPU at each start).  Bytecode that is stale
     for its source is checked, refused and compiled over by Python itself, as if absent."""
     runtime = tempfile.mkdtemp(prefix="attn-runtime-")
     cache = os.path.join(runtime, "__pycache__")

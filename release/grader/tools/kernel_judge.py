@@ -129,9 +129,13 @@ class KernelJudge:
         if self.process is not None:
             try:
                 self.process.stdin.close()
-                self.process.wait(timeout=wait) if wait else None
-            except (OSError, subprocess.TimeoutExpired):
+            except OSError:  # the judge is gone already: what was left in the pipe is moot
                 pass
+            if wait:
+                try:
+                    self.process.wait(timeout=wait)
+                except subprocess.TimeoutExpired:
+                    pass
             try:
                 os.killpg(self.process.pid, signal.SIGKILL)
             except OSError:
