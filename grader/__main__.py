@@ -8,9 +8,14 @@ import os
 import sys
 
 from grader import options, threads, words
+from grader.sandbox import launch as sandbox
 from grader.judge.submission import SubmissionError
 
 DEFAULT_EXERCISE = os.path.join("exercises", "attention.py")
+# The commands of release/ (students and one submission).  For these the instructors' batch
+# commands are not added to the parser: importing them (grader.batch, ~20 ms) would come
+# before the worker of a `grade` or a `check` could start.
+ONE_SUBMISSION = ("grade", "check", "watch", "hint", "submit")
 
 
 def parse(argv):
@@ -21,10 +26,12 @@ def parse(argv):
     _add_watch(sub)
     _add_hint(sub)
     _add_submit(sub)
-    try:  # instructors: batch, merge, override, export, recipes (not in release/)
-        from grader.batch import engine as batch
-    except ImportError:
-        batch = None
+    batch = None
+    if not argv or argv[0] not in ONE_SUBMISSION:
+        try:  # instructors: batch, merge, override, export, recipes (not in release/)
+            from grader.batch import engine as batch
+        except ImportError:
+            pass
     if batch is not None:
         batch.add_arguments(sub)
     return parser.parse_args(argv)
@@ -96,6 +103,8 @@ def _add_submit(sub):
 def main(argv=None):
     threads.pin_environment()  # before anything imports torch: judges, zygotes, their threads
     args = parse(sys.argv[1:] if argv is None else argv)
+    if getattr(args, "isolation", "process") != "process" or getattr(args, "require_sandbox", False):
+        sandbox.start_probe()  # bwrap tried while the rest is imported, before a worker needs it
     if args.command in ("batch", "merge", "override", "export", "recipes"):
         from grader.batch import engine as batch
 

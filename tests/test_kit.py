@@ -190,3 +190,43 @@ def test_isolation_is_reported_honestly():
     assert sandbox.choose_isolation("process") == "process"
     expected = "bubblewrap" if sandbox.bubblewrap_works() else "process"
     assert sandbox.choose_isolation("auto") == expected
+
+
+def test_the_bwrap_probe_started_early_gives_the_same_answer(monkeypatch):
+    """start_probe (run by the CLI before its imports) only starts the probe sooner: the answer
+    bubblewrap_works gives after it is the one a probe started then and there gives."""
+    monkeypatch.setattr(sandbox, "_probe_cache", {})
+    monkeypatch.setattr(sandbox, "_probe_running", {})
+    asked_cold = sandbox.bubblewrap_works()
+    monkeypatch.setattr(sandbox, "_probe_cache", {})
+    sandbox.start_probe()
+    if sandbox.bubblewrap_path() is not None:
+        assert sandbox._probe_running or sandbox._probe_cache  # started, or refused at once
+    assert sandbox.bubblewrap_works() == asked_cold
+    assert not sandbox._probe_running  # waited for: no probe left behind
+
+
+def test_the_bwrap_probe_that_fails_says_process(monkeypatch, tmp_path):
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sandbox, "bubblewrap_path", lambda: str(fake))
+    monkeypatch.setattr(sandbox, "_probe_cache", {})
+    monkeypatch.setattr(sandbox, "_probe_running", {})
+    sandbox.start_probe()
+    assert sandbox.choose_isolation("auto") == "process"
+
+
+def test_one_submission_commands_do_not_import_the_batch():
+    """`grade` and `check` start their worker before anything heavy is imported: the instructors'
+    batch commands are not loaded to parse their arguments (they are for `batch` and --help)."""
+    code = ("import sys; from grader.__main__ import parse; args = parse(%r); "
+            "print(args.command, any(m.startswith('grader.batch') for m in sys.modules))")
+    for argv, expected in ((["check", "x.py"], "check False"), (["grade", "x.py"], "grade False"),
+                           (["batch", "d", "--out", "o"], "batch True")):
+        out = subprocess.run([sys.executable, "-c", code % (argv,)], capture_output=True,
+                             text=True, cwd=ROOT, check=True).stdout.strip()
+        assert out == expected
+    helped = subprocess.run([sys.executable, "-m", "grader", "--help"], capture_output=True,
+                            text=True, cwd=ROOT, check=True).stdout
+    assert "batch" in helped and "recipes" in helped

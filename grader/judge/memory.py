@@ -11,7 +11,6 @@ reference's grading; with the threshold fixed: +34 to +39 MiB, and the reference
 frame-sized block back when freed.  Where there is no glibc (macOS, musl) nothing changes.
 """
 import ctypes
-import ctypes.util
 import functools
 
 M_MMAP_THRESHOLD = -3  # glibc's malloc.h; setting it also turns the dynamic threshold off
@@ -25,8 +24,11 @@ def return_large_blocks():
 
 
 def _mallopt():
+    """glibc's mallopt, looked up among the symbols this process has loaded already (libc's
+    among them): ctypes.util.find_library would run `ldconfig -p` in a process of its own
+    first, ~3 ms before the worker of a `grade` could start."""
     try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or None).mallopt
+        return ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return None
 

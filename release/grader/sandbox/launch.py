@@ -61,7 +61,23 @@ def bubblewrap_path():
     return shutil.which("bwrap")
 
 
-_probe_cache = {}
+_probe_cache, _probe_running = {}, {}
+PROBE_SECONDS = 10
+
+
+def start_probe():
+    """Start trying bwrap now, in the background (a few ms of a process of its own): a command
+    that will start a worker calls this first, so the answer is ready when bubblewrap_works
+    asks, instead of the worker's start waiting for it."""
+    path = bubblewrap_path()
+    if path is None or path in _probe_cache or path in _probe_running:
+        return
+    try:
+        _probe_running[path] = subprocess.Popen(
+            [path, "--unshare-all", "--ro-bind", "/", "/", "true"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        _probe_cache[path] = False
 
 
 def bubblewrap_works():
@@ -70,12 +86,15 @@ def bubblewrap_works():
     if path is None:
         return False
     if path not in _probe_cache:
-        try:
-            probe = subprocess.run([path, "--unshare-all", "--ro-bind", "/", "/", "true"],
-                                   capture_output=True, timeout=10)
-            _probe_cache[path] = probe.returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            _probe_cache[path] = False
+        start_probe()
+        probe = _probe_running.pop(path, None)
+        if probe is not None:
+            try:
+                _probe_cache[path] = probe.wait(timeout=PROBE_SECONDS) == 0
+            except subprocess.TimeoutExpired:
+                probe.kill()
+                probe.wait()
+                _probe_cache[path] = False
     return _probe_cache[path]
 
 
