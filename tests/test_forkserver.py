@@ -166,6 +166,54 @@ def test_memory_and_cpu_of_each_child_are_reported(server):
     assert server.child_cpu_seconds > 0
 
 
+def zygote_python(pid):
+    """The pid of the Python running zygote.py: `pid` itself, or a descendant (under bwrap)."""
+    seen = [pid]
+    while seen:
+        current = seen.pop()
+        with open(f"/proc/{current}/cmdline", "rb") as handle:
+            argv = handle.read().split(b"\0")
+        if any(a.endswith(b"zygote.py") for a in argv) and b"bwrap" not in argv[0]:
+            return current
+        for task in os.listdir(f"/proc/{current}/task"):
+            with open(f"/proc/{current}/task/{task}/children", encoding="ascii") as handle:
+                seen += [int(c) for c in handle.read().split()]
+    raise AssertionError("no zygote.py process under the fork server")
+
+
+def huge_pages_possible():
+    """Transparent huge pages on for madvise (or always), and a glibc with the hugetlb tunable."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled", encoding="ascii") as handle:
+            mode = handle.read()
+    except OSError:
+        return False
+    name, _, version = (os.confstr("CS_GNU_LIBC_VERSION") or "").partition(" ")
+    numbers = tuple(int(n) for n in version.split(".")[:2] if n.isdigit())
+    return "[never]" not in mode and name == "glibc" and numbers >= (2, 35)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_zygote_heap_is_in_huge_pages_where_the_machine_allows(mode):
+    """A fork copies one page-table entry per 2 MiB of the zygote's heap that is in huge pages
+    (forkserver.ZYGOTE_ENV): it asks for them in both isolations, and gets them where the kernel
+    and glibc allow (under bubblewrap, only with the kernel's settings bound in: launch.py)."""
+    fs = forkserver.ForkServer(mode)
+    try:
+        fs.wait_ready()
+        pid = zygote_python(fs.proc.pid)
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            assert b"GLIBC_TUNABLES=glibc.malloc.hugetlb=1" in handle.read().split(b"\0")
+        if not huge_pages_possible():
+            pytest.skip("no transparent huge pages for madvise, or no glibc >= 2.35, here")
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as handle:
+            huge_kb = next(int(line.split()[1]) for line in handle
+                           if line.startswith("AnonHugePages:"))
+        assert huge_kb >= 16 * 1024  # 90-96 MiB of ~180 here
+    finally:
+        fs.close()
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_judges_sharing_a_zygote_each_end_only_their_own_workers(mode, tmp_path):
     proc, controls, runtime_dir, spool = forkserver.start_zygote(forkserver.supported(mode), 2)

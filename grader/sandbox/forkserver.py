@@ -88,6 +88,15 @@ class ForkedWorker:
         return sandbox.describe_exit(self.proc.poll(), lang)
 
 
+# glibc (2.35 and later) asks the kernel for huge pages for the zygote's heap as torch fills it
+# (madvise, which is what a Linux of transparent huge pages set to "madvise" waits for; "always"
+# needs nothing, "never" and an older glibc ignore it).  A fork then copies a page-table entry
+# per 2 MiB of that heap instead of one per 4 KiB, and a child's exit tears down as few: measured
+# here, 96 of the zygote's 181 MiB of heap in huge pages, and per fork 7.1 -> 3.6 ms of the
+# child's CPU and 4.9 -> 2.3 ms of the zygote's (3 alternating runs, a child that exits at once).
+ZYGOTE_ENV = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+
+
 def start_zygote(mode, judges=1):
     """A zygote serving `judges` judges: (its process, a control socket per judge, the runtime
     folder and the spool it was started with)."""
@@ -106,7 +115,8 @@ def start_zygote(mode, judges=1):
     proc = subprocess.Popen(
         prefix + [python, "-I", "-u", zygote_py, ",".join(map(str, ends)), mode],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        pass_fds=ends, env=sandbox.minimal_env("/tmp"), start_new_session=True, close_fds=True)
+        pass_fds=ends, env=dict(sandbox.minimal_env("/tmp"), **ZYGOTE_ENV),
+        start_new_session=True, close_fds=True)
     for _, zygote_end in pairs:
         zygote_end.close()
     return proc, [control for control, _ in pairs], runtime_dir, spool

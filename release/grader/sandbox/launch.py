@@ -199,7 +199,8 @@ def bubblewrap_argv(work_dir, runtime_dir, spool=None, uid=UNPRIVILEGED,
     argv += _system_and_python_binds()
     argv += ["--ro-bind", runtime_dir, SANDBOX_RUNTIME, "--setenv", "HOME", "/tmp"]
     if spool is not None:
-        return argv + ["--bind", spool, "/spool", "--dir", SANDBOX_WORK, "--chdir", "/"]
+        return argv + _huge_page_settings() + ["--bind", spool, "/spool", "--dir", SANDBOX_WORK,
+                                               "--chdir", "/"]
     argv += ["--ro-bind", work_dir, SANDBOX_WORK, "--chdir", SANDBOX_WORK]
     if as_root:
         argv += [shutil.which("setpriv"), f"--reuid={uid}", f"--regid={uid}",
@@ -207,6 +208,16 @@ def bubblewrap_argv(work_dir, runtime_dir, spool=None, uid=UNPRIVILEGED,
     else:
         argv += ["--uid", str(UNPRIVILEGED), "--gid", str(UNPRIVILEGED)]
     return argv
+
+
+THP_SETTINGS = "/sys/kernel/mm/transparent_hugepage"
+
+
+def _huge_page_settings():
+    """The kernel's transparent huge page settings, read-only, for the fork server: glibc reads
+    them to follow forkserver.ZYGOTE_ENV's tunable, and without them (no /sys in the sandbox)
+    quietly gives the zygote's heap no huge page at all."""
+    return ["--ro-bind", THP_SETTINGS, THP_SETTINGS] if os.path.isdir(THP_SETTINGS) else []
 
 
 def _namespace_unsharer():
