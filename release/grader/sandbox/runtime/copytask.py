@@ -61,16 +61,21 @@ class Adam:
 
     @torch.no_grad()
     def step(self):
+        """m, v and the step in place, with the bias corrections as Python numbers: the former
+        form (m / c1 and v / c2 as new tensors) took 3 ms more of the ~29 ms that a training run
+        spends outside the student's block (10 runs each, 3 times; the same losses to 6 digits).
+        The tensors are tiny: each operation costs its call, not its arithmetic."""
         self.step_count += 1
         b1, b2 = self.betas
+        c1, root_c2 = 1 - b1 ** self.step_count, math.sqrt(1 - b2 ** self.step_count)
         for p, m, v in zip(self.params, self.m, self.v):
-            if p.grad is None:
+            grad = p.grad
+            if grad is None:
                 continue
-            m.mul_(b1).add_(p.grad, alpha=1 - b1)
-            v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
-            m_hat = m / (1 - b1 ** self.step_count)
-            v_hat = v / (1 - b2 ** self.step_count)
-            p.sub_(self.lr * m_hat / (v_hat.sqrt() + self.eps))
+            m.lerp_(grad, 1 - b1)  # b1 m + (1 - b1) g
+            v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+            # p -= lr (m / c1) / (sqrt(v / c2) + eps)
+            p.addcdiv_(m, v.sqrt().div_(root_c2).add_(self.eps), value=-self.lr / c1)
 
 
 def loss_of(model, inputs, targets):
