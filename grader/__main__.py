@@ -103,7 +103,7 @@ def _add_submit(sub):
 def main(argv=None):
     threads.pin_environment()  # before anything imports torch: judges, zygotes, their threads
     args = parse(sys.argv[1:] if argv is None else argv)
-    if getattr(args, "isolation", "process") != "process" or getattr(args, "require_sandbox", False):
+    if hasattr(args, "isolation") and options.isolation_of(args) != "process":
         sandbox.start_probe()  # bwrap tried while the rest is imported, before a worker needs it
     if args.command in ("batch", "merge", "override", "export", "recipes"):
         from grader.batch import engine as batch
