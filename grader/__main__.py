@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from grader import options, threads, words
+from grader import collector, options, threads, words
 from grader.sandbox import launch as sandbox
 from grader.judge.submission import SubmissionError
 
@@ -103,6 +103,8 @@ def _add_submit(sub):
 def main(argv=None):
     threads.pin_environment()  # before anything imports torch: judges, zygotes, their threads
     args = parse(sys.argv[1:] if argv is None else argv)
+    if args.command in ONE_SUBMISSION:
+        collector.hold()  # a judge starts here: no collection until its checks are collected
     if hasattr(args, "isolation") and options.isolation_of(args) != "process":
         sandbox.start_probe()  # bwrap tried while the rest is imported, before a worker needs it
     if args.command in ("batch", "merge", "override", "export", "recipes"):

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from grader import words
+from grader import collector, words
 from grader.batch import siblings
 from grader.batch.records import FORMAT, write_student
 from grader.judge import serving
@@ -132,6 +132,7 @@ def _graded(started, data):
 
 def judge_main(argv):
     """Read tasks (JSON lines) on stdin, grade them, write the files, answer on stdout."""
+    collector.hold()  # until the checks are collected (collector.py), in the siblings too
     # The batch's first judge forks its siblings once it has imported (siblings.py); each of
     # them goes on from here with its own config.
     config, wait_for_siblings = siblings.start_siblings(json.loads(argv[0]))

@@ -193,9 +193,10 @@ def serve():
 
 
 if __name__ == "__main__":
-    from grader import threads
+    from grader import collector, threads
 
     threads.pin_environment()  # before torch: the judge's threads too (threads.py)
+    collector.hold()  # until the judge's checks are collected (collector.py)
     code = serve()
     sys.stderr.flush()
     os._exit(code)  # skip torch's interpreter teardown

@@ -31,7 +31,6 @@ zygote exits.
 """
 import ctypes
 import errno
-import gc
 import json
 import os
 import platform
@@ -330,13 +329,9 @@ class Zygote:
                                     "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4)})
 
     def run(self):
-        self.torch = worker.prepare()  # meta's kernels too: each fork has them
-        # Every object alive now moves to the collector's permanent generation: a collection in a
-        # child then never walks torch's objects, whose GC headers it would write (a copy of
-        # every page of them the child shares with this process: a full collection in a fresh
-        # fork took 122 ms and copied 52 MiB here; after the freeze 0 ms and nothing).
-        gc.collect()
-        gc.freeze()
+        # meta's kernels too: each fork has them; and all of it frozen for the collector, so that
+        # a collection in a child never copies the pages it shares with this process.
+        self.torch = worker.prepare()
         why_not = probe_namespaces() if self.mode == "namespaces" else None
         for control in self.controls:
             self.send(control, {"ready": why_not is None, "mode": self.mode, "error": why_not})

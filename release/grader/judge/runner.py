@@ -20,7 +20,7 @@ import pytest
 
 from grader.judge.checks.support import Verdict, judged_maps
 from grader.judge.student import StudentError, WorkerFailure
-from grader import paths, threads
+from grader import collector, paths, threads
 
 CHECKS_DIR = paths.CHECKS
 UNUSED_PLUGINS = ("logging", "unraisableexception", "threadexception", "faulthandler", "warnings",
@@ -140,6 +140,7 @@ class KitPlugin:
         owner = self.owner
         # This thread computes: OpenMP keeps the thread count per thread (threads.py).
         owner.threads_given = threads.one_thread_here()
+        collector.release()  # imported and collected: collect automatically from here on
         owner.ready.set()  # configured and collected: what follows is per student
         while True:
             student = owner.requests.get()

@@ -66,6 +66,9 @@ class Judge:
         return self.finish(sub, student, visibilities)
 
     def close(self):
+        from grader import collector
+
+        collector.release()  # where no session got as far as its checks
         for session in self.sessions.values():
             session.close()
         self.sessions = {}

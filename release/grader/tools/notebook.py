@@ -377,9 +377,10 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    from grader import threads
+    from grader import collector, threads
     from grader.fastexit import exit_now
 
     threads.pin_environment()  # before torch: the judge's threads too (threads.py)
+    collector.hold()  # until the judge's checks are collected (collector.py)
 
     exit_now(main(sys.argv[1:]))

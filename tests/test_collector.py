@@ -1,0 +1,106 @@
+"""Python's garbage collector while a judge or a worker starts (grader/collector.py,
+worker.prepare): off during the imports; on, with everything imported frozen, before any
+student's code is judged or run.  Each case runs in an interpreter of its own: the collector is
+the whole process's."""
+import json
+import os
+import subprocess
+import sys
+
+from grader import collector, paths
+
+ROOT = paths.KIT_ROOT
+RUNTIME = os.path.join(paths.GRADER, "sandbox", "runtime")
+SOLUTION = os.path.join(ROOT, "solutions", "attention.py")
+
+
+def run_python(code):
+    """The last line of `code`'s output, read as JSON."""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_hold_stops_collections_and_release_freezes_and_restarts_them():
+    seen = run_python(
+        "import gc, json\n"
+        "from grader import collector\n"
+        "collector.hold()\n"
+        "held = [gc.isenabled(), collector.holding()]\n"
+        "made = [[] for _ in range(3000)]\n"
+        "for item in made: item.append(item)  # cycles: alive, then garbage after the release\n"
+        "collector.release()\n"
+        "frozen = gc.get_freeze_count()\n"
+        "del made\n"
+        "print(json.dumps({'held': held, 'on': gc.isenabled(), 'frozen': frozen,\n"
+        "                  'kept': collector.holding(), 'freed': gc.collect()}))\n")
+    assert seen["held"] == [False, True]
+    assert seen["on"] is True and seen["kept"] is False
+    assert seen["frozen"] >= 3000  # what was alive at the release, the cycles among it
+    assert seen["freed"] == 0  # frozen: a collection never walks them again
+
+
+def test_release_without_hold_changes_nothing():
+    """A process that never held it (a test making a Judge in-process, as here) keeps its
+    collector as it was, frozen nothing."""
+    import gc
+
+    before = (gc.isenabled(), gc.get_freeze_count())
+    collector.release()
+    assert (gc.isenabled(), gc.get_freeze_count()) == before
+
+
+def test_a_process_that_turned_it_off_keeps_it_off():
+    seen = run_python(
+        "import gc, json\n"
+        "from grader import collector\n"
+        "gc.disable()\n"
+        "collector.hold(); collector.release()\n"
+        "print(json.dumps([gc.isenabled(), gc.get_freeze_count()]))\n")
+    assert seen == [False, 0]
+
+
+def test_the_check_command_judges_with_the_collector_on_and_its_imports_frozen():
+    """`python -m grader check` as a student runs it: held from the command's start, on and
+    frozen when the first check meets the student (recorded there), the report as ever."""
+    seen = run_python(
+        "import gc, json, sys\n"
+        "from grader import __main__ as cli\n"
+        "from grader.judge import runner\n"
+        "states, run_items = [], runner.KitPlugin._run_items\n"
+        "def recording(self, session, student):\n"
+        "    states.append([gc.isenabled(), gc.get_freeze_count()])\n"
+        "    return run_items(self, session, student)\n"
+        "runner.KitPlugin._run_items = recording\n"
+        "during = []\n"
+        "import grader.judge.runner as r; direct = r.KitPlugin.pytest_configure\n"
+        "def configure(self, config):\n"
+        "    during.append(gc.isenabled())\n"
+        "    return direct(self, config)\n"
+        "r.KitPlugin.pytest_configure = configure\n"
+        f"code = cli.main(['check', {SOLUTION!r}, '--isolation', 'process', '--format', 'json'])\n"
+        "sys.stdout.flush()\n"
+        "print()\n"
+        "print(json.dumps({'code': code, 'states': states, 'during': during}))\n")
+    assert seen["code"] == 0
+    assert seen["during"] == [False]  # pytest configured (and the checks then collected) held
+    [(on, frozen)] = seen["states"]
+    assert on is True and frozen > 100_000  # torch, pytest and the checks: never walked again
+
+
+def test_a_worker_prepares_held_and_serves_with_the_collector_on():
+    """worker.prepare (a cold worker's start, the fork server's once): torch and meta's kernels
+    imported with no collection, then everything frozen and the collector on, for the student's
+    import and calls (and for each fork of the fork server)."""
+    seen = run_python(
+        "import gc, json, sys\n"
+        f"sys.path.insert(0, {RUNTIME!r})\n"
+        "import worker\n"
+        "counts = []\n"
+        "gc.callbacks.append(lambda phase, info: counts.append(info['generation']))\n"
+        "worker.prepare()\n"
+        "print(json.dumps({'collections': len(counts), 'on': gc.isenabled(),\n"
+        "                  'frozen': gc.get_freeze_count()}))\n")
+    assert seen["collections"] == 0
+    assert seen["on"] is True and seen["frozen"] > 100_000
