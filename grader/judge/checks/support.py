@@ -5,6 +5,7 @@ a message key from the rubric and the fields that fill it.  Everything here is j
 """
 import math
 
+import numpy
 import torch
 
 from grader.judge.student import StudentError
@@ -69,12 +70,38 @@ def shaped(value, shape, what="the result"):
 COMPARE_CHUNK = 1 << 18
 
 
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """torch.allclose's answer (its defaults, its rules for inf and NaN), sooner where it is yes.
+
+    For float32 and float64 the tensors are first read as numpy arrays (no copy): every cell
+    within |a - b| - (atol + rtol |b|) <= 0 is torch's rule for finite values (its isclose
+    computes both errors so, in the same dtype; a difference of two floats is <= 0 exactly when
+    the first is not the larger).  A cell with inf or NaN gives inf or NaN there, never <= 0, and
+    the answer is then torch's own, as is every other dtype's (and two dtypes, which torch
+    refuses).  A right answer's comparisons took the judge 7-8 ms a grading through torch (118
+    calls, ~40 us each between the other checks' work; 1.2-2.9 ms for the copy task's
+    [256,12,32]), 40 % of that so: numpy's small operations cost a fraction of torch's."""
+    if a.dtype == b.dtype and a.dtype in _NUMPY_READS:
+        try:
+            x, y = a.detach().numpy(), b.detach().numpy()
+        except (RuntimeError, TypeError):  # not on the CPU, a view torch will not lend numpy
+            x = None
+        if x is not None:
+            with numpy.errstate(all="ignore"):  # inf - inf, an overflow: not close by this rule
+                if bool(((numpy.abs(x - y) - (numpy.abs(y) * rtol + atol)) <= 0).all()):
+                    return True
+    return torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+
+_NUMPY_READS = (torch.float32, torch.float64)
+
+
 def _allclose_by_chunks(a, b, atol, rtol, equal_nan):
     a, b = a.reshape(-1), b.reshape(-1)
     for start in range(0, a.numel(), COMPARE_CHUNK):
-        if not torch.allclose(a[start:start + COMPARE_CHUNK].double(),
-                              b[start:start + COMPARE_CHUNK].double(), atol=atol, rtol=rtol,
-                              equal_nan=equal_nan):
+        if not allclose(a[start:start + COMPARE_CHUNK].double(),
+                        b[start:start + COMPARE_CHUNK].double(), atol=atol, rtol=rtol,
+                        equal_nan=equal_nan):
             return False
     return True
 
@@ -83,9 +110,7 @@ def close(a, b, atol=ATOL, rtol=RTOL):
     """Values equal within tolerance, NaNs never equal; shapes must match exactly."""
     if type(a) is not torch.Tensor or type(b) is not torch.Tensor or a.shape != b.shape:
         return False
-    if torch.isnan(a).any() or torch.isnan(b).any():
-        return False
-    return _allclose_by_chunks(a, b, atol, rtol, equal_nan=False)
+    return _allclose_by_chunks(a, b, atol, rtol, equal_nan=False)  # a NaN is close to nothing
 
 
 def num(v, digits=4):
@@ -299,9 +324,9 @@ def _row_sum_mistake(w, scores, allowed, c, d):
     """Rows that follow the scores but do not sum to 1: which normalisation went wrong."""
     sums = w.sum(dim=-1)  # [..., T]
     every = torch.softmax(c * scores, dim=-1)  # normalised over every cell, the future included
-    if torch.allclose(sums, (every * allowed).sum(dim=-1), atol=1e-4):
+    if allclose(sums, (every * allowed).sum(dim=-1), atol=1e-4):
         return "mask_after_softmax"
-    if d and torch.allclose(sums, torch.full_like(sums, 1 / math.sqrt(d)), atol=1e-4):
+    if d and allclose(sums, torch.full_like(sums, 1 / math.sqrt(d)), atol=1e-4):
         return "scale_after_softmax"
     return "rows_not_one"
 
@@ -322,7 +347,7 @@ def weights_problem(weights, allowed, q=None, k=None):
         return "softmax_dim" if axis == w.dim() - 2 else "softmax_axis"
     if bool(blocked.any()) and bool(torch.isneginf(w[blocked]).all()) and (
             bool((w[~blocked] < 0).any()) if scores is None else
-            torch.allclose(w[~blocked], (scores / math.sqrt(d))[~blocked], atol=1e-4)):
+            allclose(w[~blocked], (scores / math.sqrt(d))[~blocked], atol=1e-4)):
         return "weights_prescores"  # -inf where blocked, raw scores (negative too) elsewhere
     if bool(torch.isneginf(w).any()):
         return "mask_after_softmax_inf" if bool(torch.isneginf(w[blocked]).all()) else "nan"
@@ -348,14 +373,14 @@ def softmax_axis(w):
     if w.dim() < 2 or not bool(finite.any()) or not bool((w[finite] >= 0).all()):
         return None
     rows = finite.all(dim=-1)
-    if bool(rows.any()) and torch.allclose(w.sum(dim=-1)[rows], torch.ones_like(w[..., 0])[rows],
-                                           atol=1e-4):
+    if bool(rows.any()) and allclose(w.sum(dim=-1)[rows], torch.ones_like(w[..., 0])[rows],
+                                     atol=1e-4):
         return None
     for axis in range(w.dim() - 1):
         lines = finite.all(dim=axis)
         if w.shape[axis] > 1 and bool(lines.any()):
             sums = torch.nan_to_num(w).sum(dim=axis)[lines]
-            if torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
+            if allclose(sums, torch.ones_like(sums), atol=1e-4):
                 return axis
     return None
 
@@ -381,10 +406,10 @@ def _leak_mistake(w, scores, allowed):
 
 
 def _normalisation_mistake(w, scores, allowed, d, q=None, k=None):
-    rows_ok = torch.allclose(w.sum(dim=-1), torch.ones_like(w[..., 0]), atol=1e-4)
+    rows_ok = allclose(w.sum(dim=-1), torch.ones_like(w[..., 0]), atol=1e-4)
     cols = w.sum(dim=-2)
-    if not rows_ok and w.shape[-1] == w.shape[-2] and torch.allclose(cols, torch.ones_like(cols),
-                                                                      atol=1e-4):
+    if not rows_ok and w.shape[-1] == w.shape[-2] and allclose(cols, torch.ones_like(cols),
+                                                                atol=1e-4):
         return "softmax_dim"
     if scores is None:
         return None if rows_ok else _row_sums_alone(w, allowed)

@@ -212,7 +212,7 @@ def test_batched_equals_loop(student, seed):
     looped = torch.stack([attend_judged(student, q[:, h], k[:, h], v[:, h])[0]
                           for h in range(H)], dim=1)  # [B,H,T,d_v]
     # Equal NaNs count as equal here: this check is about batching, not about the mask.
-    if not torch.allclose(context.double(), looped.double(), atol=1e-5, rtol=1e-4, equal_nan=True):
+    if not same(context, looped):
         # Each head alone is right or wrong the same way in both; a difference means the heads
         # (or samples) are not independent, or the code does not treat the leading axes alike
         # (a softmax over the heads' axis is the commonest way: named as what it is).
