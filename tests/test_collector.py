@@ -104,3 +104,21 @@ def test_a_worker_prepares_held_and_serves_with_the_collector_on():
         "                  'frozen': gc.get_freeze_count()}))\n")
     assert seen["collections"] == 0
     assert seen["on"] is True and seen["frozen"] > 100_000
+
+
+def test_a_file_that_cannot_be_graded_ends_the_held_start():
+    """watch and the notebook's judge live on after a file that cannot be loaded: the collector
+    is on again once its grading has ended, with no check session ever made."""
+    seen = run_python(
+        "import gc, json\n"
+        "from grader import collector\n"
+        "from grader.judge.service import Judge\n"
+        "from grader.judge.submission import SubmissionError\n"
+        "collector.hold()\n"
+        "judge = Judge(isolation='process')\n"
+        "try:\n"
+        "    judge.begin('/nonexistent/attention.py')\n"
+        "except SubmissionError:\n"
+        "    pass\n"
+        "print(json.dumps([gc.isenabled(), collector.holding(), judge.sessions == {}]))\n")
+    assert seen == [True, False, True]

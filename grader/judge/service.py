@@ -33,9 +33,14 @@ class Judge:
     def begin(self, path, limits=None):
         """Load the submission at `path` and start its worker at once: (sub, student).  Raises
         submission.SubmissionError for what cannot be graded."""
+        from grader import collector
         from grader.judge import grading
 
-        return grading.start(path, self.isolation, limits or self.limits, self.workers)
+        try:
+            return grading.start(path, self.isolation, limits or self.limits, self.workers)
+        except BaseException:  # no checks to collect for it: the held start is over (watch and
+            collector.release()  # the notebook's judge go on waiting for the next file)
+            raise
 
     def student(self, sub, limits=None):
         """The judge-side proxy of a loaded `sub` on this judge's workers (not started)."""

@@ -7,7 +7,8 @@ time, walks all the older ones again: about a fifth of the start's CPU (measured
 pytest` and the kit's judge modules took 1.56-1.91 s of CPU with it, 1.20-1.32 s without).
 
 `hold` stops the automatic collections at the process's entry (beside threads.pin_environment);
-`release` comes once the checks are collected, before any student's code is judged: it moves
+`release` comes once the checks are collected, before any student's code is judged (or once a
+file that cannot be graded has ended its grading, or the judge is closed): it moves
 every object alive to the permanent generation (`gc.freeze`), which later collections never walk,
 and turns the collector back on for what the gradings make.  No collection comes first: it would
 cost 0.16 s to free ~7,000 objects (no resident memory measurably), which stay, frozen.
