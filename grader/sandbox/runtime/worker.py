@@ -194,7 +194,8 @@ def prepare():
     what is alive at the end is frozen (as in the judge: grader/collector.py): a collection in
     the worker, or in a fork of the fork server, then never walks torch's objects, whose GC
     headers it would write (a copy of every page of them a fork shares with the fork server: a
-    full collection in a fresh fork took 122 ms and copied 52 MiB, 0 ms and nothing frozen).
+    full collection in a fresh fork took 122 ms and copied 52 MiB; with them frozen, 0 ms and
+    nothing copied).
     """
     collecting = gc.isenabled()
     gc.disable()
