@@ -315,9 +315,53 @@ def test_the_syscall_filter_is_well_formed():
         raw = syscalls.program(machine)
         # load arch, check it, load nr, [x32 check], one jump per call, allow, deny: 8 bytes each
         assert len(raw) == 8 * (len(syscalls.DENIED) + 5 + (machine == "x86_64"))
+        # with unix sockets let through: socket leaves the list, 3 ops ask its domain
+        raw = syscalls.program(machine, unix_sockets=True)
+        assert len(raw) == 8 * (len(syscalls.DENIED) - 1 + 3 + 5 + (machine == "x86_64"))
     assert syscalls.program("sparc") is None
     assert {"add_key", "keyctl", "shmget", "msgget", "mq_open", "ptrace", "memfd_create",
             "socket", "socketpair"} <= set(syscalls.DENIED)
+
+
+SOCKETS = """
+import os, socket, sys
+sys.path.insert(0, sys.argv[1])
+import syscalls
+assert syscalls.install(unix_sockets=sys.argv[2] == "unix") is None
+made = []
+for family, kind in ((socket.AF_UNIX, socket.SOCK_STREAM), (socket.AF_INET, socket.SOCK_STREAM),
+                     (socket.AF_INET6, socket.SOCK_DGRAM), (socket.AF_NETLINK, socket.SOCK_RAW)):
+    try:
+        socket.socket(family, kind).close()
+        made.append(family.name)
+    except OSError:
+        pass
+for call in (socket.socketpair, lambda: os.memfd_create("m")):
+    try:
+        call()
+        made.append("other")
+    except OSError:
+        pass
+print(" ".join(made))
+"""
+
+
+@pytest.mark.parametrize("unix,made", [("none", []), ("unix", ["AF_UNIX"])])
+def test_a_gpu_machines_filter_lets_unix_sockets_alone_through(unix, made):
+    """Where the machine has a GPU the worker's filter lets socket(AF_UNIX) through (CUDA's driver
+    opens one as it starts); every other domain, socketpair and memfd_create stay refused."""
+    import subprocess
+    import sys
+
+    from grader.sandbox.runtime import syscalls
+
+    if syscalls.program() is None:
+        pytest.skip("no seccomp filter for this machine's architecture")
+    runtime = str(Path(__file__).resolve().parent.parent / "grader" / "sandbox" / "runtime")
+    proc = subprocess.run([sys.executable, "-I", "-c", SOCKETS, runtime, unix],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == made
 
 
 MEET = """

@@ -326,6 +326,31 @@ if leak or not sys.flags.isolated:
     assert data["score"] == data["max_score"]
 
 
+def test_a_gpu_machines_worker_finds_its_driver(tmp_path, monkeypatch):
+    """Where the machine has NVIDIA device nodes, the worker's environment also names where the
+    driver is and which GPUs the grader was given, and bubblewrap shows a driver folder outside
+    /usr read-only; without them, none of it (and nothing else of the judge's leaks in)."""
+    driver, inside_usr = tmp_path / "nvidia" / "lib64", "/usr/lib"
+    driver.mkdir(parents=True)
+    monkeypatch.setenv("LD_LIBRARY_PATH", f"{driver}:{inside_usr}:relative/dir:/does/not/exist")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    monkeypatch.setenv("ATTN_SECRET_TOKEN", "hunter2")
+    monkeypatch.setattr(sandbox, "accelerator_nodes", lambda: ["/dev/nvidia0", "/dev/nvidiactl"])
+    env = sandbox.minimal_env("/tmp")
+    assert env["LD_LIBRARY_PATH"] == os.environ["LD_LIBRARY_PATH"]
+    assert env["CUDA_VISIBLE_DEVICES"] == "1" and "ATTN_SECRET_TOKEN" not in env
+    assert sandbox.driver_folders() == sorted([str(driver), inside_usr])
+    argv = sandbox.bubblewrap_argv(str(tmp_path), str(tmp_path))
+    binds = {argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind"}
+    assert str(driver) in binds and inside_usr not in binds  # /usr is shown whole
+    assert ["--dev-bind", "/dev/nvidia0", "/dev/nvidia0"] == argv[argv.index("/dev/nvidia0") - 1:
+                                                                  argv.index("/dev/nvidia0") + 2]
+    monkeypatch.setattr(sandbox, "accelerator_nodes", lambda: [])
+    env = sandbox.minimal_env("/tmp")
+    assert "LD_LIBRARY_PATH" not in env and "CUDA_VISIBLE_DEVICES" not in env
+    assert sandbox.driver_folders() == []
+
+
 def test_require_sandbox_refuses_without_bubblewrap(tmp_path, monkeypatch):
     monkeypatch.setattr(sandbox, "bubblewrap_works", lambda: False)
     with pytest.raises(RuntimeError, match="bubblewrap"):
