@@ -4,6 +4,9 @@
 # expect-key: random_new_weights
 # expect-fail: module.dtype
 # expect-key: dtype_forced
+# the new Linear is made on the CPU: on a GPU `x @ w` fails (on meta too, under CUDA's rule)
+# expect-fail: module.device
+# expect-key: forward_tensor_on_cpu
 # the same mistake, seen by two more checks: out_proj never gets a gradient, and the trained block
 # is no attention (its output layer is new and random on every call)
 # expect-fail: module.gradients
