@@ -129,14 +129,33 @@ def make_runtime_dir():
     return runtime
 
 
+# Where the machine has a GPU: how its driver is found (a driver mounted outside the loader's
+# cache, /usr/local/nvidia/lib64 in NVIDIA's containers, is named by LD_LIBRARY_PATH alone) and
+# which GPUs this grader was given.  Without them CUDA never starts in the worker.
+ACCELERATOR_ENV = ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+                   "CUDA_DEVICE_ORDER")
+
+
 def minimal_env(home):
     """The worker's whole environment: nothing of the judge's leaks in but the kit's compute
-    settings (threads.py), which follow the judge's own kernel choice so both sides compute alike."""
+    settings (threads.py), which follow the judge's own kernel choice so both sides compute alike,
+    and, on a machine with a GPU, what its driver needs (ACCELERATOR_ENV)."""
     env = {"PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
     if threads.KERNELS in os.environ:
         env[threads.KERNELS] = os.environ[threads.KERNELS]
+    if accelerator_nodes():
+        env.update({k: os.environ[k] for k in ACCELERATOR_ENV if k in os.environ})
     return threads.pin_environment(env)
+
+
+def driver_folders():
+    """The absolute folders of LD_LIBRARY_PATH, where the machine has a GPU (else none): bubblewrap
+    shows them read-only, so that the driver the worker is told of is there."""
+    if not accelerator_nodes():
+        return []
+    found = os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
+    return sorted({os.path.normpath(f) for f in found if os.path.isabs(f) and os.path.isdir(f)})
 
 
 def _python_roots():
@@ -150,7 +169,8 @@ def runs_as_root():
 
 
 def _system_and_python_binds():
-    """bwrap arguments that show /lib, /lib64, /bin and the Python installation, read-only."""
+    """bwrap arguments that show /lib, /lib64, /bin, the Python installation and a GPU driver's
+    folders outside /usr (driver_folders), read-only."""
     argv = []
     for link in ("lib", "lib64", "bin"):
         if os.path.islink("/" + link):
@@ -158,7 +178,10 @@ def _system_and_python_binds():
         elif os.path.isdir("/" + link):
             argv += ["--ro-bind", "/" + link, "/" + link]
     made = set()
-    for root in _python_roots():
+    shown = ("/usr", "/lib", "/lib64", "/bin")
+    roots = _python_roots() + [f for f in driver_folders()
+                               if not any(f == s or f.startswith(s + "/") for s in shown)]
+    for root in roots:
         # bwrap makes missing parents mode 0700; the unprivileged worker must traverse them.
         parent = os.path.dirname(root)
         ancestors = []

@@ -5,9 +5,46 @@ through `nn.Module.to`, never the student's own `.to`) are moved to a device or 
 here, the student's code runs, and what comes back is a plain description of every result:
 where it lives, its dtype and shape, and its values where a device has any (`meta` has none).
 Nothing here decides a verdict; every word of it is a claim to the judge.
+
+On `meta` the student's code runs under CUDA's rule for devices (SameDevice): torch's meta
+kernels of mm, bmm and matmul take a CPU operand without a word, where CUDA refuses it.
 """
+import contextlib
+
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+aten = torch.ops.aten
+# Operations that move values between devices, or index with CPU indices, as CUDA allows.
+CROSSES_DEVICES = frozenset({aten.copy_.default, aten._to_copy.default, aten.index.Tensor,
+                             aten.index_put_.default, aten._index_put_impl_.default,
+                             aten.index_put.default})
+
+
+class SameDevice(TorchDispatchMode):
+    """Every operation's tensors on one device, as CUDA demands: a CPU tensor of at least one
+    axis (a 0-dim one mixes with any device) beside a meta one is refused in torch's own words.
+    torch checks this in most meta kernels but not in all: `x @ w` with w on the CPU runs on meta
+    and fails on a GPU, so a Linear made in forward would pass here and fail there."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func not in CROSSES_DEVICES:
+            seen = {t.device.type for t in tree_leaves((args, kwargs))
+                    if isinstance(t, torch.Tensor) and (t.dim() > 0 or t.device.type != "cpu")}
+            if len(seen) > 1:
+                raise RuntimeError("Expected all tensors to be on the same device, but found at "
+                                   f"least two devices, {' and '.join(sorted(seen, reverse=True))}!"
+                                   f" (when checking the arguments of {func})")
+        return func(*args, **kwargs)
+
+
+def device_rule(device):
+    """What the student's code runs under on `device`: SameDevice on meta; elsewhere torch's own
+    kernels check (a null context)."""
+    return SameDevice() if device == "meta" else contextlib.nullcontext()
 
 
 def devices():
@@ -86,7 +123,9 @@ def call_on(module, fn, device, dtype=None, args=(), kwargs=None):
     dtype = _dtype(dtype)
     args = [_place(a, device, dtype) for a in args]
     kwargs = {k: _place(v, device, dtype) for k, v in (kwargs or {}).items()}
-    return describe(getattr(module, fn)(*args, **kwargs))
+    with device_rule(device):
+        result = getattr(module, fn)(*args, **kwargs)
+    return describe(result)
 
 
 def _mask(block):
@@ -128,8 +167,10 @@ def _left_behind(block, device):
 
 def forward_on(block, x, device, dtype=None):
     """forward(x, return_weights=True) on x moved to `device` (`dtype`), without gradients."""
-    with torch.no_grad():
-        return describe(block(_place(x, device, _dtype(dtype)), return_weights=True))
+    x = _place(x, device, _dtype(dtype))
+    with torch.no_grad(), device_rule(device):
+        result = block(x, return_weights=True)
+    return describe(result)
 
 
 BLOCK_ACTIONS = {"place": place, "forward_on": forward_on}  # reached through the worker's op_contract

@@ -11,7 +11,10 @@ nor torch needs to run a submission:
   RAM; /tmp is a tmpfs with a size and /dev/shm is not writable);
 - socket and socketpair: a worker talks to the judge on the channel it inherits and needs no other
   (checked with strace: importing torch and training the copy task make none); a new socket could
-  only reach another process, or fill kernel buffers outside RLIMIT_AS (8 MiB a socket here);
+  only reach another process, or fill kernel buffers outside RLIMIT_AS (8 MiB a socket here).
+  On a machine with a GPU, socket() of AF_UNIX is let through (`unix_sockets`): CUDA's driver
+  opens one as it starts, and a refused one stops it (cudaGetDeviceCount: error 304, measured on
+  an H200); every other domain is still refused;
 - ptrace and process_vm_readv/writev: reading or steering another process of the same uid (the
   plain-subprocess fallback runs every worker as the grader's own user);
 - perf_event_open, bpf, userfaultfd: kernel attack surface no submission needs.
@@ -52,6 +55,7 @@ _X32_BIT = 0x40000000  # x86-64's x32 ABI: the same calls with this bit set
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+_AF_UNIX = 1
 DENIED = tuple(sorted(_NUMBERS["x86_64"]))
 
 
@@ -59,20 +63,26 @@ def _op(code, k, jt=0, jf=0):
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-def program(machine=None):
-    """The filter as raw BPF (struct sock_filter[]), or None for an architecture not listed."""
+def program(machine=None, unix_sockets=False):
+    """The filter as raw BPF (struct sock_filter[]), or None for an architecture not listed.
+    With `unix_sockets`, socket() is refused unless its domain is AF_UNIX."""
     machine = machine or platform.machine()
     numbers = _NUMBERS.get(machine)
     if numbers is None:
         return None
-    denied = sorted(numbers.values())
+    denied = sorted(n for name, n in numbers.items() if not (unix_sockets and name == "socket"))
     checks = len(denied) + (1 if machine == "x86_64" else 0)
-    # 0: load arch; 1: foreign arch -> deny; 2: load nr; checks; allow; deny
-    ops = [_op(_LD_W_ABS, 4), _op(_JEQ_K, _AUDIT_ARCH[machine], 0, checks + 2), _op(_LD_W_ABS, 0)]
+    extra = 3 if unix_sockets else 0  # socket? load its domain; AF_UNIX?
+    # 0: load arch; 1: foreign arch -> deny; 2: load nr; checks; [extra]; allow; deny
+    ops = [_op(_LD_W_ABS, 4), _op(_JEQ_K, _AUDIT_ARCH[machine], 0, checks + extra + 2),
+           _op(_LD_W_ABS, 0)]
     if machine == "x86_64":
-        ops.append(_op(_JGE_K, _X32_BIT, checks, 0))
+        ops.append(_op(_JGE_K, _X32_BIT, checks + extra, 0))
     for i, number in enumerate(denied):
-        ops.append(_op(_JEQ_K, number, len(denied) - i, 0))
+        ops.append(_op(_JEQ_K, number, len(denied) - i + extra, 0))
+    if unix_sockets:  # seccomp_data.args[0] (its low 32 bits: the int the kernel reads) at 16
+        ops += [_op(_JEQ_K, numbers["socket"], 0, 2), _op(_LD_W_ABS, 16),
+                _op(_JEQ_K, _AF_UNIX, 0, 1)]
     ops += [_op(_RET_K, _RET_ALLOW), _op(_RET_K, _RET_ERRNO | errno.EPERM)]
     return b"".join(ops)
 
@@ -81,9 +91,9 @@ class _Program(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
 
 
-def install():
+def install(unix_sockets=False):
     """Install the filter on this process (and every child it makes); None, or why not."""
-    raw = program()
+    raw = program(unix_sockets=unix_sockets)
     if raw is None:
         return f"no seccomp filter for {platform.machine()}"
     libc = ctypes.CDLL(None, use_errno=True)

@@ -35,6 +35,7 @@ RUNTIME = os.path.dirname(os.path.abspath(__file__))
 RUNTIME_MODULES = ("syscalls", "contract", "placement", "copytask", "facts", "worker")
 sys.path.insert(0, RUNTIME)
 
+import facts  # noqa: E402
 import syscalls  # noqa: E402
 import wire  # noqa: E402
 
@@ -277,12 +278,12 @@ def import_telling_where(send, student_file):
 def _seal():
     """Before the student's import: the runtime's modules but wire leave sys.modules, its folder
     leaves sys.path (`import placement` in the student's file finds nothing), and this module no
-    longer names wire or syscalls (everything serving needs is bound already)."""
+    longer names wire, syscalls or facts (everything serving needs is bound already)."""
     for name in RUNTIME_MODULES:
         sys.modules.pop(name, None)
     while RUNTIME in sys.path:
         sys.path.remove(RUNTIME)
-    for name in ("wire", "syscalls"):
+    for name in ("wire", "syscalls", "facts"):
         globals().pop(name, None)
 
 
@@ -348,7 +349,8 @@ def calls_of(request, most=wire.MAX_CALLS):
 
 def main():
     channel_fd, student_file = int(sys.argv[1]), os.path.abspath(sys.argv[2])
-    syscalls.install()  # before torch starts a thread: every later thread inherits the filter
+    # before torch starts a thread: every later thread inherits the filter
+    syscalls.install(unix_sockets=bool(facts.accelerator_nodes()))
     channel = Channel(channel_fd)
     spare = sys.argv[3:] == ["--wait-go"]
     torch = prepare()

@@ -75,6 +75,7 @@ def mount(source, target, fstype, flags, data=None):
 
 
 MEMORY_RLIMIT = facts.memory_rlimit()  # looked up once, before any fork
+GPU = bool(facts.accelerator_nodes())  # CUDA's driver then needs a unix socket (syscalls.py)
 
 
 def set_limits(limits):
@@ -161,7 +162,7 @@ def become_namespace_init(uid=UNPRIVILEGED):
 
 def run_worker(channel_fd, student_file, limits, torch):
     set_limits(limits)
-    syscalls.install()
+    syscalls.install(unix_sockets=GPU)
     worker.serve(worker.Channel(channel_fd), student_file, torch)
 
 
