@@ -521,6 +521,11 @@ def test_default_jobs_one_per_usable_core_fewer_where_memory_is_short(monkeypatc
         monkeypatch.setattr(dispatch, "_available_bytes",
                             lambda a=available: int(a * dispatch.JOB_BYTES))
         assert dispatch.default_jobs() == jobs
+    monkeypatch.setattr(dispatch, "_available_bytes", lambda: 8 * 2 ** 30)
+    monkeypatch.setattr(dispatch, "accelerator_nodes", lambda: ["/dev/nvidia0", "/dev/nvidiactl"])
+    assert dispatch.default_jobs() == 3  # each job's workers start CUDA: 8 GiB hold 3 of them
+    monkeypatch.setattr(dispatch, "accelerator_nodes", lambda: [])
+    assert dispatch.default_jobs() == 8
     monkeypatch.setattr(dispatch, "_available_bytes", lambda: 100 * dispatch.JOB_BYTES)
     # a few submissions (a rerun's late files) do not pay a second judge's start where each
     # judge imports for itself; where the first forks the others, two already do

@@ -15,6 +15,7 @@ import threading
 import time
 from grader import paths, threads
 from grader.batch import siblings
+from grader.sandbox.runtime.facts import accelerator_nodes
 
 from grader.inert import one_line
 from grader.render.report import class_points
@@ -319,6 +320,9 @@ class _Dispatch:
 # What one job holds at its peak (`make bench`): a judge (~300 MiB resident) and the 1 + prefetch
 # workers forked for it (~185 MiB each, torch's pages shared with their zygote counted in full).
 JOB_BYTES = 700 * 2 ** 20
+# Where the machine has a GPU, every worker starts CUDA for the device checks: a batch on an H200
+# measured a judge at 536 MiB and a worker at 909 MiB at their peak (docs/building.md).
+GPU_JOB_BYTES = 2400 * 2 ** 20
 CPU_MAX, MEMINFO = "/sys/fs/cgroup/cpu.max", "/proc/meminfo"  # cgroup v2's CPU quota; Linux's
 
 
@@ -340,14 +344,15 @@ def tasks_per_judge():
 
 
 def default_jobs(tasks=None):
-    """--jobs' default: one job per core this process may use, fewer where memory is short, and
-    for `tasks` submissions no more judges than they pay the start of (tasks_per_judge each).
+    """--jobs' default: one job per core this process may use, fewer where memory is short (a
+    GPU machine's jobs hold more: GPU_JOB_BYTES), and for `tasks` submissions no more judges than they pay the start of (tasks_per_judge each).
 
     Measured (`make bench`, part jobs): a judge and its worker take turns (the judge waits while
     its worker computes, and the next worker is forked meanwhile), so one job keeps about one
     core busy; with one compute thread each (threads.py) a job per core is the fastest, more
     jobs than cores only contend (2 cores: --jobs 1 11.9 s, 2 8.2 s for 21 submissions)."""
-    jobs = max(1, min(usable_cores(), _available_bytes() // JOB_BYTES or 1))
+    per_job = GPU_JOB_BYTES if accelerator_nodes() else JOB_BYTES
+    jobs = max(1, min(usable_cores(), _available_bytes() // per_job or 1))
     if tasks is not None:
         jobs = min(jobs, max(1, -(-tasks // tasks_per_judge())))
     return jobs
