@@ -99,9 +99,10 @@ def test_cuda_decides_where_it_could_judge():
     assert [value["key"] for _, value in said] == ["device_not_judged"]
 
 
-class StandInBlock:
-    """A block as the judge sees it through the worker (RemoteModule): its CPU answers, given in
-    turn, and its answer on the device."""
+class StandInStudent:
+    """A student as the judge sees it through the worker: a new block's calls answered in one
+    round trip (Student.module_calls), its CPU answers to forward_on given in turn, and its
+    answer on the device."""
 
     def __init__(self, cpu_answers, on_device):
         self.cpu_answers, self.on_device = list(cpu_answers), on_device
@@ -111,20 +112,26 @@ class StandInBlock:
         return {"items": [{"device": device, "dtype": "float32", "shape": list(t.shape),
                            "value": t if device != "meta" else None} for t in (y, w)]}
 
-    def contract_twice(self, action, **args):
-        answer = self.cpu_answers.pop(0)  # the same both times: a steady block
-        return [self.described(*answer, "cpu") for _ in range(2)]
+    def module_calls(self, made_with, calls):
+        answers = [self.answer(args) for _, args in calls]
+        return object(), answers
 
-    def contract(self, action, **args):
-        if action == "place":
+    def answer(self, args):
+        if args["action"] == "inject":
+            return "fused"
+        if args["action"] == "place":
             return {"mask": {"device": args["device"], "dtype": "bool"},
                     "mask_before": {"device": "cpu", "dtype": "bool"}, "left": []}
+        if args["device"] == "cpu":
+            return self.described(*self.cpu_answers.pop(0), "cpu")
         return self.described(*self.on_device, args["device"])
 
 
 def block_verdict(cpu_answers, on_device, device="cuda"):
-    block = StandInBlock(cpu_answers, on_device)
-    outcome = check_device.block_outcome(None, block, device, torch.zeros(2, 5, 12), 0)
+    student = StandInStudent(cpu_answers, on_device)
+    weights = [torch.zeros(12, 12)] * 4
+    outcome = check_device.block_outcome(student, weights, device, torch.zeros(2, 5, 12), 0)
+    assert student.cpu_answers == []  # each CPU answer asked for, and no more
     return outcome.key if outcome is not None else None
 
 
@@ -134,17 +141,10 @@ def test_cuda_values_are_this_blocks_own_cpu_values():
     (dropout left on) draws at random, and its values are not compared, as on meta."""
     y, w = torch.randn(2, 5, 12), torch.rand(2, 3, 5, 5)
     other = torch.randn(2, 5, 12)
-    assert block_verdict([(y, w)], (y, w)) is None
-    assert block_verdict([(y, w)], (other, w)) == "device_values"
-    assert block_verdict([(y, w)], (y, w * 2)) == "device_values"
-
-    class Random(StandInBlock):
-        def contract_twice(self, action, **args):
-            return [self.described(torch.randn(2, 5, 12), w, "cpu") for _ in range(2)]
-
-    outcome = check_device.block_outcome(None, Random([], (other, w)), "cuda",
-                                         torch.zeros(2, 5, 12), 0)
-    assert outcome is None
+    assert block_verdict([(y, w)] * 2, (y, w)) is None
+    assert block_verdict([(y, w)] * 2, (other, w)) == "device_values"
+    assert block_verdict([(y, w)] * 2, (y, w * 2)) == "device_values"
+    assert block_verdict([(y, w), (other, w)], (other, w)) is None  # random: not compared
     assert block_verdict([], (other, w), device="meta") is None  # meta has no values: none asked
 
 

@@ -17,7 +17,8 @@ import torch
 
 from grader.judge.student import StudentError
 from grader.judge.checks.public.check_attend import attend_judged, attention_gate, fresh_qkv
-from grader.judge.checks.public.check_module import fresh_weights, new_injected, run_weights
+from grader.judge.checks.public.check_module import (fresh_weights, inject_args, layout,
+                                                     y_and_weights)
 from grader.judge.checks.support import (Verdict, causal_mask, fresh_randn, note, same,
                                          same_answer, shaped, weights_factor)
 
@@ -148,22 +149,43 @@ def heads(x, matrix, bias=None):
     return y.reshape(B, T, H, D // H).transpose(1, 2)
 
 
+def contract(action, **args):
+    """One call of the block's contract (the worker's contract.py and placement.py)."""
+    return "contract", dict(args, action=action)
+
+
+def block_calls(student, weights, calls):
+    """[answer of each call]: a new block holding `weights` (inject) and, in the same round trip,
+    `calls` [(op, args)] on it, each made where the one before answered (a round trip costs the
+    two processes more CPU than most calls).  A StudentError's `call_index` counts from the first
+    of `calls` (below 0: the block was not made or not written)."""
+    injected = contract("inject", **inject_args(weights, D))
+    try:
+        module, answers = student.module_calls([D, H, MAX_LEN], [injected] + list(calls))
+    except StudentError as error:
+        error.call_index -= 1
+        raise
+    layout(module, answers[0], D)
+    return answers[1:]
+
+
 def block_on_cpu(student, seed, salt):
-    """A block holding fresh weights, its input, and its CPU (y, weights), which must be
+    """Fresh weights, an input, and the CPU (y, weights) of a block holding them, which must be
     attention: weights that follow q·kᵀ of the judge's own projections."""
     weights = fresh_weights(seed, salt)
     x = fresh_randn(B, T, D, seed=seed, salt=salt + 10)
     try:
-        module = fresh_block(student, weights)
-        y, w = run_weights(module, x)
+        out, read = block_calls(student, weights, [("forward", {"x": x, "return_weights": True}),
+                                                   contract("read", d_model=D)])
+        y, w = y_and_weights(out, x)
         shaped(w, [B, H, T, T], "weights")
-    except StudentError as exc:  # the block cannot even be built: module.shapes says why
-        if exc.not_implemented or exc.during == "import" or exc.memory_limit:
+    except StudentError as exc:  # the block cannot even be built or run: module.shapes says why
+        if exc.not_implemented or exc.during == "import" or exc.memory_limit \
+                or exc.call_index > 0:  # the reading's own error, not the block's
             raise
         raise Verdict("device_unobserved") from None
     except Verdict:
         raise Verdict("device_unobserved") from None  # the other module cards say what it is
-    read = module.contract("read", d_model=D)
     biases = read if isinstance(read, dict) else {}
     q, k = (heads(x, weights[i], biases.get("bias_" + p)) for i, p in enumerate("qk"))
     if weights_factor(w, q, k, causal_mask(T)) is None:
@@ -171,14 +193,10 @@ def block_on_cpu(student, seed, salt):
     return weights, x, y, w
 
 
-def fresh_block(student, weights):
-    return new_injected(student, weights, H, MAX_LEN)
-
-
 @pytest.mark.check("module.device")
 def test_block_runs_where_it_was_moved(student, seed, record_note):
     weights, x, _, _ = block_on_cpu(student, seed, 720)
-    decide({device: block_outcome(student, fresh_block(student, weights), device, x, seed)
+    decide({device: block_outcome(student, weights, device, x, seed)
             for device in student.devices()}, record_note)
 
 
@@ -219,22 +237,28 @@ def _block_mismatch(student, exc, device, placement, seed):
     return Verdict("forward_tensor_on_cpu", **fields)
 
 
-def block_outcome(student, module, device, x, seed):
-    """The block moved to `device` and run there.  On a device with values (CUDA) they must be
-    this very block's on the CPU, its own biases and all, asked before it moved; a block that
-    answers the CPU differently twice draws something at random (other cards name it), and its
-    values are not compared, as on meta: a GPU takes no point a CPU-only machine gives."""
+def block_outcome(student, weights, device, x, seed):
+    """A new block holding `weights`, moved to `device` and run there, in one round trip.  On a
+    device with values (CUDA) they must be this very block's on the CPU, its own biases and all,
+    asked before it moved; a block that answers the CPU differently twice draws something at
+    random (other cards name it), and its values are not compared, as on meta: a GPU takes no
+    point a CPU-only machine gives."""
+    steady = [] if device == "meta" else [contract("forward_on", x=x, device="cpu")] * 2
+    calls = steady + [contract("place", device=device), contract("forward_on", x=x, device=device)]
     try:
-        expected = None if device == "meta" else float32_answer(module, x, weights=True)
-        answer = module.contract("place", device=device)
+        try:
+            answers = block_calls(student, weights, calls)
+        except StudentError as exc:
+            if exc.call_index != len(calls) - 1:
+                raise
+            steady_answer(exc.answers[-1 - len(steady):-1], ("y", "weights"))
+            raise _block_mismatch(student, exc, device, placement_of(exc.answers[-1], device),
+                                  seed) from None
+        expected = steady_answer(answers[:len(steady)], ("y", "weights"))
+        answer, items = answers[-2], pair(answers[-1])
+        placement = placement_of(answer, device)
         answer = answer if isinstance(answer, dict) else {}
         mask, before = answer.get("mask"), answer.get("mask_before")
-        placement = {"moved": not isinstance(mask, dict) or mask.get("device") == device,
-                     "left": answer.get("left") if isinstance(answer.get("left"), list) else []}
-        try:
-            items = pair(module.contract("forward_on", x=x, device=device))
-        except StudentError as exc:
-            raise _block_mismatch(student, exc, device, placement, seed) from None
         if not placement["moved"]:
             raise Verdict("mask_not_moved", device=device, message="—", where="self.mask")
         # Still bool where it was (a mask of another dtype is module.mask_buffer's to judge).
@@ -249,13 +273,33 @@ def block_outcome(student, module, device, x, seed):
     return None
 
 
+def placement_of(answer, device):
+    """place's answer as {moved: the mask is on `device` (or there is none), left: the names of
+    tensors .to() did not move}."""
+    answer = answer if isinstance(answer, dict) else {}
+    mask = answer.get("mask")
+    return {"moved": not isinstance(mask, dict) or mask.get("device") == device,
+            "left": answer.get("left") if isinstance(answer.get("left"), list) else []}
+
+
+def steady_answer(answers, kept):
+    """The CPU answers of forward_on made twice ([] where none was asked: None), as a tuple of
+    the `kept` items' values; None where the two differ (random: named by other cards; no value
+    can be compared then)."""
+    if not answers:
+        return None
+    values = [tuple(placed(items[i], what, "cpu") for i, what in enumerate(kept))
+              for items in map(pair, answers)]
+    return values[0] if same_answer(values[0], values[1]) else None
+
+
 # -- module.dtype -------------------------------------------------------------------------------
 @pytest.mark.check("module.dtype")
 def test_block_follows_its_dtype(student, seed, record_note):
     weights, x, _, _ = block_on_cpu(student, seed, 740)
     outcomes = {}
     for dtype in ("float64", "bfloat16"):
-        outcomes[dtype] = dtype_outcome(fresh_block(student, weights), dtype, x)
+        outcomes[dtype] = dtype_outcome(student, weights, dtype, x)
     judged = [o for o in outcomes.values() if not isinstance(o, NotJudged)]
     for outcome in judged:
         if outcome is not None:
@@ -265,28 +309,20 @@ def test_block_follows_its_dtype(student, seed, record_note):
             note(record_note, outcome.key, **outcome.fields)
 
 
-def float32_answer(module, x, weights=False):
-    """This very block's float32 y (and weights), asked twice: None where the two differ (random:
-    named by other cards; nothing about values can be seen then)."""
-    first, second = map(pair, module.contract_twice("forward_on", x=x, device="cpu"))
-    kept = ("y", "weights") if weights else ("y",)
-    answers = [tuple(placed(items[i], what, "cpu") for i, what in enumerate(kept))
-               for items in (first, second)]
-    if not same_answer(answers[0], answers[1]):
-        return None
-    return answers[0] if weights else answers[0][0]
-
-
-def dtype_outcome(module, dtype, x):
-    """block.to(dtype) on an input of that dtype: y and weights of that dtype; in float64, the
-    values this block gave in float32 (a bias the student kept counts the same in both;
-    module.reference compares them with the reference)."""
+def dtype_outcome(student, weights, dtype, x):
+    """A new block holding `weights`, its float32 y asked twice, then block.to(dtype) on an input
+    of that dtype, in one round trip: y and weights of that dtype; in float64, the values this
+    block gave in float32 (a bias the student kept counts the same in both; module.reference
+    compares them with the reference)."""
+    calls = [contract("forward_on", x=x, device="cpu")] * 2 + [
+        contract("place", dtype=dtype), contract("forward_on", x=x, device="cpu", dtype=dtype)]
     try:
-        y = float32_answer(module, x)  # None: random (only the values need it steady)
-        module.contract("place", dtype=dtype)
         try:
-            items = pair(module.contract("forward_on", x=x, device="cpu", dtype=dtype))
+            answers = block_calls(student, weights, calls)
         except StudentError as exc:
+            if exc.call_index != 3:
+                raise
+            steady_answer(exc.answers[-3:-1], ("y",))  # its verdict first, as asked first
             if exc.not_implemented or exc.during == "import" or exc.memory_limit:
                 raise
             if not DTYPE_MISMATCH.search(exc.message):
@@ -294,11 +330,13 @@ def dtype_outcome(module, dtype, x):
                                 message=exc.message) from None
             raise Verdict("dtype_forced", expected=dtype,
                           seen=f"{exc.type}: {exc.message} ({exc.where()})") from None
+        float32 = steady_answer(answers[:2], ("y",))  # None: random (only values need it steady)
+        items = pair(answers[3])
         got = placed(items[0], "y", "cpu", dtype)
         placed(items[1], "weights", "cpu", dtype)
-        if dtype == "float64" and y is None:
+        if dtype == "float64" and float32 is None:
             raise NotJudged("not_judged_random")
-        if dtype == "float64" and not same(got, y):
+        if dtype == "float64" and not same(got, float32[0]):
             raise Verdict("dtype_values", dtype=dtype)
     except (Verdict, NotJudged) as outcome:
         return outcome
