@@ -345,7 +345,8 @@ def tasks_per_judge():
 
 def default_jobs(tasks=None):
     """--jobs' default: one job per core this process may use, fewer where memory is short (a
-    GPU machine's jobs hold more: GPU_JOB_BYTES), and for `tasks` submissions no more judges than they pay the start of (tasks_per_judge each).
+    GPU machine's jobs hold more: GPU_JOB_BYTES), and for `tasks` submissions no more judges
+    than they pay the start of (tasks_per_judge each).
 
     Measured (`make bench`, part jobs): a judge and its worker take turns (the judge waits while
     its worker computes, and the next worker is forked meanwhile), so one job keeps about one
