@@ -179,7 +179,10 @@ def test_a_hang_poisons_the_kind_of_the_call_that_hung(student):
         student.request_all([("call", {"fn": "calls_made"}),
                              ("call", {"fn": "split_heads", "args": [x, -1]})])
     assert failed.value.kind == "timeout"
+    # the failure names the call waited for, and keeps what the calls before it answered
+    assert failed.value.call_index == 1 and len(failed.value.answers) == 1
     assert "call:split_heads" in student.poisoned and "call:calls_made" not in student.poisoned
     assert made(student) == []  # a new worker: the kind that answered still runs
-    with pytest.raises(WorkerFailure):
+    with pytest.raises(WorkerFailure) as refused:
         student.split_heads(x, 1)  # the kind that hung fails at once, as one by one
+    assert not hasattr(refused.value, "call_index")  # refused before anything was sent

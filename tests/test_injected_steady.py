@@ -1,0 +1,115 @@
+"""check_module.injected_steady: inject, then forward twice, in one round trip, judged as the
+same calls asked one by one (module.param_count and module.mask_buffer rest on it).  A forward
+that hangs, raises or is random leaves nothing observed; an inject that fails is nothing observed
+before a step and the check's own failure after one (scramble, then inject); a forward that hung
+before is asked one by one, so inject still writes the weights."""
+import pytest
+import torch
+
+from grader.judge.checks.public.check_module import D, H, fresh_weights, injected_steady
+from grader.judge.checks.support import Verdict
+from grader.judge.student import Student, StudentError
+from grader.sandbox.launch import Limits
+
+SOURCE = '''
+import time
+
+import torch
+
+
+class CausalSelfAttention(torch.nn.Module):
+    """max_len picks a behaviour of forward: 8 right, 7 hangs, 6 raises, 5 random; 4 has no
+    contract names to write through (inject refuses it)."""
+
+    def __init__(self, d_model, n_heads, max_len=8):
+        super().__init__()
+        self.how = max_len
+        self.qkv = torch.nn.Linear(d_model, 3 * d_model, bias=False)
+        name = "out_proj" if max_len != 4 else "project_out"
+        setattr(self, name, torch.nn.Linear(d_model, d_model, bias=False))
+        self.register_buffer("mask", torch.tril(torch.ones(max_len, max_len, dtype=torch.bool)))
+
+    def forward(self, x, return_weights=False):
+        if self.how == 7:
+            time.sleep(60)
+        if self.how == 6:
+            raise ValueError("no forward today")
+        y = self.out_proj(x)
+        if self.how == 5:
+            y = y + torch.rand_like(y)
+        weights = torch.ones(x.shape[0], 3, x.shape[1], x.shape[1])
+        return (y, weights) if return_weights else y
+'''
+
+
+@pytest.fixture
+def student(tmp_path):
+    (tmp_path / "attention.py").write_text(SOURCE)
+    proxy = Student(str(tmp_path), limits=Limits(call_seconds=1.5, submission_seconds=60.0),
+                    isolation="process")
+    yield proxy
+    proxy.close()
+
+
+def inputs(seed=3):
+    return fresh_weights(seed, 10), torch.randn(2, 5, D, generator=torch.Generator().manual_seed(seed))
+
+
+def test_a_steady_forward_answers_after_the_judges_weights_in_one_round_trip(student):
+    weights, x = inputs()
+    module = student.module(D, H, 8)
+    trips = student.round_trips
+    y = injected_steady(module, weights, x)
+    assert student.round_trips == trips + 1
+    assert torch.allclose(y, x @ weights[3].T, atol=1e-6)  # out_proj holds the judge's W_o
+    y, w = injected_steady(module, weights, x, return_weights=True, scramble=4)
+    assert torch.allclose(y, x @ weights[3].T, atol=1e-6) and list(w.shape) == [2, 3, 5, 5]
+    assert student.round_trips == trips + 2
+
+
+@pytest.mark.parametrize("how", [6, 5])
+def test_a_forward_that_raises_or_is_random_leaves_nothing_observed(student, how):
+    weights, x = inputs()
+    module = student.module(D, H, how)
+    assert injected_steady(module, weights, x) is None
+    assert injected_steady(module, weights, x, scramble=4) is None
+
+
+def test_a_hang_leaves_nothing_observed_and_what_follows_is_asked_one_by_one(student):
+    weights, x = inputs()
+    assert injected_steady(student.module(D, H, 7), weights, x) is None
+    assert "forward:" in student.poisoned
+    module = student.module(D, H, 8)  # a right block, after forward hung once
+    trips = student.round_trips
+    assert injected_steady(module, weights, x, scramble=4) is None  # forward is not asked again
+    assert student.round_trips == trips + 2  # scramble, then inject, one by one
+    read = module.contract("read", d_model=D)
+    assert torch.equal(read["o"], weights[3])  # the weights were still written
+
+
+def test_an_inject_that_cannot_write_is_nothing_observed_before_a_step_and_fails_after(student):
+    weights, x = inputs()
+    module = student.module(D, H, 4)
+    assert injected_steady(module, weights, x) is None
+    with pytest.raises(Verdict) as failed:
+        injected_steady(module, weights, x, scramble=4)
+    assert failed.value.key == "unknown_layout"
+
+
+def test_a_scramble_that_raises_is_the_checks_failure(student, monkeypatch):
+    weights, x = inputs()
+    module = student.module(D, H, 8)
+    real = module.calls
+
+    def calls(asked):  # the worker's scramble refusing, as a student's parameter could make it
+        if asked[0][1].get("action") == "scramble":
+            raise_at = StudentError({"type": "RuntimeError", "message": "no"})
+            raise_at.call_index, raise_at.answers = 0, []
+            raise raise_at
+        return real(asked)
+
+    monkeypatch.setattr(module, "calls", calls)
+    assert injected_steady(module, weights, x) is not None
+    with pytest.raises(StudentError):
+        injected_steady(module, weights, x, scramble=4)
+
