@@ -33,9 +33,10 @@ PY = sys.executable
 RUBRIC = rubric.load()
 # The correct styles written independently of each other.  The module-layout styles
 # (module_list_aliases, module_dict_properties, helper_wrappers, parametrized_qkv) reuse one set of
-# functions on purpose, to vary only the block's layout: they are near-copies of each other.
+# functions on purpose, to vary only the block's layout, and zero_init_projections is the
+# reference with only its initialisation changed: they are near-copies.
 LAYOUT_VARIANTS = {"module_list_aliases.py", "module_dict_properties.py", "helper_wrappers.py",
-                   "parametrized_qkv.py"}
+                   "parametrized_qkv.py", "zero_init_projections.py"}
 STYLES = sorted(p.name for p in CORRECT.glob("*.py") if p.name not in LAYOUT_VARIANTS)
 
 

@@ -299,7 +299,9 @@ class Student:
     def request_all(self, calls, timeout=None, afresh=False):
         """Calls [(op, args)] made in this order in one round trip, their answers in a list: the
         same as asking them one by one and stopping at the first that raises (its exception is
-        raised, with `call_index` telling which one it was).  Each answer has its own timeout
+        raised, with `call_index` telling which one it was and `answers` what the calls before it
+        answered; a WorkerFailure raised before anything was sent, for a kind of call that hung
+        before, has neither).  Each answer has its own timeout
         and is charged to its own kind.  Follow-ups of a `new` address the block it made."""
         if not 0 < len(calls) <= wire.MAX_CALLS:
             raise ValueError(f"a request carries 1 to {wire.MAX_CALLS} calls, not {len(calls)}")
@@ -318,7 +320,9 @@ class Student:
                 self.kind = kind
                 answers.append(self._reply(timeout, follow_up=bool(answers)))
         except WorkerFailure as failure:
-            kind = self.kind  # the call that was being waited for
+            # which call was being waited for, and what the ones before it answered
+            failure.call_index, failure.answers = len(answers), answers
+            kind = self.kind
             self.crashes[kind] = self.crashes.get(kind, 0) + 1
             if failure.kind == "timeout" or self.crashes[kind] >= 2:
                 self.poisoned[kind] = WorkerFailure(
@@ -431,6 +435,10 @@ class Student:
                 error.block = RemoteModule(self, error.answers[0])
             error.call_index -= 1
             raise
+        except WorkerFailure as failure:
+            if hasattr(failure, "call_index"):
+                failure.call_index -= 1
+            raise
         return RemoteModule(self, answers[0]), answers[1:]
 
     def devices(self):
@@ -522,6 +530,11 @@ class RemoteModule:
 
     def __call__(self, x, return_weights=False, afresh=False):
         return self._request("forward", afresh=afresh, x=x, return_weights=return_weights)
+
+    def calls(self, calls):
+        """[answer of each]: `calls` [(op, args)] on this block in one round trip, each made only
+        where the one before it answered (Student.request_all)."""
+        return self._request_all(calls)
 
     def twice(self, x, return_weights=False):
         """[first, second]: forward on the same input twice, in one round trip."""

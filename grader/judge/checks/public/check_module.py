@@ -393,7 +393,7 @@ def test_too_long(student, seed):
 # -- module.causal ------------------------------------------------------------------------------
 @pytest.mark.check("module.causal")
 def test_module_is_causal(student, seed):
-    module = student.module(D, H, MAX_LEN)
+    module = _holding_judges_weights(student, seed)
     x = fresh_randn(B, T, D, seed=seed, salt=80)
     randomness_first(student, module, x)
     later = x.clone()
@@ -409,6 +409,23 @@ def test_module_is_causal(student, seed):
                       where="weights[..., 0, 1:] ",
                       expected="0", got=fmt(weights.reshape(-1, T, T)[0, 0, 1:]))
     _reads_the_past(student, module, x, y, weights, seed)
+
+
+def _holding_judges_weights(student, seed):
+    """A new block holding the judge's weights where the contract's names reach them (made and
+    written in one round trip).  Causality is judged on weights of a known size, not on the
+    block's own draw: a correct block whose out_proj starts at zero (a zero-initialised residual
+    branch) answers 0 for every input, and one whose query projection starts at zero (muP)
+    weighs every position alike, and neither reads nothing.  A block the names do not reach (a
+    layout module.param_count names) is judged with its own weights."""
+    try:
+        module, _ = student.module_then([D, H, MAX_LEN], "inject",
+                                        **inject_args(fresh_weights(seed, 85), D))
+    except StudentError as exc:
+        if exc.call_index < 0:  # the block itself was not made
+            raise
+        return exc.block  # inject raised: its own weights, what it could hold
+    return module
 
 
 def _leak_key(weights, allowed):

@@ -142,17 +142,13 @@ def _behaviour_agrees_with_count(module, seed, description):
     kept outside the registries), and no parameter outside the projections moves the output."""
     weights = fresh_weights(seed, 10)
     x = fresh_randn(B, T, D, seed=seed, salt=20)
-    if observed(lambda: inject(module, weights)) is None:
-        return
-    y = steady(module, x)
-    zero = steady(module, torch.zeros(B, T, D))
+    y = injected_steady(module, weights, x)
+    zero = steady(module, torch.zeros(B, T, D)) if y is not None else None
     if y is None or zero is None:
         return
     if zero.abs().max() > 0 and _same_at_every_position(zero):
         raise Verdict("bias", where="max |forward(0)| = ", got=f"{zero.abs().max().item():.4f}")
-    module.contract("scramble", seed=seed)
-    inject(module, weights)
-    after = steady(module, x)
+    after = injected_steady(module, weights, x, scramble=seed)
     if after is not None and not _unmoved(after, y):
         registered = (description.get("mask") or {}).get("registered")
         key = "mask_trained" if registered == "parameter" else "extra_parameter"
@@ -179,15 +175,59 @@ def observed(call):
 def steady(module, x, return_weights=False):
     """forward(x) [, weights] when it runs and answers the same for the same input twice; None
     when it cannot be observed or is random (dropout, new weights per call: named elsewhere)."""
+    answers = observed(lambda: run(module, x, return_weights, twice=True))
+    return None if answers is None else _steady_answer(answers, x, return_weights)
+
+
+def _steady_answer(answers, x, return_weights):
+    """steady()'s answer from forward(x)'s two `answers`."""
     def checked(out):
         return y_and_weights(out, x) if return_weights else shaped(out, list(x.shape), "y")
-    answers = observed(lambda: run(module, x, return_weights, twice=True))
-    first = observed(lambda: checked(answers[0])) if answers is not None else None
+    first = observed(lambda: checked(answers[0]))
     second = observed(lambda: checked(answers[1])) if first is not None else None
     if second is None:
         return None
     pairs = zip(first, second) if return_weights else [(first, second)]
     return first if all(same_answer(a, b) for a, b in pairs) else None
+
+
+def injected_steady(module, weights, x, return_weights=False, scramble=None):
+    """steady(module, x) after inject(module, weights), asked in one round trip: None where
+    nothing can be observed (inject or forward failing, forward random).  With `scramble` (a
+    seed), every parameter is first redrawn (the contract's scramble), and an error of scramble
+    or inject is the check's, as it would be asked alone; without, inject failing is one more
+    thing not observed.  A kind of call that hung before is asked one at a time, as before."""
+    steps = [("contract", {"action": "scramble", "seed": scramble})] if scramble is not None \
+        else []
+    steps.append(("contract", dict(inject_args(weights, D), action="inject")))
+    forward = ("forward", {"x": x, "return_weights": return_weights})
+    try:
+        answers = module.calls(steps + [forward, forward])
+    except (StudentError, WorkerFailure) as exc:
+        index = getattr(exc, "call_index", None)
+        if index is None:  # refused before it was sent: a kind of call that hung before
+            return _injected_steady_one_by_one(module, weights, x, return_weights, scramble)
+        if scramble is not None and index >= len(steps):  # inject answered: judged first,
+            layout(module, exc.answers[len(steps) - 1], D)  # as asked first
+        if scramble is None or index >= len(steps):
+            return None
+        raise
+    if scramble is None:
+        if observed(lambda: layout(module, answers[0], D)) is None:
+            return None
+    else:
+        layout(module, answers[1], D)
+    return _steady_answer(answers[len(steps):], x, return_weights)
+
+
+def _injected_steady_one_by_one(module, weights, x, return_weights, scramble):
+    if scramble is None:
+        if observed(lambda: inject(module, weights)) is None:
+            return None
+    else:
+        module.contract("scramble", seed=scramble)
+        inject(module, weights)
+    return steady(module, x, return_weights)
 
 
 def randomness_first(student, module, x):
@@ -271,15 +311,11 @@ def _mask_survives_a_step(module, seed):
     forward failing or random."""
     weights = fresh_weights(seed, 40)
     x = fresh_randn(B, T, D, seed=seed, salt=50)
-    if observed(lambda: inject(module, weights)) is None:
-        return
-    seen = steady(module, x, return_weights=True)
+    seen = injected_steady(module, weights, x, return_weights=True)
     if seen is None:
         return
     before = seen[1]
-    module.contract("scramble", seed=seed + 1)
-    inject(module, weights)
-    seen = steady(module, x, return_weights=True)
+    seen = injected_steady(module, weights, x, return_weights=True, scramble=seed + 1)
     if seen is None:
         return
     after = seen[1]
@@ -293,16 +329,20 @@ def _mask_survives_a_step(module, seed):
 @pytest.mark.parametrize("t", [T, MAX_LEN, 1])
 def test_forward_shapes(student, seed, t):
     x = fresh_randn(B, t, D, seed=seed, salt=60 + t)
-    try:  # the block made and run in one round trip
-        module, (y,) = student.module_calls([D, H, MAX_LEN], [("forward", {"x": x})])
-    except StudentError as exc:
+    what = f"forward(x[{B},{t},{D}])"
+    try:  # the block made and run, without and with its weights, in one round trip
+        module, (y, out) = student.module_calls([D, H, MAX_LEN], [
+            ("forward", {"x": x}), ("forward", {"x": x, "return_weights": True})])
+    except (StudentError, WorkerFailure) as exc:
+        if getattr(exc, "call_index", None) == 1:  # forward(x) answered: its shape first
+            shaped(exc.answers[1], [B, t, D], what)
+            raise
         module = getattr(exc, "block", None)  # None: the block itself was not made
-        if module is not None and t < MAX_LEN and not exc.not_implemented \
-                and _full_length_works(module, seed):
+        if isinstance(exc, StudentError) and module is not None and t < MAX_LEN \
+                and not exc.not_implemented and _full_length_works(module, seed):
             raise Verdict("mask_not_cropped", message=exc.message) from None
         raise
-    shaped(y, [B, t, D], f"forward(x[{B},{t},{D}])")
-    out = module(x, return_weights=True)
+    shaped(y, [B, t, D], what)
     if not (isinstance(out, tuple) and len(out) == 2):
         raise Verdict("wrong_type", expected="(y, weights)", got=type(out).__name__)
     shaped(out[0], [B, t, D], "y")
@@ -353,7 +393,7 @@ def test_too_long(student, seed):
 # -- module.causal ------------------------------------------------------------------------------
 @pytest.mark.check("module.causal")
 def test_module_is_causal(student, seed):
-    module = student.module(D, H, MAX_LEN)
+    module = _holding_judges_weights(student, seed)
     x = fresh_randn(B, T, D, seed=seed, salt=80)
     randomness_first(student, module, x)
     later = x.clone()
@@ -369,6 +409,23 @@ def test_module_is_causal(student, seed):
                       where="weights[..., 0, 1:] ",
                       expected="0", got=fmt(weights.reshape(-1, T, T)[0, 0, 1:]))
     _reads_the_past(student, module, x, y, weights, seed)
+
+
+def _holding_judges_weights(student, seed):
+    """A new block holding the judge's weights where the contract's names reach them (made and
+    written in one round trip).  Causality is judged on weights of a known size, not on the
+    block's own draw: a correct block whose out_proj starts at zero (a zero-initialised residual
+    branch) answers 0 for every input, and one whose query projection starts at zero (muP)
+    weighs every position alike, and neither reads nothing.  A block the names do not reach (a
+    layout module.param_count names) is judged with its own weights."""
+    try:
+        module, _ = student.module_then([D, H, MAX_LEN], "inject",
+                                        **inject_args(fresh_weights(seed, 85), D))
+    except StudentError as exc:
+        if exc.call_index < 0:  # the block itself was not made
+            raise
+        return exc.block  # inject raised: its own weights, what it could hold
+    return module
 
 
 def _leak_key(weights, allowed):
