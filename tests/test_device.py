@@ -363,7 +363,7 @@ def test_a_workers_warm_up_leaves_dynamo_unimported():
 
 
 def test_the_warm_up_runs_every_operation_on_meta_and_draws_nothing():
-    """placement._warm_operations runs each of its operations once on meta under the device rule
+    """placement.warm_operations runs each of its operations once on meta under the device rule
     (with the pinned torch none refuses: no step is there for nothing), and draws no number from
     the CPU's generator: the student's block is initialised as it would be without it."""
     import subprocess
@@ -371,7 +371,7 @@ def test_the_warm_up_runs_every_operation_on_meta_and_draws_nothing():
 
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import torch, placement\n"
             "torch.manual_seed(0); before = torch.random.get_rng_state()\n"
-            "refused = placement._warm_operations()\n"
+            "refused = placement.warm_operations()\n"
             "print(refused, torch.equal(before, torch.random.get_rng_state()))")
     runtime = os.path.join(ROOT, "grader", "sandbox", "runtime")
     proc = subprocess.run([sys.executable, "-I", "-c", code, runtime], capture_output=True,

@@ -64,22 +64,20 @@ def devices():
 def warm_meta():
     """torch loads its meta kernels (torch._meta_registrations, torch._refs, sympy) on the first
     operations on `meta`, about as long as `import torch` itself: every worker does it before the
-    student's code (worker.prepare), never inside a student's call.  Then each operation a block
-    and its attention make runs once on `meta` under the device rule (_warm_operations): the
-    first run of each fills caches of torch's own (its Python kernels' dispatch, shape helpers),
-    which a worker forked from the fork server would otherwise fill again in every fork."""
+    student's code (worker.prepare), never inside a student's call."""
     x = torch.ones(2, 2, device="meta")
     x @ x  # the meta kernels are imported now
     _no_dynamo_import()
     torch.softmax((x @ x / 2).masked_fill(torch.ones(2, 2, dtype=torch.bool, device="meta"), 0), -1)
-    _warm_operations()
 
 
-def _warm_operations():
-    """The operations of tests/submissions' blocks and attention, one at a time on `meta` (a
-    fork's first attend on meta: 7.6-8.4 ms of CPU after the warm-up above alone, 5.4-5.9 ms
-    after this one; a later one 1.5-3 ms).  Generic operations: nothing here is an attention.
-    The indices of the steps that raised."""
+def warm_operations():
+    """The fork server's warm-up (worker.prepare): the first run of each operation on `meta`
+    fills caches of torch's own (its Python kernels' dispatch, shape helpers), which every fork
+    would otherwise fill again.  The operations of tests/submissions' blocks and attention, one
+    at a time on `meta` under the device rule (a fork's first attend on meta: 7.6-8.4 ms of CPU
+    after warm_meta alone, 5.4-5.9 ms after this; a later one 1.5-3 ms).  Generic operations:
+    nothing here is an attention.  The indices of the steps that raised."""
     meta, rule = dict(device="meta"), device_rule("meta")
     x = torch.ones(2, 5, 12, **meta)  # [B,T,D]
     h = torch.ones(2, 3, 5, 4, **meta)  # [B,H,T,d]

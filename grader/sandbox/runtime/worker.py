@@ -181,15 +181,17 @@ def block_operations(module, torch, kit):
             "contract": op_contract}
 
 
-def prepare():
+def prepare(forks=False):
     """What every worker does before it sees a student: torch on one thread, seeded, its fused
     attention disabled (contract.py), so a route through it breaks instead of passing, and meta's
     kernels loaded (placement.warm_meta): loaded later, they would need what the student's code
     may have spent (a /tmp it filled: torch._dynamo's cache dir is looked for there).
 
     The readers (contract.py, placement.py, copytask.py) are kept for serve(), which takes them
-    before the student's import.  The fork server (zygote.py) runs this once and forks; a cold
-    worker runs it itself.
+    before the student's import.  The fork server (zygote.py) runs this once, with `forks`, and
+    forks: it also runs each operation of a block on meta once (placement.warm_operations, ~10
+    ms), which every fork would otherwise pay for again; a cold worker, which runs this itself
+    on the way to its hello, leaves that to the checks that need it.
 
     Python's cyclic collector is off meanwhile (it took a fifth of the CPU of these imports), and
     what is alive at the end is frozen (as in the judge: grader/collector.py): a collection in
@@ -212,6 +214,8 @@ def prepare():
         import placement
 
         placement.warm_meta()  # before the freeze: it finds torch's wrappers through the collector
+        if forks:
+            placement.warm_operations()
         readers = dict(contract.ACTIONS)
         readers.update(placement.BLOCK_ACTIONS)
         _PREPARED.update(readers=readers, devices=placement.devices, call_on=placement.call_on,

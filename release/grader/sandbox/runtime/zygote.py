@@ -332,7 +332,7 @@ class Zygote:
     def run(self):
         # meta's kernels too: each fork has them; and all of it frozen for the collector, so that
         # a collection in a child never copies the pages it shares with this process.
-        self.torch = worker.prepare()
+        self.torch = worker.prepare(forks=True)
         why_not = probe_namespaces() if self.mode == "namespaces" else None
         for control in self.controls:
             self.send(control, {"ready": why_not is None, "mode": self.mode, "error": why_not})
