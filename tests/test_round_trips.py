@@ -158,6 +158,20 @@ def test_each_constant_is_read_once_and_one_unreadable_name_fails_only_its_own(s
     assert student.constants(["NOWHERE"]) == {"NOWHERE": {"$missing": True}}
 
 
+def test_one_function_on_several_arguments_in_one_round_trip(student):
+    x = torch.ones(1, 2, 3)
+    trips = student.round_trips
+    first, second = student.call_each("split_heads", [x, 1], [2 * x, 3])
+    assert student.round_trips == trips + 1
+    assert torch.equal(first, x) and torch.equal(second, 2 * x)
+    with pytest.raises(StudentError) as raised:  # the second raises: the first's answer is kept
+        student.call_each("split_heads", [x, 1], [x, 0])
+    assert raised.value.call_index == 1 and torch.equal(raised.value.answers[0], x)
+    with pytest.raises(StudentError) as raised:  # a name the file lacks is no attempt
+        student.call_each("nowhere", [x], [x])
+    assert raised.value.not_defined == "nowhere"
+
+
 def test_a_follow_up_past_the_budget_fails_as_one_asked_then_would(student, monkeypatch):
     real = student._reply
 
@@ -186,3 +200,4 @@ def test_a_hang_poisons_the_kind_of_the_call_that_hung(student):
     with pytest.raises(WorkerFailure) as refused:
         student.split_heads(x, 1)  # the kind that hung fails at once, as one by one
     assert not hasattr(refused.value, "call_index")  # refused before anything was sent
+

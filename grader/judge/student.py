@@ -411,6 +411,13 @@ class Student:
         call = calling("attend", [q, k, v], {"mask": mask, "return_weights": return_weights})
         return self._called("attend", lambda: self.request_all([("call", call)] * 2))
 
+    def call_each(self, fn, *arg_lists):
+        """[answer of each]: the student's function `fn` on each list of arguments, in one round
+        trip, each call made only where the one before it answered (request_all: an error tells
+        its `call_index` and what the calls before it `answers`)."""
+        calls = [("call", calling(fn, args, {})) for args in arg_lists]
+        return self._called(fn, lambda: self.request_all(calls))
+
     def module(self, d_model, n_heads, max_len=None):
         return self.module_then([d_model, n_heads] + ([] if max_len is None else [max_len]))[0]
 

@@ -4,6 +4,7 @@ this grading; ValueError for an invalid number of heads."""
 import pytest
 import torch
 
+from grader.judge.student import StudentError, WorkerFailure
 from grader.judge.checks.support import Verdict, expect_student_error, fmt, fresh_randn, num, shaped
 
 # Sizes that all differ (B, T, H, d): a swapped axis changes the shape or the values.
@@ -93,14 +94,28 @@ def test_every_cell(student, seed):
 @pytest.mark.check("split_heads.errors")
 @pytest.mark.parametrize("width,heads", [(6, 4), (8, 0), (64, -2)])
 def test_invalid_heads(student, seed, width, heads):
-    # A valid call first: raising ValueError for every input is not the skill.
+    # A valid call first: raising ValueError for every input is not the skill.  Both calls go in
+    # one round trip; the valid one is judged first, as it was asked first.
     x = fresh_randn(B, T, H * D_HEAD, seed=seed, salt=3)
-    valid = student.split_heads(x, H)
-    expect_rearranged(valid, x, list(valid.shape) if type(valid) is torch.Tensor else [])
     bad = fresh_randn(1, 2, width, seed=seed, salt=4)
+    try:
+        valid, _ = student.call_each("split_heads", [x, H], [bad, heads])
+        raised = None
+    except (StudentError, WorkerFailure) as exc:
+        if getattr(exc, "call_index", None) != 1:
+            raise
+        valid, raised = exc.answers[0], exc
+    expect_rearranged(valid, x, list(valid.shape) if type(valid) is torch.Tensor else [])
+    if isinstance(raised, WorkerFailure):
+        raise raised
+
+    def the_bad_call():
+        if raised is not None:
+            raise raised
+
     case = f"split_heads(x[1,2,{width}], heads={heads})"
     try:
-        expect_student_error(lambda: student.split_heads(bad, heads), case)
+        expect_student_error(the_bad_call, case)
     except Verdict as verdict:
         # heads=-2 went through the divisibility test: nothing raised, or a later line failed.
         # An AssertionError is a check that is there, written as assert: wrong_error says so.
