@@ -113,3 +113,22 @@ def test_a_scramble_that_raises_is_the_checks_failure(student, monkeypatch):
     with pytest.raises(StudentError):
         injected_steady(module, weights, x, scramble=4)
 
+
+
+def test_module_causal_judges_its_own_weights_where_inject_cannot_write(student):
+    """module.causal's block holds the judge's weights where inject writes them, and its own
+    where inject raised or hung, now or in an earlier check: a failing inject is
+    module.param_count's to judge, never module.causal's."""
+    from grader.judge.checks.public.check_module import _holding_judges_weights
+    from grader.sandbox.launch import WorkerFailure
+
+    weights = fresh_weights(3, 85)  # what _holding_judges_weights draws for seed 3
+    block = _holding_judges_weights(student, 3)
+    assert torch.equal(block.contract("read", d_model=D)["o"], weights[3])
+    student.poisoned["contract:inject"] = WorkerFailure("timeout", "inject hung before")
+    trips = student.round_trips
+    block = _holding_judges_weights(student, 3)
+    assert student.round_trips == trips + 1  # the block alone: inject is not asked again
+    assert not torch.equal(block.contract("read", d_model=D)["o"], weights[3])
+    x = torch.randn(2, 5, D)
+    assert list(block(x).shape) == [2, 5, D]  # and judged with its own weights

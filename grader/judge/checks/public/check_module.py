@@ -417,7 +417,8 @@ def _holding_judges_weights(student, seed):
     block's own draw: a correct block whose out_proj starts at zero (a zero-initialised residual
     branch) answers 0 for every input, and one whose query projection starts at zero (muP)
     weighs every position alike, and neither reads nothing.  A block the names do not reach (a
-    layout module.param_count names) is judged with its own weights."""
+    layout module.param_count names), or whose inject raised or hung (now or in an earlier
+    check: inject is module.param_count's to judge), is judged with its own weights."""
     try:
         module, _ = student.module_then([D, H, MAX_LEN], "inject",
                                         **inject_args(fresh_weights(seed, 85), D))
@@ -425,6 +426,10 @@ def _holding_judges_weights(student, seed):
         if exc.call_index < 0:  # the block itself was not made
             raise
         return exc.block  # inject raised: its own weights, what it could hold
+    except WorkerFailure as failure:
+        if getattr(failure, "call_index", 0) < 0:  # making the block hung or crashed
+            raise
+        return student.module(D, H, MAX_LEN)  # a new block, without inject
     return module
 
 
