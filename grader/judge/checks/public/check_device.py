@@ -15,10 +15,10 @@ import re
 import pytest
 import torch
 
-from grader.judge.student import StudentError
+from grader.judge.student import StudentError, WorkerFailure
 from grader.judge.checks.public.check_attend import attend_judged, attention_gate, fresh_qkv
-from grader.judge.checks.public.check_module import (fresh_weights, inject_args, layout,
-                                                     y_and_weights)
+from grader.judge.checks.public.check_module import (contract, fresh_weights, inject_args,
+                                                     layout, y_and_weights)
 from grader.judge.checks.support import (Verdict, causal_mask, fresh_randn, note, same,
                                          same_answer, shaped, weights_factor)
 
@@ -149,21 +149,17 @@ def heads(x, matrix, bias=None):
     return y.reshape(B, T, H, D // H).transpose(1, 2)
 
 
-def contract(action, **args):
-    """One call of the block's contract (the worker's contract.py and placement.py)."""
-    return "contract", dict(args, action=action)
-
-
 def block_calls(student, weights, calls):
     """[answer of each call]: a new block holding `weights` (inject) and, in the same round trip,
     `calls` [(op, args)] on it, each made where the one before answered (a round trip costs the
     two processes more CPU than most calls).  A StudentError's `call_index` counts from the first
-    of `calls` (below 0: the block was not made or not written)."""
+    of `calls` (below 0: the block was not made or not written), and so does a WorkerFailure's."""
     injected = contract("inject", **inject_args(weights, D))
     try:
         module, answers = student.module_calls([D, H, MAX_LEN], [injected] + list(calls))
-    except StudentError as error:
-        error.call_index -= 1
+    except (StudentError, WorkerFailure) as error:
+        if hasattr(error, "call_index"):
+            error.call_index -= 1
         raise
     layout(module, answers[0], D)
     return answers[1:]

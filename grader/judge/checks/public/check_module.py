@@ -68,6 +68,12 @@ def new_injected(student, weights, heads, max_len, width=D):
     return module
 
 
+def contract(action, **args):
+    """One call of the block's contract (the worker's contract.py and placement.py), for a
+    request of several calls."""
+    return "contract", dict(args, action=action)
+
+
 def inject_args(weights, width):
     return {"d_model": width, "q": weights[0], "k": weights[1], "v": weights[2], "o": weights[3]}
 
@@ -197,9 +203,8 @@ def injected_steady(module, weights, x, return_weights=False, scramble=None):
     seed), every parameter is first redrawn (the contract's scramble), and an error of scramble
     or inject is the check's, as it would be asked alone; without, inject failing is one more
     thing not observed.  A kind of call that hung before is asked one at a time, as before."""
-    steps = [("contract", {"action": "scramble", "seed": scramble})] if scramble is not None \
-        else []
-    steps.append(("contract", dict(inject_args(weights, D), action="inject")))
+    steps = [contract("scramble", seed=scramble)] if scramble is not None else []
+    steps.append(contract("inject", **inject_args(weights, D)))
     forward = ("forward", {"x": x, "return_weights": return_weights})
     try:
         answers = module.calls(steps + [forward, forward])
@@ -207,11 +212,12 @@ def injected_steady(module, weights, x, return_weights=False, scramble=None):
         index = getattr(exc, "call_index", None)
         if index is None:  # refused before it was sent: a kind of call that hung before
             return _injected_steady_one_by_one(module, weights, x, return_weights, scramble)
-        if scramble is not None and index >= len(steps):  # inject answered: judged first,
-            layout(module, exc.answers[len(steps) - 1], D)  # as asked first
-        if scramble is None or index >= len(steps):
-            return None
-        raise
+        if scramble is None:
+            return None  # inject or forward failing: nothing observed
+        if index < len(steps):
+            raise  # scramble's or inject's own error is the check's
+        layout(module, exc.answers[len(steps) - 1], D)  # inject answered: judged first, as asked
+        return None
     if scramble is None:
         if observed(lambda: layout(module, answers[0], D)) is None:
             return None
