@@ -13,6 +13,7 @@ SOLUTION = ROOT / "solutions" / "attention.py"
 SHIPPED_STUB = ROOT / "exercises" / "attention.py"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SHORT_T = 8
+LEAK = 1e-6  # exercises/demo.py's: a weight above it where the mask forbids reading is a leak
 LESSON_WEIGHTS = [["0.002978", "0.997022", "0.000000"], ["0.999998", "0.000002", "0.000000"]]
 
 
@@ -69,7 +70,10 @@ def test_a_leaking_mask_is_drawn_and_counted(tmp_path):
     assert done.returncode == 4, done.stdout + done.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["checks"]["causal"] is False
-    assert min(summary["part2"]["future_share"]) > 0.01
+    # every head reads the future, one or more of them plainly (how much each head leaks is its
+    # training's: a head can learn to give the unmasked future little weight)
+    shares = summary["part2"]["future_share"]
+    assert min(shares) > LEAK and max(shares) > 0.01, shares
     assert summary["leak_cells_drawn"] > 0
     assert "✗ the causal mask lets the future through" in done.stdout
     heatmap = done.stdout[done.stdout.index("head 0's attention"):]

@@ -139,10 +139,12 @@ def test_learns_the_copy_task(student, seed):
     if broken:  # every comparison after this would be NaN against NaN: say what happened
         raise Verdict("learn_diverged", got=", ".join(broken[:4]))
     lm = _kit_model(state)
-    # The worker's losses are not trusted: the judge recomputes the loss on a fresh batch with
-    # the kit's embeddings and head around the student's own block (a fresh instance holding the
-    # trained weights), and checks that block is attention with the weights it learned.
-    ids, targets = copytask.repeat_batch(fresh(seed, 260), batch=256)
+    # The worker's losses are not trusted: the judge recomputes the loss on a batch of every id,
+    # in an order drawn for this grading, with the kit's embeddings and head around the
+    # student's own block (a fresh instance holding the trained weights), and checks that block
+    # is attention with the weights it learned.  Every id counts once: the mean is the block's
+    # loss over the whole task, not over the ids a random batch happened to draw.
+    ids, targets = copytask.every_id_batch(fresh(seed, 260))
     with torch.no_grad():
         h = lm.tok(ids) + lm.pos(torch.arange(ids.shape[1]))  # [B,T,D]
     attn = {k[len("attn."):]: v for k, v in state.items() if k.startswith("attn.")}
@@ -180,7 +182,7 @@ def _kit_model(state):
     return lm
 
 
-SEARCH_ROWS = 16  # of the copy task's fresh batch, where _is_attention looks for a named mistake
+SEARCH_ROWS = 16  # of the judged batch, where _is_attention looks for a named mistake
 
 
 def _is_attention(trained, h, out):
@@ -200,7 +202,7 @@ def _is_attention(trained, h, out):
     if close(out, expected, atol=1e-4, rtol=1e-3):
         return
     # Each named mistake is tried on the first rows of the batch, and a match there is confirmed
-    # on all of it: the same verdict as running every variant on all 256 rows (a block that
+    # on all of it: the same verdict as running every variant on all 64 rows (a block that
     # matches on all of them matches on their first rows), at a fraction of the judge's CPU.
     rows = slice(0, SEARCH_ROWS)
     for _, variant in module_variant_blocks(*w, heads, context, biases=biases(learned)):
