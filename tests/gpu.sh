@@ -17,6 +17,6 @@ if not torch.cuda.is_available():
     sys.exit("no CUDA here: the device checks need a GPU")
 print("torch", torch.__version__, "on", torch.cuda.get_device_name())
 PY
-exec $PY -m pytest -q -p no:cacheprovider -n 8 -rs -W ignore::pytest.PytestUnknownMarkWarning \
+exec $PY -m pytest -q -p no:cacheprovider -n 8 -rs \
   tests/test_device.py \
   tests/test_hostile.py::test_a_gpu_machines_filter_lets_unix_sockets_alone_through "$@"

@@ -4,7 +4,6 @@ checks hold no drop-in implementation, the page's heatmaps are the judged weight
 has every key the checks raise and describes the inputs they use."""
 import inspect
 import re
-import warnings
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,10 @@ from grader.judge.secret import variants
 from grader.judge.checks import support
 from grader.judge.secret.reference import ref
 
-with warnings.catch_warnings():  # the checks' own marker is registered by the kit's plugin only
-    warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
-    from grader.judge.checks.hidden import check_attend_reference as hidden_attend
-    from grader.judge.checks.public import check_attend as test_attend
-    from grader.judge.checks.public import check_merge_heads as test_merge_heads
-    from grader.judge.checks.public import check_split_heads as test_split_heads
+from grader.judge.checks.hidden import check_attend_reference as hidden_attend
+from grader.judge.checks.public import check_attend as test_attend
+from grader.judge.checks.public import check_merge_heads as test_merge_heads
+from grader.judge.checks.public import check_split_heads as test_split_heads
 
 RUBRIC = rubric.load()
 CHECKS = Path(support.__file__).parent
