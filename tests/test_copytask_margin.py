@@ -44,26 +44,26 @@ def test_every_correct_style_learns_with_room_to_spare(path):
     assert max(losses) < MARGIN < BAR, losses
 
 
+STARTS = {"gpt2": lambda p: p.normal_(0, 0.02), "tiny": lambda p: p.normal_(0, 0.001),
+          "wide": lambda p: p.normal_(0, 0.3), "orthogonal": torch.nn.init.orthogonal_,
+          "xavier": torch.nn.init.xavier_uniform_, "out_proj_zero": lambda p: p.normal_(0, 0.02)}
+
+
 def initialised(block, how):
-    """`block` whose matrices start as `how` says and whose vectors start at zero: inits that
+    """`block` whose matrices start as STARTS[how] and whose vectors start at zero: inits that
     correct code uses (GPT-2's std 0.02, a zero out_proj) and extremes either side of them."""
     def init(self, *args, **kwargs):
         block.__init__(self, *args, **kwargs)
         with torch.no_grad():
             for name, p in self.named_parameters():
-                if p.dim() < 2:
+                if p.dim() < 2 or (how == "out_proj_zero" and "out" in name):
                     p.zero_()
-                elif how == "out_proj_zero" and "out" in name:
-                    p.zero_()
-                elif how in ("orthogonal", "xavier"):
-                    getattr(torch.nn.init, {"orthogonal": "orthogonal_", "xavier": "xavier_uniform_"}[how])(p)
                 else:
-                    p.normal_(0, {"gpt2": 0.02, "out_proj_zero": 0.02, "tiny": 0.001,
-                                  "wide": 0.3}[how])
+                    STARTS[how](p)
     return type(f"{block.__name__}_{how}", (block,), {"__init__": init})
 
 
-@pytest.mark.parametrize("how", ["gpt2", "out_proj_zero", "tiny", "wide", "orthogonal", "xavier"])
+@pytest.mark.parametrize("how", sorted(STARTS))
 @pytest.mark.parametrize("path", [ROOT / "solutions" / "attention.py",
                                   ROOT / "tests" / "submissions" / "correct" /
                                   "separate_projections.py"], ids=lambda p: p.stem)
