@@ -433,7 +433,9 @@ class Student:
         trip, `calls` [(op, args)] on it, each made only where the one before it answered: for
         calls a check makes one after the other whatever the answers (a round trip costs more CPU
         than most calls).  A StudentError's `call_index` counts from the first of `calls` (0; -1:
-        the block itself was not made); one of `calls` carries `block`, the block made."""
+        the block itself was not made), and so does a WorkerFailure's where it has one (none:
+        refused before it was sent); a StudentError of one of `calls` carries `block`, the block
+        made."""
         request = [("new", {"args": list(made_with)})] + list(calls)
         try:
             answers = self._called("CausalSelfAttention", lambda: self.request_all(request))
