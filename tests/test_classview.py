@@ -221,23 +221,53 @@ def test_fingerprints_made_during_the_grading_give_the_same_figures(tmp_path):
     texts["copy.py"] = disguise(texts[STYLES[0]])
     texts["same.py"] = texts[STYLES[1]]  # two students, one code: fingerprinted once
     found = _entries_of(tmp_path / "class", texts)
+    hashes = {similarity.code_hash(t) for t in texts.values()}
     early = ahead.Fingerprints.start(str(tmp_path / "out"), found)
-    made = early.collect()  # asked to stop at once: whatever it made must be right
-    assert set(made) <= {similarity.code_hash(t) for t in texts.values()}
+    made, figured = early.collect()  # asked to stop at once: whatever it made must be right
+    assert set(made) <= hashes
     early = ahead.Fingerprints.start(str(tmp_path / "out"), found)
     _wait_until_ended(early.pid)  # let it finish (not reaped: collect() does that)
-    made = early.collect()
-    assert set(made) == {similarity.code_hash(t) for t in texts.values()}
+    made, figured = early.collect()
+    assert set(made) == hashes
+    assert set(figured) == {f"{a}:{b}" for a, b in similarity.pair_keys(hashes)}
     for entry in found:  # each student's code kept by it, for the parent to read back
         kept = similarity.read_source(str(tmp_path / "out"), entry.student)
         assert kept["digest"] == entry.digest and kept["hash"] in made
     sources = [similarity.keep_source(str(tmp_path / "out"), e) for e in found]
     alone = similarity.analyse(str(tmp_path / "one"), sources)
-    given = similarity.analyse(str(tmp_path / "two"), sources, prints=made)
+    given = similarity.analyse(str(tmp_path / "two"), sources, prints=made, figured=figured)
     assert given["computed"] == alone["computed"]
     assert given["rows"] == alone["rows"] and given["groups"] == alone["groups"]
     assert given["pairs"] == alone["pairs"]
     assert any(r["flagged"] for r in given["rows"])  # the disguised copy is found
+
+
+def test_pairs_figured_ahead_in_runs_are_the_pairs_figured_at_once(tmp_path):
+    """The fingerprinter figures the pairs in runs (it stops between two), each from one index
+    of the whole class: the figures are those of one call over every pair; a pair the cache
+    already holds is not figured again, and one the run left out is figured by analyse()."""
+    from grader.batch import ahead
+
+    texts = {n: (CORRECT / n).read_text(encoding="utf-8") for n in STYLES}
+    texts["copy.py"] = disguise(texts[STYLES[0]])
+    boilerplate = similarity.boilerplate_hashes()
+    prints = {similarity.code_hash(t): similarity.fingerprint(t, boilerplate)
+              for t in texts.values()}
+    pairs = similarity.pair_keys(prints)
+    runs = list(ahead._chunks(pairs, size=3))
+    assert len(runs) > 2 and [p for run in runs for p in run] == pairs
+    assert all(run[0][0] != before[-1][0] for before, run in zip(runs, runs[1:]))
+    index = similarity.hash_index(prints)
+    in_runs = {}
+    for run in runs:
+        in_runs.update(similarity.class_figures(prints, run, index))
+    assert in_runs == similarity.class_figures(prints, pairs)
+    sources = [{"student": f"s{i}", "hash": similarity.code_hash(t), "source": t}
+               for i, t in enumerate(texts.values())]
+    alone = similarity.analyse(str(tmp_path / "one"), sources)
+    partial = {f"{a}:{b}": in_runs[a, b] for a, b in pairs[:len(pairs) // 2]}
+    given = similarity.analyse(str(tmp_path / "two"), sources, figured=partial)
+    assert given["rows"] == alone["rows"] and given["computed"] == alone["computed"]
 
 
 def test_a_fingerprint_record_cut_short_is_left_out():
@@ -246,10 +276,11 @@ def test_a_fingerprint_record_cut_short_is_left_out():
     from grader.batch import ahead
 
     records = b"".join(len(d).to_bytes(8, "little") + d
-                       for d in (pickle.dumps(("a", 1)), pickle.dumps(("b", 2))))
-    assert ahead._read(records) == {"a": 1, "b": 2}
-    assert ahead._read(records[:-3]) == {"a": 1}
-    assert ahead._read(b"") == {}
+                       for d in (pickle.dumps(("print", "a", 1)), pickle.dumps(("print", "b", 2)),
+                                 pickle.dumps(("pairs", {"a:b": 3}))))
+    assert ahead._read(records) == ({"a": 1, "b": 2}, {"a:b": 3})
+    assert ahead._read(records[:-3]) == ({"a": 1, "b": 2}, {})
+    assert ahead._read(b"") == ({}, {})
 
 
 def test_the_class_figures_are_copydetects_on_the_whole_corpus():

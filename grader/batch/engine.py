@@ -132,13 +132,15 @@ def run(args):
               "prefetch": max(0, args.prefetch), "fork_server": not args.cold_workers}
     jobs = max(1, args.jobs or default_jobs(len(todo)))  # an explicit --jobs is obeyed
     _announce(entries, todo, manifest, config, jobs)
-    answers, prints = _grade_and_fingerprint(entries, todo, config, jobs, args.similarity)
+    answers, (prints, figured) = _grade_and_fingerprint(entries, todo, config, jobs,
+                                                        args.similarity)
     if answers is None:
         return 130
     for entry in entries:  # the code as the grader read it: the near-copies compare these
         keep_source(outdir, entry)
     records = [read_record(outdir, e.student) or _missing(e) for e in entries]
-    gradebook.write_class_outputs(outdir, records, args.lang, args.similarity, jobs, prints)
+    gradebook.write_class_outputs(outdir, records, args.lang, args.similarity, jobs, prints,
+                                  figured)
     errors = [a for a in answers.values() if a["status"] == "error"]
     ungradable = sum(1 for r in records if r["status"] == "ungradable")
     print(f"{outdir}/gradebook.csv: {len(records)} rows ({ungradable} ungradable, "
@@ -165,8 +167,8 @@ def _announce(entries, todo, manifest, config, jobs):
 
 
 def _grade_and_fingerprint(entries, todo, config, jobs, threshold):
-    """(_grade's answers, the near-copies' fingerprints made from the cores' idle moments while
-    the class was graded: ahead.py; None where there are no near-copies to find)."""
+    """(_grade's answers, (the near-copies' fingerprints, their pairs' figures) made while the
+    class was graded: ahead.py; (None, None) where there are no near-copies to find)."""
     early = None
     if todo and threshold is not None:
         early = ahead.Fingerprints.start(config["outdir"], entries)
@@ -176,7 +178,7 @@ def _grade_and_fingerprint(entries, todo, config, jobs, threshold):
         if early:
             early.cancel()
         raise
-    return answers, early.collect() if early else None
+    return answers, early.collect() if early else (None, None)
 
 
 def _grade(todo, config, jobs):

@@ -240,17 +240,18 @@ def summary_html(summary, lang):
         head=classhtml.STYLE)
 
 
-def write_class_outputs(outdir, records, lang, threshold=None, jobs=1, prints=None):
+def write_class_outputs(outdir, records, lang, threshold=None, jobs=1, prints=None,
+                        figured=None):
     """gradebook.csv, mistakes.csv, similarity.csv and the summary (JSON, Markdown, HTML), from
     the records with the folder's overrides applied; the pages of the students an override
-    touches (now or in its history) redrawn.  `prints`: fingerprints made while the class was
-    graded (ahead.py)."""
+    touches (now or in its history) redrawn.  `prints` and `figured`: fingerprints and pairs'
+    figures made while the class was graded (ahead.py)."""
     the_rubric = rubric_module.load()
     items = overrides_module.load(outdir)
     history = overrides_module.load_history(outdir)
     records = [overrides_module.apply(r, items) for r in records]
     near = None if threshold is None else _near_copies(outdir, records, threshold, jobs,
-                                                       prints)
+                                                       prints, figured)
     summary = summarize(the_rubric, records, near)
     summary["override_history"] = history
     write_atomic(os.path.join(outdir, "gradebook.csv"), gradebook_csv(the_rubric, records, lang))
@@ -269,7 +270,7 @@ def write_class_outputs(outdir, records, lang, threshold=None, jobs=1, prints=No
     return summary
 
 
-def _near_copies(outdir, records, threshold, jobs, prints=None):
+def _near_copies(outdir, records, threshold, jobs, prints=None, figured=None):
     """The near-copies among the records whose code was kept (similarity/sources)."""
     sources = []
     for r in records:
@@ -277,7 +278,7 @@ def _near_copies(outdir, records, threshold, jobs, prints=None):
         if saved is not None and saved.get("digest") == r.get("digest"):
             sources.append(saved)
     return similarity.analyse(outdir, sources, threshold, log=sys.stderr, jobs=jobs,
-                              prints=prints)
+                              prints=prints, figured=figured)
 
 
 def _redraw_student(outdir, the_rubric, record, lang):
