@@ -300,18 +300,17 @@ def all_pairs(sources, cache, boilerplate, prints, jobs=1, figured=None):
     (pairs, how many were not in the cache).  `figured`: figures of pairs made while the class
     was graded (ahead.py), by cache key; the pairs they lack are computed here."""
     codes = {s["hash"]: s["source"] for s in sources}
-    keys = pair_keys(codes)
-    todo = [(ha, hb) for ha, hb in keys if f"{ha}:{hb}" not in cache]
+    keyed = [(pair, f"{pair[0]}:{pair[1]}") for pair in pair_keys(codes)]
+    todo = [(pair, key) for pair, key in keyed if key not in cache]
     figured = figured or {}
-    left = [(ha, hb) for ha, hb in todo if f"{ha}:{hb}" not in figured]
-    cache.update((f"{ha}:{hb}", figured[f"{ha}:{hb}"]) for ha, hb in todo
-                 if f"{ha}:{hb}" in figured)
+    cache.update((key, figured[key]) for _, key in todo if key in figured)
+    left = [pair for pair, key in todo if key not in cache]
     needed = sorted({h for pair in left for h in pair} - set(prints))
     prints.update(zip(needed, _fingerprints([codes[h] for h in needed], boilerplate, jobs)))
     for (ha, hb), found in class_figures({h: prints[h] for pair in left for h in pair},
                                          left).items():
         cache[f"{ha}:{hb}"] = found
-    return {f"{ha}:{hb}": cache[f"{ha}:{hb}"] for ha, hb in keys}, len(todo)
+    return {key: cache[key] for _, key in keyed}, len(todo)
 
 
 def _fingerprints(texts, boilerplate, jobs):
