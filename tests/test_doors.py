@@ -158,6 +158,23 @@ def test_the_kernels_check_gives_the_public_part_of_grade(baseline):
         judge.stop()
 
 
+def test_the_kernels_check_of_one_exercise_gives_its_part_of_grade(baseline):
+    """`%check EXERCISE` runs that exercise's checks only: each gets the verdict grade gives it
+    (a check judges its own piece, whatever else ran before it)."""
+    judge = kernel_side.kernel_judge()
+    try:
+        for name, path in FILES.items():
+            source = kernel_side.assemble([path.read_text(encoding="utf-8")])
+            for exercise in RUBRIC.exercises():
+                data = kernel_side.judge(source, hidden=False, timeout=300, exercise=exercise)
+                assert "error" not in data, (name, exercise, data)
+                want = {key: value for key, value in public(baseline[name]).items()
+                        if RUBRIC.by_id[key].exercise == exercise}
+                assert verdict(data["checks"]) == want, (name, exercise)
+    finally:
+        judge.stop()
+
+
 def test_watch_shows_the_public_part_of_grade(baseline, tmp_path):
     """One `watch` process, the corpus saved into the watched file one after the other."""
     watched, stats = tmp_path / "attention.py", tmp_path / "stats.jsonl"

@@ -251,6 +251,37 @@ def test_the_kernels_judge_is_restarted_when_it_dies(tmp_path, start):
         judge.stop()
 
 
+def test_the_kernels_judge_grades_one_exercise_when_asked(tmp_path):
+    """`%check attend` asks the kernel's judge for attend's checks only: the report holds those,
+    with the verdicts a whole grading gives them, and names the exercise; an exercise the rubric
+    lacks is an error dict, and the same judge answers the next request."""
+    from grader.tools.kernel_judge import KernelJudge
+
+    path = tmp_path / "attention.py"
+    source = read(authoring.SOLUTION).replace("/ math.sqrt(q.shape[-1])",
+                                              "/ math.sqrt(q.shape[-1] * 4)")  # √D, not √d
+    assert source != read(authoring.SOLUTION)
+    path.write_text(source, encoding="utf-8")
+    the_rubric = rubric.load()
+    judge = KernelJudge(env=notebook.judge_env())
+    try:
+        whole = judge.grade(str(path), hidden=False)
+        for exercise in the_rubric.exercises():
+            scoped = judge.grade(str(path), hidden=False, exercise=exercise)
+            want = [c for c in whole["checks"] if c["exercise"] == exercise]
+            assert scoped["checks"] == want and want, exercise
+            assert scoped["metadata"]["exercises"] == [exercise]
+            assert scoped["score"] == sum(c["score"] for c in want)
+        assert any(c["status"] != "passed" for c in whole["checks"] if c["exercise"] == "attend")
+        assert "exercises" not in whole["metadata"]
+        unknown = judge.grade(str(path), hidden=False, exercise="attention<script>")
+        assert "error" in unknown and "no such exercise" in unknown["error"]
+        assert judge.grade(str(path), hidden=False)["checks"] == whole["checks"]
+        assert judge.starts == 1
+    finally:
+        judge.stop()
+
+
 def test_a_stopped_kernel_judge_leaves_nothing_in_tmp(tmp_path):
     """The kernel's judge, stopped as a kernel's exit stops it, ends on its own first: its fork
     server's runtime copy and spool are removed, not left in the temporary folder for every

@@ -37,10 +37,11 @@ def test_failing_with_a_fixture_of_pytest(student, monkeypatch):
 
 
 @pytest.fixture
-def session(tmp_path, monkeypatch):
+def session(tmp_path, monkeypatch, request):
     folder = tmp_path / "checks"
     folder.mkdir()
-    (folder / "check_runner.py").write_text(CHECKS)
+    # a module name of its own per test: pytest refuses a second check_runner.py from elsewhere
+    (folder / f"check_runner_{request.node.name}.py").write_text(CHECKS)
     monkeypatch.setattr(runner, "check_files", lambda visibilities: [str(folder)])
     with runner.CheckSession(("public",)) as checks:
         yield checks
@@ -61,6 +62,20 @@ def test_checks_with_and_without_pytests_fixtures_are_recorded_alike(session):
     quiet = session.run(types.SimpleNamespace(seed=8, note=False))
     assert all("note" not in part for parts in quiet.values() for part in parts)
     assert [p["status"] for p in quiet["x.protocol"]] == ["passed"]
+
+
+def test_only_the_checks_asked_for_run(session):
+    """`only` (the notebook's `%check EXERCISE`): the checks of those ids run, with the verdicts
+    they get among all the others; the rest are not called at all."""
+    everything = session.run(types.SimpleNamespace(seed=7, note=False))
+    one = session.run(types.SimpleNamespace(seed=7, note=False), only={"x.protocol_fails"})
+    assert set(one) == {"x.protocol_fails"} and one["x.protocol_fails"] == \
+        everything["x.protocol_fails"]
+    two = session.run(types.SimpleNamespace(seed=7, note=False), only={"x.direct", "x.protocol"})
+    assert two == {k: v for k, v in everything.items() if k in ("x.direct", "x.protocol")}
+    assert session.run(types.SimpleNamespace(seed=7, note=False), only=set()) == {}
+    # and the session goes on grading everything for the next student
+    assert session.run(types.SimpleNamespace(seed=7, note=False)) == everything
 
 
 def test_the_kits_checks_are_all_called_directly():

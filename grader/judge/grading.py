@@ -24,13 +24,16 @@ def start(path, isolation="auto", limits=None, workers=None):
     return sub, student
 
 
-def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=None):
+def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=None,
+           exercises=None):
     """Run the checks against a started worker; return the report data, complete (renderers
     format it; nothing adds to it afterwards).
 
     `session` (a batch judge's runner.CheckSession for these visibilities) saves configuring
     pytest and collecting the checks again for every submission.  `entry` names the submission
-    in the report instead of its path (a class folder's entry)."""
+    in the report instead of its path (a class folder's entry).  `exercises` (the notebook's
+    `%check attend`) runs and reports only those exercises' checks: each check judges its own
+    piece, so their verdicts are the ones a whole grading gives them."""
     import torch
 
     from grader.render import report
@@ -40,9 +43,10 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
     student.seed = sub.seed  # the checks' `seed` fixture: fresh inputs, recorded below
     threads.one_thread_here()  # tiny tensors: a pool per op only fights the other processes
     rubric = rubric_module.load()
-    checks = rubric.select(visibilities)
     try:
-        parts = session.run(student) if session else runner.run(student, visibilities)
+        checks = in_scope(rubric, rubric.select(visibilities), exercises)
+        only = None if exercises is None else {check.id for check in checks}
+        parts = session.run(student, only) if session else runner.run(student, visibilities, only)
     finally:
         student.close()
         sub.cleanup()
@@ -58,8 +62,21 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
         # own account: tests bound a hostile submission by it instead of by a wall clock.
         "student_seconds": round(student.spent + student.reserve_spent, 3),
         "visibilities": list(visibilities), "devices": student.devices_seen or [],
-        "hidden_not_run": 0 if "hidden" in visibilities else len(rubric.select(("hidden",))),
+        "hidden_not_run": 0 if "hidden" in visibilities else
+        len(in_scope(rubric, rubric.select(("hidden",)), exercises)),
     }
+    if exercises is not None:
+        metadata["exercises"] = sorted(exercises)
     if getattr(sub, "package", None) is not None:  # a `make submit` zip: its manifest, verified
         metadata["package"] = sub.package
     return report.build(rubric, checks, parts, metadata)
+
+
+def in_scope(rubric, checks, exercises=None):
+    """The checks of `exercises` (all of them for None); an exercise the rubric lacks is an error."""
+    if exercises is None:
+        return checks
+    unknown = sorted(set(exercises) - set(rubric.exercises()))
+    if unknown:
+        raise ValueError(f"no such exercise: {', '.join(unknown)}")
+    return [check for check in checks if check.exercise in exercises]

@@ -55,13 +55,15 @@ class Judge:
             self.sessions[key] = runner.CheckSession(visibilities)  # autograder cells (all)
         return self.sessions[key]
 
-    def finish(self, sub, student, visibilities=("public", "hidden"), entry=None):
-        """The report data of a begun submission (its worker is closed)."""
+    def finish(self, sub, student, visibilities=("public", "hidden"), entry=None,
+               exercises=None):
+        """The report data of a begun submission (its worker is closed); `exercises`: only
+        their checks (grading.finish)."""
         from grader.judge import grading
 
         try:
             return grading.finish(sub, student, visibilities, session=self.session(visibilities),
-                                  entry=entry)
+                                  entry=entry, exercises=exercises)
         finally:
             self.workers.after_grading()  # replace the spares used, while the student is typing
 

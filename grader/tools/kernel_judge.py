@@ -11,7 +11,8 @@ cell may have monkeypatched) never decides a verdict, and each grading runs the 
 a sandboxed worker as `make check` does.
 
 Protocol: one JSON line per request on the judge's stdin ({"path", "hidden", "call_seconds",
-"budget_seconds"}), one JSON line per reply on a private copy of its stdout (the report data, or
+"budget_seconds", "exercise"}: `exercise`, where not null, runs that exercise's checks only), one
+JSON line per reply on a private copy of its stdout (the report data, or
 {"error"}).  pytest's and torch's chatter goes to stderr, a log file the kernel keeps.  The judge
 exits when its stdin closes, that is when the kernel goes away; its spares die with it.
 """
@@ -62,10 +63,13 @@ class KernelJudge:
         self.starts += 1
         return self
 
-    def grade(self, path, hidden, call_seconds=None, budget_seconds=None, timeout=None):
-        """The report data for `path`, or {"error": why}; a judge that died is restarted once."""
+    def grade(self, path, hidden, call_seconds=None, budget_seconds=None, timeout=None,
+              exercise=None):
+        """The report data for `path` (of `exercise`'s checks only, where given), or
+        {"error": why}; a judge that died is restarted once."""
         request = {"path": os.path.abspath(path), "hidden": bool(hidden),
-                   "call_seconds": call_seconds, "budget_seconds": budget_seconds}
+                   "call_seconds": call_seconds, "budget_seconds": budget_seconds,
+                   "exercise": exercise}
         for attempt in (1, 2):
             self.start()
             try:
@@ -151,17 +155,21 @@ class KernelJudge:
 # -- the judge's side ----------------------------------------------------------------------------
 def grade_one(judge, request):
     """One request's report data; never raises for what the submission does."""
-    from grader import options
+    from grader import options, rubric
     from grader.judge import submission
 
     limits = options.limits_from(call_timeout=request.get("call_seconds"),
                                  budget=request.get("budget_seconds"))
     visibilities = ("public", "hidden") if request.get("hidden") else ("public",)
+    exercise = request.get("exercise")
+    if exercise is not None and exercise not in rubric.load().exercises():
+        return {"error": f"no such exercise: {str(exercise)[:80]}"}
     try:
         sub = submission.load(request["path"])
     except submission.SubmissionError as exc:
         return {"error": str(exc)}
-    return judge.finish(sub, judge.student(sub, limits), visibilities)
+    return judge.finish(sub, judge.student(sub, limits), visibilities,
+                        exercises=None if exercise is None else [exercise])
 
 
 def serve():

@@ -143,21 +143,25 @@ class KitPlugin:
         collector.release()  # imported and collected: collect automatically from here on
         owner.ready.set()  # configured and collected: what follows is per student
         while True:
-            student = owner.requests.get()
-            if student is None:
+            request = owner.requests.get()
+            if request is None:
                 return True
+            student, only = request
             began = time.thread_time()
-            owner.results.put(self._run_items(session, student))
+            owner.results.put(self._run_items(session, student, only))
             owner.check_cpu += time.thread_time() - began
 
-    def _run_items(self, session, student):
-        """Every collected check against `student`: its parts, or the exception that ended it.
-        A check that asks only for the kit's fixtures is called here directly (run_directly);
-        any other goes through pytest's own protocol, tearing its fixtures down after it."""
+    def _run_items(self, session, student, only=None):
+        """Every collected check against `student` (only those whose id is in `only`, where it
+        is given): its parts, or the exception that ended it.  A check that asks only for the
+        kit's fixtures is called here directly (run_directly); any other goes through pytest's
+        own protocol, tearing its fixtures down after it."""
         self.current = student
         self.records = {}
         try:
             for item in session.items:
+                if only is not None and check_of(item) not in only:
+                    continue
                 plan = self.plans.get(item, False)
                 if plan is False:
                     plan = self.plans[item] = direct_plan(item)
@@ -198,6 +202,12 @@ KIT_FIXTURES = frozenset({"student", "seed", "record_note"})
 KIT_FIXTURES_NEED = frozenset({"request"})
 
 
+def check_of(item):
+    """The rubric check id a collected test scores (its `check` mark), or None."""
+    marker = item.get_closest_marker("check")
+    return marker.args[0] if marker else None
+
+
 def direct_plan(item):
     """(check id, the function's argument names, its parameters) for a check the kit may call
     itself: a plain function whose arguments are the kit's fixtures and the parameters of its
@@ -213,8 +223,7 @@ def direct_plan(item):
             or any(name not in names and name not in KIT_FIXTURES_NEED
                    for name in item.fixturenames):
         return None
-    marker = item.get_closest_marker("check")
-    return (marker.args[0] if marker else None), names, params
+    return check_of(item), names, params
 
 
 def check_files(visibilities):
@@ -299,11 +308,12 @@ class CheckSession:
             sys.stdout, self.saved_stdout = self.saved_stdout, None
             _STDOUT_SWAP.release()
 
-    def run(self, student):
-        """Run every check against `student`; return {check_id: [part, ...]}."""
+    def run(self, student, only=None):
+        """Run every check (or those whose id is in `only`) against `student`; return
+        {check_id: [part, ...]}."""
         if not self.thread.is_alive():
             raise RuntimeError("the check session is closed")
-        self.requests.put(student)
+        self.requests.put((student, None if only is None else frozenset(only)))
         result = self.results.get()
         if isinstance(result, BaseException):
             raise result
@@ -326,7 +336,7 @@ class CheckSession:
         self.close()
 
 
-def run(student, visibilities=("public", "hidden")):
+def run(student, visibilities=("public", "hidden"), only=None):
     """Run the checks once; return {check_id: [part, ...]} with part = {name, status, verdict}."""
     with CheckSession(visibilities) as session:
-        return session.run(student)
+        return session.run(student, only)

@@ -108,10 +108,11 @@ def kernel_judge():
     return _kernel_judge
 
 
-def judge(source, hidden, call_seconds=None, budget_seconds=None, timeout=None):
+def judge(source, hidden, call_seconds=None, budget_seconds=None, timeout=None, exercise=None):
     """Grade `source` (attention.py text) in this kernel's judge process (warm after its first
-    grading); the report data, or an error dict."""
-    key = (hashlib.sha256(source.encode()).hexdigest(), hidden, call_seconds, budget_seconds)
+    grading): every check, or `exercise`'s only; the report data, or an error dict."""
+    key = (hashlib.sha256(source.encode()).hexdigest(), hidden, call_seconds, budget_seconds,
+           exercise)
     if key in _cache:
         return _cache[key]
     import shutil
@@ -121,7 +122,7 @@ def judge(source, hidden, call_seconds=None, budget_seconds=None, timeout=None):
         path = os.path.join(folder, "attention.py")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(source)
-        data = kernel_judge().grade(path, hidden, call_seconds, budget_seconds, timeout)
+        data = kernel_judge().grade(path, hidden, call_seconds, budget_seconds, timeout, exercise)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     _cache[key] = data
@@ -239,7 +240,9 @@ def check(exercise=None, lang=None):
     if os.environ.get(AUTOGRADE_ENV):
         print(TEXT[lang]["autograding"])
         return
-    data = judge(assemble(kernel_sources()), hidden=False)
+    # One exercise asked for: only its checks run (each check judges its own piece, so their
+    # verdicts are those of a whole grading), and the cell answers sooner.
+    data = judge(assemble(kernel_sources()), hidden=False, exercise=exercise)
     if "error" in data:
         print(TEXT[lang]["could_not_run"].format(message=data["error"]))
         return
@@ -317,7 +320,7 @@ def _cache_failure():
         return
     digest = hashlib.sha256(source.encode()).hexdigest()
     for hidden in (True, False):
-        _cache[(digest, hidden, AUTOGRADE_CALL_SECONDS, AUTOGRADE_BUDGET_SECONDS)] = {
+        _cache[(digest, hidden, AUTOGRADE_CALL_SECONDS, AUTOGRADE_BUDGET_SECONDS, None)] = {
             "error": "grading this code was interrupted (timeout)"}
 
 
