@@ -76,24 +76,9 @@ class KitPlugin:
         self.records = {}  # node id -> {check, outcome, verdict}, for the current student
         self.plans = {}  # item -> direct_plan(item), made once: the items serve every student
 
-    @pytest.fixture(scope="session")
-    def student(self):
-        return self.current
-
-    @pytest.fixture
-    def record_note(self, request):
-        """What a passing check could not judge here (support.note): kept with the test's
-        report, said on its card, costing nothing."""
-        return lambda name, value: request.node.user_properties.append((name, value))
-
-    @pytest.fixture(scope="session")
-    def seed(self):
-        """The submission's own seed (recorded in the report): checks draw fresh inputs from it
-        with `support.fresh(seed, salt)`, so a regrade reproduces them."""
-        return self.current.seed
-
     def pytest_configure(self, config):
         config.addinivalue_line("markers", "check(id): the rubric check this test scores")
+        config.stash[KIT_PLUGIN] = self
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -197,6 +182,29 @@ class KitPlugin:
         self.records[item.nodeid] = record
 
 
+KIT_PLUGIN = pytest.StashKey()
+
+
+@pytest.fixture(scope="session")
+def student(request):
+    """The judge-side proxy of the submission being graded (KitPlugin.current)."""
+    return request.config.stash[KIT_PLUGIN].current
+
+
+@pytest.fixture(scope="session")
+def seed(request):
+    """The submission's own seed (recorded in the report): checks draw fresh inputs from it
+    with `support.fresh(seed, salt)`, so a regrade reproduces them."""
+    return request.config.stash[KIT_PLUGIN].current.seed
+
+
+@pytest.fixture
+def record_note(request):
+    """What a passing check could not judge here (support.note): kept with the test's
+    report, said on its card, costing nothing."""
+    return lambda name, value: request.node.user_properties.append((name, value))
+
+
 KIT_FIXTURES = frozenset({"student", "seed", "record_note"})
 # What the kit's own fixtures ask for in turn (record_note: request), never handed to a check.
 KIT_FIXTURES_NEED = frozenset({"request"})
@@ -296,7 +304,10 @@ class CheckSession:
         _STDOUT_SWAP.acquire()
         self.saved_stdout, sys.stdout = sys.stdout, self.devnull
         try:
-            pytest.main(self.args, plugins=[self.plugin])
+            # The kit's fixtures are this module's plain functions, which find the plugin through
+            # the session's config (pytest deprecates session-scoped fixtures written as a plugin
+            # object's methods): the module is handed to pytest as a plugin beside it.
+            pytest.main(self.args, plugins=[self.plugin, sys.modules[__name__]])
             raise RuntimeError("the check session ended early (see the judge's log)")
         except BaseException as exc:  # noqa: B036 (raised in the caller's thread)
             self.results.put(exc)
