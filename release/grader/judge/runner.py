@@ -206,7 +206,7 @@ def record_note(request):
 
 
 KIT_FIXTURES = frozenset({"student", "seed", "record_note"})
-# What the kit's own fixtures ask for in turn (record_note: request), never handed to a check.
+# What the kit's own fixtures ask for in turn (each of them: request), never handed to a check.
 KIT_FIXTURES_NEED = frozenset({"request"})
 
 
