@@ -546,3 +546,12 @@ def test_default_jobs_one_per_usable_core_fewer_where_memory_is_short(monkeypatc
     assert unlimited == len(os.sched_getaffinity(0))
     quota.write_text("100000 100000\n")  # a container given one CPU of the host's
     assert dispatch.usable_cores() == 1
+
+
+def test_judges_take_the_usable_cores_in_turn(monkeypatch):
+    from grader.batch import dispatch
+
+    monkeypatch.setattr(dispatch.os, "sched_getaffinity", lambda pid: {5, 2, 7})
+    assert [dispatch.judge_core(n) for n in range(1, 6)] == [2, 5, 7, 2, 5]
+    monkeypatch.setattr(dispatch.os, "sched_getaffinity", lambda pid: {3})
+    assert dispatch.judge_core(1) is None  # one core: nothing to choose

@@ -297,3 +297,31 @@ print(said, os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), pid > 1)
         shutil.rmtree(runtime, ignore_errors=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["(1,", "['ipc',", "'mnt',", "'net'])", "7", "True"]
+
+
+CORES_AT_IMPORT = ("import os\n"
+                   "raise RuntimeError('cores=' + ','.join(map(str, sorted(os.sched_getaffinity(0)))))\n")
+
+
+def cores_seen(server, tmp_path, name):
+    """The cores a forked worker may run on, as its student's file saw them at import."""
+    folder = submit(tmp_path, name, CORES_AT_IMPORT)
+    verdict = grade(server, os.path.join(folder, "attention.py"))["checks"][0]["verdicts"][0]
+    assert verdict["key"] == "import_failed"
+    return verdict["fields"]["message"].removeprefix("cores=")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: nothing to pin to")
+@pytest.mark.parametrize("mode", MODES)
+def test_a_worker_runs_on_the_core_its_judge_asks_for(mode, tmp_path):
+    # A batch's judge and its workers share a core (dispatch.judge_core): the judge asks the
+    # shared zygote for it in each spawn; a core it may not use leaves the worker unpinned.
+    everywhere = ",".join(map(str, sorted(os.sched_getaffinity(0))))
+    last = max(os.sched_getaffinity(0))
+    for core, expected in ((last, str(last)), (None, everywhere), (10 ** 6, everywhere),
+                           ("0", everywhere)):
+        fs = forkserver.ForkServer(mode, core=core)
+        try:
+            assert cores_seen(fs, tmp_path, f"pinned-{core}") == expected, core
+        finally:
+            fs.close()

@@ -136,6 +136,7 @@ def judge_main(argv):
     # The batch's first judge forks its siblings once it has imported (siblings.py); each of
     # them goes on from here with its own config.
     config, wait_for_siblings = siblings.start_siblings(json.loads(argv[0]))
+    _pin(config.get("core"))  # before any thread: each one it starts runs there too
     answers = serving.reply_channel()
     if config.get("sibling"):
         _answer(answers, {"pid": os.getpid()})  # for the parent, whose child it is not
@@ -149,7 +150,8 @@ def judge_main(argv):
     if config.get("zygote"):  # the batch's shared zygote (dispatch.SharedZygote)
         from grader.sandbox import forkserver
 
-        server = forkserver.ForkServer(config["isolation"], attach=config["zygote"])
+        server = forkserver.ForkServer(config["isolation"], attach=config["zygote"],
+                                       core=config.get("core"))
     judge = Judge(sandbox.Limits(**config["limits"]), config["isolation"],
                   start="auto" if config.get("fork_server", True) else "exec", server=server)
     session = judge.session(("public", "hidden"))
@@ -165,6 +167,18 @@ def judge_main(argv):
     # teardown (a full collection and torch's unloading took ~0.9 s of CPU per judge, at the end
     # of every batch).
     return 0
+
+
+def _pin(core):
+    """This judge on its core (dispatch.judge_core), with the workers it starts itself (a cold
+    worker, a zygote of its own: children inherit it); a forked worker is asked to by its
+    spawn request.  Where it may not be pinned it runs anywhere, as before."""
+    if core is None:
+        return
+    try:
+        os.sched_setaffinity(0, {int(core)})
+    except (AttributeError, OSError, ValueError):
+        pass
 
 
 def _process_cpu():

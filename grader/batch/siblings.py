@@ -69,11 +69,12 @@ class SiblingPipes:
     """One sibling's pipes: the ends its judge is handed (`config`, the fds in `judge_ends`) and
     the parent's (`tasks` to write, `answers` to read)."""
 
-    def __init__(self, zygote_attach=None):
+    def __init__(self, zygote_attach=None, core=None):
         task_read, task_write = os.pipe()
         answer_read, answer_write = os.pipe()
         self.judge_ends = [task_read, answer_write]
-        self.config = {"stdin": task_read, "stdout": answer_write, "zygote": zygote_attach}
+        self.config = {"stdin": task_read, "stdout": answer_write, "zygote": zygote_attach,
+                       "core": core}
         self.tasks = os.fdopen(task_write, "w", encoding="utf-8")
         self.answers = os.fdopen(answer_read, "r", encoding="utf-8")
 
@@ -140,7 +141,8 @@ def _fork(config, siblings, fds):
             for fd in fds:
                 if fd != own:
                     os.close(fd)
-            return dict(config, zygote=sibling.get("zygote"), sibling="forked"), lambda: None
+            return dict(config, zygote=sibling.get("zygote"), core=sibling.get("core"),
+                        sibling="forked"), lambda: None
         pids.append(pid)
     for fd in fds:  # the siblings hold them now: their ends are the parent's EOF for them
         os.close(fd)
@@ -157,7 +159,8 @@ def _fork(config, siblings, fds):
 def _start(config, siblings, fds):
     procs = []
     for sibling in siblings:
-        own = dict(config, zygote=sibling.get("zygote"), sibling="started")
+        own = dict(config, zygote=sibling.get("zygote"), core=sibling.get("core"),
+                   sibling="started")
         procs.append(subprocess.Popen(
             [sys.executable, "-c", JUDGE_CODE, json.dumps(own)], stdin=sibling["stdin"],
             stdout=sibling["stdout"], pass_fds=[sibling["zygote"]["fd"]] if own["zygote"] else (),
