@@ -139,10 +139,12 @@ class ForkServer:
     """A judge's fork server: a zygote of its own, or (`attach`) one started for several judges
     (the batch's parent starts one for all its judges: a torch import fewer per judge), reached
     through the control socket `attach["fd"]`, its copies in the spool named with `attach["tag"]`.
-    An attached zygote that dies is replaced by one of the judge's own."""
+    An attached zygote that dies is replaced by one of the judge's own.  `core`: the core each
+    child is asked to run on (a batch's judge and its workers share one: dispatch.judge_core); a
+    zygote of the judge's own is its child and runs where the judge does already."""
 
-    def __init__(self, isolation, attach=None):
-        self.isolation, self.mode = isolation, supported(isolation)
+    def __init__(self, isolation, attach=None, core=None):
+        self.isolation, self.mode, self.core = isolation, supported(isolation), core
         if self.mode is None:
             raise RuntimeError(f"no fork server for isolation {isolation} as this user")
         self.ids = itertools.count(1)
@@ -257,7 +259,7 @@ class ForkServer:
             self.workers[spawn_id] = worker
         self.send({"op": "spawn", "id": spawn_id, "dir": copy_dir or work_dir,
                    "student": student_name, "uid": slot.uid if slot else facts.UNPRIVILEGED,
-                   "limits": limits.describe()}, worker.fds)
+                   "limits": limits.describe(), "core": self.core}, worker.fds)
         for fd in worker.fds:
             os.close(fd)
         with self.lock:

@@ -18,8 +18,9 @@ child gets its own session, the resource limits, its own IPC and network namespa
 (syscalls.py) before the student's file is imported.
 
 Control channel (a SOCK_SEQPACKET socket; one JSON object per packet):
-  judge  -> {"op": "spawn", "id": N, "dir": D, "student": NAME, "uid": U, "limits": {...}}
-            with three fds attached: the worker's channel, its stdout and its stderr
+  judge  -> {"op": "spawn", "id": N, "dir": D, "student": NAME, "uid": U, "limits": {...},
+             "core": C or null}   with three fds attached: the worker's channel, its stdout and
+            its stderr (`core`: the one core the child runs on, where it may be pinned)
   zygote -> {"ready": true, "mode": MODE}   once torch is imported (and, in namespaces mode, a
             probe child has built its namespaces), or {"ready": false, "error": ...} and it exits
   zygote -> {"spawned": N, "pid": P}   or   {"failed": N, "error": "..."}
@@ -166,6 +167,17 @@ def run_worker(channel_fd, student_file, limits, torch):
     worker.serve(worker.Channel(channel_fd), student_file, torch)
 
 
+def pin_to(core):
+    """Run on `core` alone (its judge's: the two take turns), where the machine lets us; a core
+    that is not an int, or one this process may not use, leaves the child where it is."""
+    if type(core) is not int:
+        return
+    try:
+        os.sched_setaffinity(0, {core})
+    except (OSError, ValueError, OverflowError):
+        pass
+
+
 def child(request, fds, mode, closing, torch):
     """In the forked child: never returns."""
     code = 1
@@ -182,6 +194,7 @@ def child(request, fds, mode, closing, torch):
         for fd in (null, out_fd, err_fd):
             os.close(fd)
         os.setsid()  # its own process group: the zygote kills the whole group
+        pin_to(request.get("core"))
         limits, name = request["limits"], os.path.basename(request["student"])
         if mode == "plain":
             if os.geteuid() == 0:  # IPC and network of its own (an ordinary user may not, nor
