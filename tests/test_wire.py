@@ -11,20 +11,23 @@ from grader.judge import service  # noqa: E402
 from grader.sandbox.runtime import wire
 
 
-def frames(data):
-    stream = bytearray(data)
+def stream(data, most=None, asked=None):
+    """fill(view) over `data`: at most `most` bytes a read (all that fits, if None); each read's
+    room is appended to `asked`."""
+    data = bytearray(data)
 
-    def read_exact(n):
-        if len(stream) < n:
-            raise EOFError
-        chunk = bytes(stream[:n])
-        del stream[:n]
-        return chunk
-    return read_exact
+    def fill(view):
+        if asked is not None:
+            asked.append(len(view))
+        n = min(len(view), len(data), most or len(data))
+        view[:n] = data[:n]
+        del data[:n]
+        return n
+    return fill
 
 
 def decode_bytes(data):
-    return wire.decode(*wire.read_frame(frames(data)))
+    return wire.decode(*wire.FrameReader().read_frame(stream(data)))
 
 
 def test_round_trip_gives_exact_tensors():
@@ -112,3 +115,23 @@ def test_nesting_is_refused_exactly_past_max_depth(wrap, leaf):
     wire.decode(nested(wire.MAX_DEPTH), b"")
     with pytest.raises(wire.ProtocolError, match="nesting too deep"):
         wire.decode(nested(wire.MAX_DEPTH + 1), b"")
+
+
+@pytest.mark.parametrize("most", [None, 1, 7, 4096])
+def test_frames_come_whole_however_the_stream_splits_them(most):
+    # Frames back to back, read in pieces of `most` bytes (None: all that fits the reader's
+    # chunk): each decodes to what was sent, one larger than the chunk included, and a stream
+    # that ends inside a frame is EOFError.
+    values = [{"id": 1, "ok": torch.arange(6.0)}, {"id": 2, "ok": "x" * 100},
+              {"id": 3, "ok": torch.zeros(wire.CHUNK // 4 + 5)}, {"id": 4, "ok": None}]
+    data = b"".join(wire.encode(v) for v in values)
+    reader, fill = wire.FrameReader(), stream(data[:-3], most)
+    for value in values[:-1]:
+        back = wire.decode(*reader.read_frame(fill))
+        assert back["id"] == value["id"]
+        if isinstance(value["ok"], torch.Tensor):
+            assert torch.equal(back["ok"], value["ok"])
+        else:
+            assert back["ok"] == value["ok"]
+    with pytest.raises(EOFError):
+        reader.read_frame(fill)
