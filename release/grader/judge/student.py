@@ -110,6 +110,7 @@ class Student:
                                     f"运行你代码的进程已重启 {self.starts} 次，不再重试")
             self.starts += 1
             self.worker = self._spawn()
+            self.frames = wire.FrameReader()  # what a worker sent is read from its stream only
             self.hello_pending = True
         return self
 
@@ -247,24 +248,17 @@ class Student:
 
     # -- transport ---------------------------------------------------------------------------
     def _receive(self, seconds, expect_id=wire._NO_ID):
-        deadline = time.monotonic() + seconds
+        deadline, channel = time.monotonic() + seconds, self.worker.channel
 
-        def read_exact(n):  # into one buffer: a frame is held once, never as chunks plus a copy
-            buffer, got = bytearray(n), 0
-            view = memoryview(buffer)
-            while got < n:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise socket.timeout
-                self.worker.channel.settimeout(remaining)
-                count = self.worker.channel.recv_into(view[got:], min(n - got, 1 << 20))
-                if not count:
-                    raise EOFError
-                got += count
-            return buffer
+        def fill(view):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise socket.timeout
+            channel.settimeout(remaining)
+            return channel.recv_into(view, min(len(view), 1 << 20))
 
         try:
-            return wire.decode(*wire.read_frame(read_exact), expect_id=expect_id)
+            return wire.decode(*self.frames.read_frame(fill), expect_id=expect_id)
         except socket.timeout:
             self._fail("timeout", f"no answer within {seconds:g} s", f"{seconds:g} 秒内没有回答")
         except (EOFError, ConnectionError, OSError):

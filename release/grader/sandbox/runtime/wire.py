@@ -145,12 +145,17 @@ def encode(obj):
         kind = type(value)
         if value is None or issubclass(kind, (bool, int, float, str)):
             return value
+        # A value of an exact plain type inside a dict or list is taken in place, where its depth
+        # would be allowed, not through a call returning it (as _rebuild does).
+        inner, plain = depth + 1, _SCALARS if depth < MAX_DEPTH else ()
         if issubclass(kind, dict):
-            return {_escape(str(k)): walk(v, depth + 1) for k, v in dict.items(value)}
+            return {k if type(k) is str and k[:1] != "$" else _escape(str(k)):
+                    v if type(v) in plain else walk(v, inner) for k, v in dict.items(value)}
         if issubclass(kind, list):
-            return [walk(v, depth + 1) for v in list.__iter__(value)]
+            return [v if type(v) in plain else walk(v, inner) for v in list.__iter__(value)]
         if issubclass(kind, tuple):
-            return {"$tuple": [walk(v, depth + 1) for v in tuple.__iter__(value)]}
+            return {"$tuple": [v if type(v) in plain else walk(v, inner)
+                               for v in tuple.__iter__(value)]}
         t = arm()
         if issubclass(kind, t["Tensor"]):
             raw, name, shape = _tensor_bytes(value, t)
@@ -171,16 +176,63 @@ def encode(obj):
     return PREFIX.pack(MAGIC, len(header), len(payload)) + header + payload
 
 
-def read_frame(read_exact):
-    """Read one frame with `read_exact(n) -> bytes` (which raises EOFError at end of stream)."""
-    magic, header_len, payload_len = PREFIX.unpack(read_exact(PREFIX.size))
-    if magic != MAGIC:
-        raise ProtocolError("bad frame magic")
-    if header_len > MAX_HEADER or payload_len > MAX_PAYLOAD:
-        raise ProtocolError(f"frame too large ({header_len} + {payload_len} bytes)")
-    header = read_exact(header_len)
-    payload = read_exact(payload_len)
-    return header, payload
+# What one read asks for: a frame of that size or less that has arrived whole (the worker and
+# the judge write each frame in one call) costs one read, where its prefix, header and payload
+# took one each (three polls and three receives on the judge's socket, which has a timeout).
+CHUNK = 64 * 1024
+
+
+class FrameReader:
+    """Frames off one stream, read a chunk at a time; the bytes past a frame stay for the next.
+    A part larger than the chunk (a header or payload near the caps) is read into a buffer of its
+    own size, straight from the stream: a frame is still held once.  One reader per stream (a new
+    worker, a new reader): what it holds belongs to the stream it was read from."""
+
+    def __init__(self, size=CHUNK):
+        self.view = memoryview(bytearray(size))
+        self.start = self.end = 0
+
+    def read_frame(self, fill):
+        """(header, payload) of the next frame; one over the caps is refused from its prefix,
+        before anything is made for its body.  `fill(view)` reads at most len(view) bytes into
+        `view` and returns how many (0: the stream ended: EOFError).
+        The payload may be a view of the reader's buffer, valid until the next call (decode
+        copies what it keeps)."""
+        magic, header_len, payload_len = PREFIX.unpack(self._take(PREFIX.size, fill))
+        if magic != MAGIC:
+            raise ProtocolError("bad frame magic")
+        if header_len > MAX_HEADER or payload_len > MAX_PAYLOAD:
+            raise ProtocolError(f"frame too large ({header_len} + {payload_len} bytes)")
+        header = bytes(self._take(header_len, fill))  # its own: the payload's read may move it
+        return header, self._take(payload_len, fill)
+
+    def _take(self, n, fill):
+        held = self.end - self.start
+        if held >= n:
+            self.start += n
+            return self.view[self.start - n:self.start]
+        if n > len(self.view):  # a buffer of its own: what is held, then the rest read into it
+            own = memoryview(bytearray(n))
+            own[:held] = self.view[self.start:self.end]
+            self.start = self.end = 0
+            _fill_up(own, held, n, fill)
+            return own
+        if self.start:  # what is held to the front, the free room behind it
+            self.view[:held] = bytes(self.view[self.start:self.end])
+            self.start, self.end = 0, held
+        self.end = _fill_up(self.view, self.end, n, fill)
+        self.start = n
+        return self.view[:n]
+
+
+def _fill_up(view, got, n, fill):
+    """Read into view[got:] until it holds at least n bytes; returns how many it holds."""
+    while got < n:
+        count = fill(view[got:])
+        if not count:
+            raise EOFError
+        got += count
+    return got
 
 
 def _escape(key):

@@ -6,7 +6,7 @@ It never decides a verdict; it only returns what the student's code computed.  E
 is untrusted by the judge.
 
 What the verdict relies on (the contract's readers, the table of the student's blocks, the
-channel's send and receive, an instance of wire.py of the worker's own, os.read and os.write) is
+channel's send and receive, an instance of wire.py of the worker's own, os.readv and os.write) is
 taken before the student's file is imported and kept in the serving loop's locals and closures
 only: no module attribute the student's code can reach (this module is `__main__` in a cold
 worker, `worker` under the fork server; `wire` in sys.modules is another instance) holds any of
@@ -43,20 +43,13 @@ import wire  # noqa: E402
 _PREPARED = {}
 
 
-def endpoints(fd, speaking=wire, read=os.read, write=os.write):
+def endpoints(fd, speaking=wire, read_into=os.readv, write=os.write):
     """(send, receive) on the channel `fd` through the module `speaking` (wire), bound to the
     functions they use as they are now."""
-    encode, decode, read_frame = speaking.encode, speaking.decode, speaking.read_frame
+    encode, decode, read_frame = speaking.encode, speaking.decode, speaking.FrameReader().read_frame
 
-    def read_exact(n):
-        parts, left = [], n
-        while left:
-            chunk = read(fd, min(left, 1 << 20))
-            if not chunk:
-                raise EOFError
-            parts.append(chunk)
-            left -= len(chunk)
-        return b"".join(parts)
+    def fill(view):
+        return read_into(fd, [view[:1 << 20]])
 
     def send(obj):
         view = memoryview(encode(obj))
@@ -64,7 +57,7 @@ def endpoints(fd, speaking=wire, read=os.read, write=os.write):
             view = view[write(fd, view):]
 
     def receive():
-        return decode(*read_frame(read_exact))
+        return decode(*read_frame(fill))
 
     return send, receive
 
