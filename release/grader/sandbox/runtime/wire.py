@@ -25,8 +25,9 @@ MAGIC = b"AW12"
 PREFIX = struct.Struct(">4sIQ")
 # What one frame may carry, sized to the checks: the largest reply of a whole grading (correct and
 # wrong submissions alike) is a 0.7 KiB header and a 384 KiB payload.  A larger frame is refused
-# from its 16-byte prefix, before any of it is read, so what one reply can make the judge hold is
-# bounded (JUDGE_FRAME_BYTES; measured in tests/test_hostile.py and `make bench`).  The caps come
+# from its 16-byte prefix, before anything is made for its body (at most the reader's one chunk
+# of it has been read: FrameReader), so what one reply can make the judge hold is bounded
+# (JUDGE_FRAME_BYTES; measured in tests/test_hostile.py and `make bench`).  The caps come
 # from the judge's memory target (350 MiB under any submission, issue 24): a judge grading the
 # reference peaks at ~260 MiB and a check may hold two frames at once (a call made twice), so two
 # frames must fit in ~90 MiB.  8 MiB of payload is still 20x the largest reply seen (a wrong
