@@ -552,6 +552,10 @@ def test_judges_take_the_usable_cores_in_turn(monkeypatch):
     from grader.batch import dispatch
 
     monkeypatch.setattr(dispatch.os, "sched_getaffinity", lambda pid: {5, 2, 7})
+    monkeypatch.setattr(dispatch, "usable_cores", lambda: 3)
     assert [dispatch.judge_core(n) for n in range(1, 6)] == [2, 5, 7, 2, 5]
+    monkeypatch.setattr(dispatch, "usable_cores", lambda: 2)  # a quota of 2 of the 3: unpinned
+    assert dispatch.judge_core(1) is None
     monkeypatch.setattr(dispatch.os, "sched_getaffinity", lambda pid: {3})
+    monkeypatch.setattr(dispatch, "usable_cores", lambda: 1)
     assert dispatch.judge_core(1) is None  # one core: nothing to choose

@@ -346,12 +346,16 @@ def judge_core(number):
     through another core's wake-up for each of the 75 round trips of a submission (measured here:
     a round trip of two processes on one core 5 us of CPU each, on two cores 18 us each; a class of
     200, 8 alternating runs: 16.8 s pinned, 17.6 s not, median).  Nothing depends on it: a process
-    that may not be pinned runs where the kernel puts it."""
+    that may not be pinned runs where the kernel puts it.  Not where a CPU quota gives fewer
+    cores than the mask names (a container's share of a host: which of the host's cores are
+    free is the kernel's to know)."""
     try:
         cores = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return None
-    return cores[(number - 1) % len(cores)] if len(cores) > 1 else None
+    if len(cores) < 2 or usable_cores() < len(cores):
+        return None
+    return cores[(number - 1) % len(cores)]
 
 
 def tasks_per_judge():
