@@ -21,6 +21,7 @@ from grader import collector, words
 from grader.batch import siblings
 from grader.batch.records import FORMAT, write_student
 from grader.judge import serving
+from grader.sandbox.runtime import facts
 
 PROBE_T = 5  # the T of the attend checks whose judged weights the page draws
 
@@ -136,7 +137,9 @@ def judge_main(argv):
     # The batch's first judge forks its siblings once it has imported (siblings.py); each of
     # them goes on from here with its own config.
     config, wait_for_siblings = siblings.start_siblings(json.loads(argv[0]))
-    _pin(config.get("core"))  # before any thread: each one it starts runs there too
+    # On its core (dispatch.judge_core) before any thread: each one it starts runs there too, and
+    # so do the workers it starts itself; a forked worker is asked to by its spawn request.
+    facts.pin_to(config.get("core"))
     answers = serving.reply_channel()
     if config.get("sibling"):
         _answer(answers, {"pid": os.getpid()})  # for the parent, whose child it is not
@@ -167,18 +170,6 @@ def judge_main(argv):
     # teardown (a full collection and torch's unloading took ~0.9 s of CPU per judge, at the end
     # of every batch).
     return 0
-
-
-def _pin(core):
-    """This judge on its core (dispatch.judge_core), with the workers it starts itself (a cold
-    worker, a zygote of its own: children inherit it); a forked worker is asked to by its
-    spawn request.  Where it may not be pinned it runs anywhere, as before."""
-    if core is None:
-        return
-    try:
-        os.sched_setaffinity(0, {int(core)})
-    except (AttributeError, OSError, ValueError):
-        pass
 
 
 def _process_cpu():

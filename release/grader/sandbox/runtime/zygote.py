@@ -167,17 +167,6 @@ def run_worker(channel_fd, student_file, limits, torch):
     worker.serve(worker.Channel(channel_fd), student_file, torch)
 
 
-def pin_to(core):
-    """Run on `core` alone (its judge's: the two take turns), where the machine lets us; a core
-    that is not an int, or one this process may not use, leaves the child where it is."""
-    if type(core) is not int:
-        return
-    try:
-        os.sched_setaffinity(0, {core})
-    except (OSError, ValueError, OverflowError):
-        pass
-
-
 def child(request, fds, mode, closing, torch):
     """In the forked child: never returns."""
     code = 1
@@ -194,7 +183,7 @@ def child(request, fds, mode, closing, torch):
         for fd in (null, out_fd, err_fd):
             os.close(fd)
         os.setsid()  # its own process group: the zygote kills the whole group
-        pin_to(request.get("core"))
+        facts.pin_to(request.get("core"))
         limits, name = request["limits"], os.path.basename(request["student"])
         if mode == "plain":
             if os.geteuid() == 0:  # IPC and network of its own (an ordinary user may not, nor
