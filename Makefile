@@ -10,7 +10,7 @@ LANG_ARG ?= zh
 
 .PHONY: setup sandbox browser check watch hint submit grade batch gradescope demo release stubs test bench clean
 
-setup: $(VENV)/.installed $(VENV)/.bytecode
+setup: $(VENV)/.installed $(VENV)/.bytecode $(VENV)/etc/ipython/ipython_kernel_config.py
 
 # The instructor's venv: the student's requirements, Jupyter, nbgrader and the test tools.
 REQUIREMENTS := requirements.txt requirements-notebook.txt requirements-instructor.txt requirements-dev.txt
@@ -25,6 +25,12 @@ $(VENV)/.installed: $(REQUIREMENTS)
 $(VENV)/.bytecode: $(VENV)/.installed $(wildcard grader/*.py grader/*/*.py grader/*/*/*.py grader/*/*/*/*.py)
 	@$(PY) -m grader.tools.bytecode >&2 || echo "bytecode not written: each run compiles the kit (slower, the same grades)" >&2
 	@touch $@
+
+# IPython reads the venv's etc/ipython/ as each of its kernels starts: a kernel beside the kit
+# (the exercise's notebook) starts the kit's judge there, not at the notebook's first cell.
+$(VENV)/etc/ipython/ipython_kernel_config.py: grader/tools/ipython_kernel_config.py $(VENV)/.installed
+	@mkdir -p $(@D)
+	@cp $< $@
 
 # bubblewrap gives the grader a real sandbox; without it the grader falls back to a plain
 # subprocess with resource limits and says so.  Installed only where we are root with apt.

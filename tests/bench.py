@@ -168,7 +168,8 @@ def student_notebook(folder):
     from grader.authoring import notebook_build, release
 
     bundle = release.build_release(os.path.join(folder, "bundle"))
-    # What the bundle's `make notebook` sets up before JupyterLab starts: the kit's bytecode.
+    # What the bundle's `make notebook` sets up before JupyterLab starts: the kit's bytecode (and
+    # the kernel config that starts the judge with the kernel: `make setup` put it in this venv).
     subprocess.run([PY, "-m", "grader.tools.bytecode"], cwd=bundle, check=True,
                    stdout=subprocess.DEVNULL)
     with open(os.path.join(bundle, "attention.ipynb"), encoding="utf-8") as handle:
