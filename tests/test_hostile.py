@@ -541,25 +541,14 @@ def test_a_frame_over_the_caps_is_refused_from_its_prefix_and_one_at_the_caps_is
     import tracemalloc
 
     import torch
+    from test_wire import stream  # fill(view) over bytes, each read's room noted
 
     asked = []
-
-    def reader(frame):
-        data = bytearray(frame)
-
-        def fill(view):
-            asked.append(len(view))
-            n = min(len(view), len(data))
-            view[:n] = data[:n]
-            del data[:n]
-            return n
-        return fill
-
     for header_len, payload_len in ((wire.MAX_HEADER + 1, 0), (10, wire.MAX_PAYLOAD + 1)):
         asked.clear()
         frame = wire.PREFIX.pack(wire.MAGIC, header_len, payload_len) + b"{" * 100
         with pytest.raises(wire.ProtocolError, match="too large"):
-            wire.FrameReader().read_frame(reader(frame))
+            wire.FrameReader().read_frame(stream(frame, asked=asked))
         assert asked == [wire.CHUNK]  # one read of the reader's own chunk, nothing sized by it
     with pytest.raises(wire.ProtocolError, match="too large to send"):
         wire.encode({"ok": torch.zeros(wire.MAX_PAYLOAD // 4 + 1)})  # the worker's side refuses too
@@ -567,7 +556,7 @@ def test_a_frame_over_the_caps_is_refused_from_its_prefix_and_one_at_the_caps_is
                                          [[]] * (wire.MAX_HEADER // 4 - 64))})
     tracemalloc.start()
     try:
-        reply = wire.decode(*wire.FrameReader().read_frame(reader(frame)), expect_id=1)
+        reply = wire.decode(*wire.FrameReader().read_frame(stream(frame)), expect_id=1)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
