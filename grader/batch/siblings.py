@@ -123,6 +123,11 @@ def start_siblings(config):
     return config, _start(config, siblings, fds)
 
 
+def _own_config(config, sibling, how):
+    """A sibling's config: the first judge's, with the sibling's own zygote socket and core."""
+    return dict(config, zygote=sibling.get("zygote"), core=sibling.get("core"), sibling=how)
+
+
 def _fds(sibling):
     return [sibling["stdin"], sibling["stdout"]] + (
         [sibling["zygote"]["fd"]] if sibling.get("zygote") else [])
@@ -141,8 +146,7 @@ def _fork(config, siblings, fds):
             for fd in fds:
                 if fd != own:
                     os.close(fd)
-            return dict(config, zygote=sibling.get("zygote"), core=sibling.get("core"),
-                        sibling="forked"), lambda: None
+            return _own_config(config, sibling, "forked"), lambda: None
         pids.append(pid)
     for fd in fds:  # the siblings hold them now: their ends are the parent's EOF for them
         os.close(fd)
@@ -159,8 +163,7 @@ def _fork(config, siblings, fds):
 def _start(config, siblings, fds):
     procs = []
     for sibling in siblings:
-        own = dict(config, zygote=sibling.get("zygote"), core=sibling.get("core"),
-                   sibling="started")
+        own = _own_config(config, sibling, "started")
         procs.append(subprocess.Popen(
             [sys.executable, "-c", JUDGE_CODE, json.dumps(own)], stdin=sibling["stdin"],
             stdout=sibling["stdout"], pass_fds=[sibling["zygote"]["fd"]] if own["zygote"] else (),
