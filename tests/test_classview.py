@@ -223,23 +223,55 @@ def test_fingerprints_made_during_the_grading_give_the_same_figures(tmp_path):
     found = _entries_of(tmp_path / "class", texts)
     hashes = {similarity.code_hash(t) for t in texts.values()}
     early = ahead.Fingerprints.start(str(tmp_path / "out"), found)
-    made, figured = early.collect()  # asked to stop at once: whatever it made must be right
-    assert set(made) <= hashes
+    made = early.collect()  # asked to stop at once: whatever it made must be right
+    assert set(made.prints) <= hashes and made.analysis is None  # no threshold, no analysis
     early = ahead.Fingerprints.start(str(tmp_path / "out"), found)
     _wait_until_ended(early.pid)  # let it finish (not reaped: collect() does that)
-    made, figured = early.collect()
-    assert set(made) == hashes
-    assert set(figured) == {f"{a}:{b}" for a, b in similarity.pair_keys(hashes)}
+    made = early.collect()
+    assert set(made.prints) == hashes and made.analysis is None
+    assert set(made.figured) == {f"{a}:{b}" for a, b in similarity.pair_keys(hashes)}
     for entry in found:  # each student's code kept by it, for the parent to read back
         kept = similarity.read_source(str(tmp_path / "out"), entry.student)
-        assert kept["digest"] == entry.digest and kept["hash"] in made
+        assert kept["digest"] == entry.digest and kept["hash"] in made.prints
     sources = [similarity.keep_source(str(tmp_path / "out"), e) for e in found]
     alone = similarity.analyse(str(tmp_path / "one"), sources)
-    given = similarity.analyse(str(tmp_path / "two"), sources, prints=made, figured=figured)
+    given = similarity.analyse(str(tmp_path / "two"), sources, prints=made.prints,
+                               figured=made.figured)
     assert given["computed"] == alone["computed"]
     assert given["rows"] == alone["rows"] and given["groups"] == alone["groups"]
     assert given["pairs"] == alone["pairs"]
     assert any(r["flagged"] for r in given["rows"])  # the disguised copy is found
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="made ahead on Linux only")
+def test_the_analysis_made_during_the_grading_is_the_one_made_after_it(tmp_path):
+    """Given the threshold, the fingerprinter goes on to the analysis and the similarity CSV:
+    the very ones analyse() and the CSV writer make of the same codes afterwards, the parent
+    needing no fingerprint (copydetect is not imported to read them).  They are taken only for
+    the same sources at the same threshold: a student left out (an entry the grading wrote no
+    record for), another code for a student, or another threshold, and the parent makes its own."""
+    from grader.batch import ahead, classpage
+
+    texts = {n: (CORRECT / n).read_text(encoding="utf-8") for n in STYLES}
+    texts["copy.py"] = disguise(texts[STYLES[0]])
+    found = _entries_of(tmp_path / "class", texts)
+    early = ahead.Fingerprints.start(str(tmp_path / "out"), found, 0.7)
+    _wait_until_ended(early.pid)
+    made = early.collect()
+    assert made._prints is None  # nothing unpickled yet
+    sources = [similarity.read_source(str(tmp_path / "out"), e.student) for e in found]
+    view, table = made.analysis_for(sources, 0.7)
+    alone = similarity.analyse(str(tmp_path / "alone"), sources, 0.7)
+    assert table == classpage.similarity_csv(alone.pop("rows"))
+    assert view == alone and view["flagged"] >= 1 and view["pairs"][0]["regions"]
+    assert made._prints is None
+    assert made.analysis_for(sources[1:], 0.7) is None
+    assert made.analysis_for(sources, 0.8) is None
+    other = [dict(sources[0], hash="0" * 32)] + sources[1:]
+    assert made.analysis_for(other, 0.7) is None
+    cached = similarity.load_pairs(str(tmp_path / "out"),
+                                   similarity.settings_key(similarity.boilerplate_hashes()))
+    assert len(cached) == len(similarity.pair_keys({s["hash"] for s in sources}))
 
 
 def test_pairs_figured_ahead_in_runs_are_the_pairs_figured_at_once(tmp_path):
@@ -276,11 +308,14 @@ def test_a_fingerprint_record_cut_short_is_left_out():
     from grader.batch import ahead
 
     records = b"".join(len(d).to_bytes(8, "little") + d
-                       for d in (pickle.dumps(("print", "a", 1)), pickle.dumps(("print", "b", 2)),
-                                 pickle.dumps(("pairs", {"a:b": 3}))))
-    assert ahead._read(records) == ({"a": 1, "b": 2}, {"a:b": 3})
-    assert ahead._read(records[:-3]) == ({"a": 1, "b": 2}, {})
-    assert ahead._read(b"") == ({}, {})
+                       for d in (pickle.dumps(("print", "a", b"1")),
+                                 pickle.dumps(("print", "b", b"2")),
+                                 pickle.dumps(("pairs", {"a:b": 3})),
+                                 pickle.dumps(("analysis", [["s", "d", "a"]], 0.7, {}, "csv"))))
+    assert ahead._read(records) == ({"a": b"1", "b": b"2"}, {"a:b": 3},
+                                    ([["s", "d", "a"]], 0.7, {}, "csv"))
+    assert ahead._read(records[:-3]) == ({"a": b"1", "b": b"2"}, {"a:b": 3}, None)
+    assert ahead._read(b"") == ({}, {}, None)
 
 
 def test_the_class_figures_are_copydetects_on_the_whole_corpus():

@@ -1,15 +1,22 @@
-"""The near-copies' fingerprints and pairs, made while the class is graded.
+"""The near-copies' fingerprints, pairs and analysis, made while the class is graded.
 
 copydetect's tokenizer takes ~8 ms a file: 1.6 s of CPU for a class of 200, which used to come
 after the last submission was graded, and the figures of a class of 200 different codes (20,100
 pairs) another 0.4 s, while one core waited.  A process forked before the grading starts, at
 the lowest priority (nice 19), fingerprints the class's codes meanwhile, then figures their
-pairs (those the pairs cache lacks), PAIRS_PER_RECORD at a time.  When the grading is over it is
-told to stop after the code or the pairs in hand; the parent reads what it made, and
-similarity.analyse makes the rest as before (in --jobs processes).  It also keeps each student's
-code (similarity.keep_source, written atomically; the parent's own keep_source then reads it
-back instead of loading the entry again).  What it makes goes to a private temporary file the
-parent opened: records of ("print", code hash, fingerprint) and ("pairs", {cache key: figures}).
+pairs (those the pairs cache lacks), PAIRS_PER_RECORD at a time, then makes the analysis itself
+(similarity.analyse: rows, groups, the pairs shown side by side, the pairs cache saved) and the
+similarity table's CSV text, all of which depend on the code only.  When the grading is over it
+is told to stop after the code or the pairs in hand (an analysis under way is finished: the
+parent would make it again, no faster); the parent takes the analysis where it was made for
+the very sources the parent compares, and otherwise makes the rest from what was made
+(similarity.analyse, in --jobs processes).  It also keeps each student's code
+(similarity.keep_source, written atomically; the parent's own keep_source then reads it back
+instead of loading the entry again).  What it makes goes to a private temporary file the parent
+opened: records of ("print", code hash, the fingerprint pickled), ("pairs", {cache key:
+figures}) and ("analysis", sources key, threshold, the analysis without its rows, the CSV).
+A fingerprint is unpickled only when the parent needs it (copydetect's import, 0.1 s, which an
+analysis made ahead spares the class's last second).
 """
 import os
 import pickle
@@ -23,15 +30,16 @@ PAIRS_PER_RECORD = 2000  # pairs figured between two looks at the stop (~45 ms)
 
 
 class Fingerprints:
-    """start() a fingerprinter for `entries`; collect() stops it and returns {code hash: print}."""
+    """start() a fingerprinter for `entries`; collect() stops it and returns what it made."""
 
     def __init__(self, pid, results):
         self.pid, self.results = pid, results
 
     @classmethod
-    def start(cls, outdir, entries):
+    def start(cls, outdir, entries, threshold=None):
         """Fork the fingerprinter (Linux: it must be a fork made before any pipe, socket or
-        thread of the grading exists, so it holds none of them); None where it cannot."""
+        thread of the grading exists, so it holds none of them); None where it cannot.  With a
+        `threshold` it goes on to the analysis once every pair is figured."""
         if sys.platform != "linux" or not entries:
             return None
         results = tempfile.TemporaryFile(prefix="attn-prints-")
@@ -40,21 +48,18 @@ class Fingerprints:
         pid = os.fork()
         if pid == 0:
             try:
-                _fingerprint(outdir, entries, results.fileno())
+                _fingerprint(outdir, entries, results.fileno(), threshold)
             finally:
                 os._exit(0)  # never the parent's cleanup, nor a second flush of its buffers
         return cls(pid, results)
 
     def collect(self):
-        """Stop the fingerprinter after the code in hand and return what it made:
-        ({code hash: print}, {pair cache key: figures})."""
+        """Stop the fingerprinter after the code or the pairs in hand (or once its analysis is
+        made) and return what it made (Made)."""
         _end(self.pid, signal.SIGTERM)
-        from grader.batch import similarity
-
-        similarity.load_copydetect()  # what unpickling a print imports, without matplotlib (0.2 s)
         with self.results:
             self.results.seek(0)
-            return _read(self.results.read())
+            return Made(*_read(self.results.read()))
 
     def cancel(self):
         """Stop it now (the batch was interrupted); what it made is dropped."""
@@ -62,7 +67,39 @@ class Fingerprints:
         self.results.close()
 
 
-def _fingerprint(outdir, entries, fd):
+class Made:
+    """What the fingerprinter made: `figured` ({pair cache key: figures}), `prints` ({code hash:
+    fingerprint}, unpickled on first use) and the analysis, for analysis_for()."""
+
+    def __init__(self, pickled_prints, figured, analysis=None):
+        self._pickled, self._prints, self.figured = pickled_prints, None, figured
+        self.analysis = analysis
+
+    @property
+    def prints(self):
+        if self._prints is None:
+            from grader.batch import similarity
+
+            similarity.load_copydetect()  # what a print unpickles, without matplotlib (0.2 s)
+            self._prints = {code: pickle.loads(blob) for code, blob in self._pickled.items()}
+        return self._prints
+
+    def analysis_for(self, sources, threshold):
+        """(analysis without its rows, the similarity CSV) made ahead for these very `sources`
+        at this `threshold`; None where none was (the batch was too short) or it was made for
+        other sources (an entry whose record the grading did not write is left out here)."""
+        if self.analysis is None:
+            return None
+        key, made_at, view, table = self.analysis
+        return (view, table) if key == sources_key(sources) and made_at == threshold else None
+
+
+def sources_key(sources):
+    """Which codes an analysis compared: each student's, by its digest and code hash."""
+    return sorted([s["student"], s.get("digest"), s["hash"]] for s in sources)
+
+
+def _fingerprint(outdir, entries, fd, threshold=None):
     from grader.batch import similarity
 
     stopping = []
@@ -70,23 +107,41 @@ def _fingerprint(outdir, entries, fd):
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C is the parent's to handle
     os.nice(19)
     boilerplate = similarity.boilerplate_hashes()
-    prints = {}
+    prints, sources, figured = {}, [], {}
     for entry in entries:
         if stopping:
             return
         saved = similarity.keep_source(outdir, entry)  # the parent's keep_source reads it back
-        if saved is None or saved["hash"] in prints:
+        if saved is None:
+            continue
+        sources.append(saved)
+        if saved["hash"] in prints:
             continue
         prints[saved["hash"]] = similarity.fingerprint(saved["source"], boilerplate)
-        _write(fd, ("print", saved["hash"], prints[saved["hash"]]))
+        _write(fd, ("print", saved["hash"], pickle.dumps(prints[saved["hash"]])))
     cache = similarity.load_pairs(outdir, similarity.settings_key(boilerplate))
     index = similarity.hash_index(prints)
     todo = [(a, b) for a, b in similarity.pair_keys(prints) if f"{a}:{b}" not in cache]
     for chunk in _chunks(todo):
         if stopping:
             return
-        found = similarity.class_figures(prints, chunk, index)
-        _write(fd, ("pairs", {f"{a}:{b}": figures for (a, b), figures in found.items()}))
+        found = {f"{a}:{b}": figures
+                 for (a, b), figures in similarity.class_figures(prints, chunk, index).items()}
+        figured.update(found)
+        _write(fd, ("pairs", found))
+    if threshold is None or stopping:
+        return
+    _write(fd, ("analysis",) + _analysis(outdir, sources, threshold, prints, figured))
+
+
+def _analysis(outdir, sources, threshold, prints, figured):
+    """(sources key, threshold, the analysis without its rows, the similarity CSV): what the
+    parent would make of the same sources (gradebook._near_copies)."""
+    from grader.batch import classpage, similarity
+
+    view = similarity.analyse(outdir, sources, threshold, prints=prints, figured=figured)
+    table = classpage.similarity_csv(view.pop("rows"))
+    return sources_key(sources), threshold, view, table
 
 
 def _chunks(pairs, size=PAIRS_PER_RECORD):
@@ -110,9 +165,9 @@ def _write(fd, record):
 
 
 def _read(blob):
-    """({code hash: print}, {pair cache key: figures}) from the complete records of `blob` (a
-    record cut short by a kill is left out)."""
-    prints, pairs, at = {}, {}, 0
+    """({code hash: pickled print}, {pair cache key: figures}, the analysis record's fields or
+    None) from the complete records of `blob` (a record cut short by a kill is left out)."""
+    prints, pairs, analysis, at = {}, {}, None, 0
     while at + 8 <= len(blob):
         size = int.from_bytes(blob[at:at + 8], "little")
         if at + 8 + size > len(blob):
@@ -120,10 +175,12 @@ def _read(blob):
         record = pickle.loads(blob[at + 8:at + 8 + size])
         if record[0] == "print":
             prints[record[1]] = record[2]
-        else:
+        elif record[0] == "pairs":
             pairs.update(record[1])
+        else:
+            analysis = record[1:]
         at += 8 + size
-    return prints, pairs
+    return prints, pairs, analysis
 
 
 def _end(pid, how):

@@ -132,15 +132,13 @@ def run(args):
               "prefetch": max(0, args.prefetch), "fork_server": not args.cold_workers}
     jobs = max(1, args.jobs or default_jobs(len(todo)))  # an explicit --jobs is obeyed
     _announce(entries, todo, manifest, config, jobs)
-    answers, (prints, figured) = _grade_and_fingerprint(entries, todo, config, jobs,
-                                                        args.similarity)
+    answers, made = _grade_and_fingerprint(entries, todo, config, jobs, args.similarity)
     if answers is None:
         return 130
     for entry in entries:  # the code as the grader read it: the near-copies compare these
         keep_source(outdir, entry)
     records = [read_record(outdir, e.student) or _missing(e) for e in entries]
-    gradebook.write_class_outputs(outdir, records, args.lang, args.similarity, jobs, prints,
-                                  figured)
+    gradebook.write_class_outputs(outdir, records, args.lang, args.similarity, jobs, made)
     errors = [a for a in answers.values() if a["status"] == "error"]
     ungradable = sum(1 for r in records if r["status"] == "ungradable")
     print(f"{outdir}/gradebook.csv: {len(records)} rows ({ungradable} ungradable, "
@@ -167,18 +165,18 @@ def _announce(entries, todo, manifest, config, jobs):
 
 
 def _grade_and_fingerprint(entries, todo, config, jobs, threshold):
-    """(_grade's answers, (the near-copies' fingerprints, their pairs' figures) made while the
-    class was graded: ahead.py; (None, None) where there are no near-copies to find)."""
+    """(_grade's answers, what was made for the near-copies while the class was graded: an
+    ahead.Made, or None where there are no near-copies to find)."""
     early = None
     if todo and threshold is not None:
-        early = ahead.Fingerprints.start(config["outdir"], entries)
+        early = ahead.Fingerprints.start(config["outdir"], entries, threshold)
     try:
         answers = _grade(todo, config, jobs)
     except BaseException:
         if early:
             early.cancel()
         raise
-    return answers, early.collect() if early else (None, None)
+    return answers, early.collect() if early else None
 
 
 def _grade(todo, config, jobs):

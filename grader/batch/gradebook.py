@@ -240,25 +240,24 @@ def summary_html(summary, lang):
         head=classhtml.STYLE)
 
 
-def write_class_outputs(outdir, records, lang, threshold=None, jobs=1, prints=None,
-                        figured=None):
+def write_class_outputs(outdir, records, lang, threshold=None, jobs=1, made=None):
     """gradebook.csv, mistakes.csv, similarity.csv and the summary (JSON, Markdown, HTML), from
     the records with the folder's overrides applied; the pages of the students an override
-    touches (now or in its history) redrawn.  `prints` and `figured`: fingerprints and pairs'
-    figures made while the class was graded (ahead.py)."""
+    touches (now or in its history) redrawn.  `made`: what was made for the near-copies while
+    the class was graded (ahead.Made)."""
     the_rubric = rubric_module.load()
     items = overrides_module.load(outdir)
     history = overrides_module.load_history(outdir)
     records = [overrides_module.apply(r, items) for r in records]
-    near = None if threshold is None else _near_copies(outdir, records, threshold, jobs,
-                                                       prints, figured)
+    near, table = (None, None) if threshold is None else \
+        _near_copies(outdir, records, threshold, jobs, made)
     summary = summarize(the_rubric, records, near)
     summary["override_history"] = history
     write_atomic(os.path.join(outdir, "gradebook.csv"), gradebook_csv(the_rubric, records, lang))
     write_atomic(os.path.join(outdir, "mistakes.csv"),
                  classpage.mistakes_csv(summary, records, causes_of))
     if near is not None:
-        write_atomic(os.path.join(outdir, similarity.TABLE), classpage.similarity_csv(near["rows"]))
+        write_atomic(os.path.join(outdir, similarity.TABLE), table)
     write_atomic(os.path.join(outdir, "summary.json"),
                  json_text(summary, ensure_ascii=False, indent=1) + "\n")
     write_atomic(os.path.join(outdir, "summary.md"), summary_markdown(summary, lang))
@@ -270,15 +269,24 @@ def write_class_outputs(outdir, records, lang, threshold=None, jobs=1, prints=No
     return summary
 
 
-def _near_copies(outdir, records, threshold, jobs, prints=None, figured=None):
-    """The near-copies among the records whose code was kept (similarity/sources)."""
+def _near_copies(outdir, records, threshold, jobs, made=None):
+    """(the near-copies among the records whose code was kept (similarity/sources), the
+    similarity CSV): the analysis made while the class was graded where it is of these very
+    codes (ahead.py), else made here from what was made then."""
     sources = []
     for r in records:
         saved = similarity.read_source(outdir, r["student"])
         if saved is not None and saved.get("digest") == r.get("digest"):
             sources.append(saved)
-    return similarity.analyse(outdir, sources, threshold, log=sys.stderr, jobs=jobs,
-                              prints=prints, figured=figured)
+    early = made.analysis_for(sources, threshold) if made else None
+    if early is not None:
+        near, table = early
+        similarity.log_counts(sys.stderr, len(sources), near)
+        return near, table
+    near = similarity.analyse(outdir, sources, threshold, log=sys.stderr, jobs=jobs,
+                              prints=made.prints if made else None,
+                              figured=made.figured if made else None)
+    return near, classpage.similarity_csv(near["rows"])
 
 
 def _redraw_student(outdir, the_rubric, record, lang):

@@ -398,6 +398,11 @@ def group_figures(groups, rows):
     return out
 
 
+def log_counts(log, count, near):
+    print(f"similarity: {count} submissions, {near['computed']} pairs computed, "
+          f"{near['reused']} reused", file=log)
+
+
 def analyse(outdir, sources, threshold=THRESHOLD, log=None, jobs=1, prints=None, figured=None):
     """Every pair of `sources` (dicts from keep_source), the cache updated (`prints`: fingerprints
     already made, by code hash, and `figured`: pairs' figures, by cache key: ahead.py's); the
@@ -412,8 +417,7 @@ def analyse(outdir, sources, threshold=THRESHOLD, log=None, jobs=1, prints=None,
     save_pairs(outdir, settings, pairs)
     rows = pair_rows(sources, pairs, threshold)
     if log is not None:
-        print(f"similarity: {len(sources)} submissions, {computed} pairs computed, "
-              f"{len(pairs) - computed} reused", file=log)
+        log_counts(log, len(sources), {"computed": computed, "reused": len(pairs) - computed})
     by_student = {s["student"]: s for s in sources}
     flagged = [r for r in rows if r["flagged"]]
     groups = groups_of(rows)
