@@ -298,7 +298,7 @@ def make_class(folder, count, fixtures):
 
 
 SPEED_LINE = re.compile(
-    r"graded (\d+) in .*?peak memory: judge (\d+) MiB, worker (\d+) MiB; CPU per submission: "
+    r"graded (\d+) in ([\d.]+) s.*?peak memory: judge (\d+) MiB, worker (\d+) MiB; CPU per submission: "
     r"judge ([\d.]+) s \(checks ([\d.]+) s, pages ([\d.]+) s\) \+ worker ([\d.]+) s, after a start "
     r"of ([\d.]+) s per judge.*?calls into a worker per submission (\d+) in (\d+) round trips")
 
@@ -312,9 +312,11 @@ def run_batch(folder, out, *flags):
     found = SPEED_LINE.search(result.stderr)
     if result.returncode != 0 or not found:
         raise RuntimeError(result.stderr[-2000:])
-    keys = ("graded", "judge_mb", "worker_mb", "judge_cpu", "check_cpu", "page_cpu", "worker_cpu",
+    keys = ("graded", "grading_seconds", "judge_mb", "worker_mb", "judge_cpu", "check_cpu", "page_cpu", "worker_cpu",
             "startup_cpu", "calls", "round_trips")
-    return seconds, dict(zip(keys, map(float, found.groups())))
+    stats = dict(zip(keys, map(float, found.groups())))
+    stats["rest_seconds"] = seconds - stats["grading_seconds"]  # the start before, the outputs after
+    return seconds, stats
 
 
 def run_one_process_each(paths):
@@ -493,6 +495,9 @@ def bench_batch():
     figure("batch_per_submission_x", per_batch / floor,
            f"batch: {batch_seconds:.1f} s ({before:.1f} s before nbgrader's run, {after:.1f} s "
            f"after), {per_batch:.3f} s per submission = {per_batch / floor:.3f}x")
+    figure("batch_outside_grading", stats["rest_seconds"],
+           f"  of it outside the grading (the parent's start, the class outputs after the last "
+           f"submission): {stats['rest_seconds']:.2f} s (the grading's own time to 0.1 s)")
     figure("one_process_each_x", process_seconds / sample / floor,
            f"one `grader grade` process each (2 at a time): {process_seconds / sample:.2f} s per "
            f"submission = {process_seconds / sample / floor:.2f}x")

@@ -20,7 +20,8 @@ EXPECTED = {
     "watch_fork_worst_x", "watch_spare_worst_x", "notebook_x", "notebook_shutdown_x",
     "first_check_x", "later_check_x",
     # batch: throughput, memory, the CPU split
-    "batch_per_submission_x", "one_process_each_x", "nbgrader_x", "batch_vs_nbgrader",
+    "batch_per_submission_x", "batch_outside_grading", "one_process_each_x", "nbgrader_x",
+    "batch_vs_nbgrader",
     "judge_mb", "worker_mb", "cpu_per_reference", "cpu_per_submission", "cpu_judge", "cpu_checks",
     "cpu_pages", "cpu_worker", "cpu_training", "kernels_kit_vs_torch", "cpu_per_call",
     "calls_per_submission", "round_trips", "cpu_start",
