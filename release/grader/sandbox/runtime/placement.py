@@ -14,7 +14,6 @@ import contextlib
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 aten = torch.ops.aten
 # Operations that move values between devices, or index with CPU indices, as CUDA allows.
@@ -32,13 +31,32 @@ class SameDevice(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func not in CROSSES_DEVICES:
-            seen = {t.device.type for t in tree_leaves((args, kwargs))
-                    if isinstance(t, torch.Tensor) and (t.dim() > 0 or t.device.type != "cpu")}
+            seen = set()
+            _devices(args, seen)
+            if kwargs:
+                _devices(kwargs.values(), seen)
             if len(seen) > 1:
                 raise RuntimeError("Expected all tensors to be on the same device, but found at "
                                    f"least two devices, {' and '.join(sorted(seen, reverse=True))}!"
                                    f" (when checking the arguments of {func})")
         return func(*args, **kwargs)
+
+
+def _devices(items, seen):
+    """Add to `seen` the device of every tensor in `items` (lists, tuples and dicts followed:
+    what an operation's arguments hold) that counts for the rule: one of at least one axis, or
+    a 0-dim one off the CPU.  By hand, not torch's tree_leaves: the rule runs on every operation
+    on `meta`, and tree_leaves' generic walk was half of its cost (a block's forward on meta:
+    1.26 ms with it, 0.95 ms with this, 0.84 ms with no rule at all)."""
+    for item in items:
+        if isinstance(item, torch.Tensor):
+            device = item.device.type
+            if device != "cpu" or item.dim() > 0:
+                seen.add(device)
+        elif isinstance(item, (list, tuple)):
+            _devices(item, seen)
+        elif isinstance(item, dict):
+            _devices(item.values(), seen)
 
 
 def device_rule(device):
