@@ -274,6 +274,36 @@ def test_the_analysis_made_during_the_grading_is_the_one_made_after_it(tmp_path)
     assert len(cached) == len(similarity.pair_keys({s["hash"] for s in sources}))
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="made ahead on Linux only")
+def test_a_stop_during_the_analysis_waits_for_it(tmp_path, monkeypatch):
+    """The grading ends while the fingerprinter makes the analysis: the parent waits for it
+    past the usual STOP_SECONDS (making it again would be no faster) and takes it."""
+    import time
+
+    from grader.batch import ahead
+
+    real = similarity.analyse
+
+    def slow(*args, **kwargs):  # in the forked fingerprinter: longer than the stop allows
+        time.sleep(1.0)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(similarity, "analyse", slow)
+    monkeypatch.setattr(ahead, "STOP_SECONDS", 0.2)
+    texts = {n: (CORRECT / n).read_text(encoding="utf-8") for n in STYLES[:3]}
+    found = _entries_of(tmp_path / "class", texts)
+    early = ahead.Fingerprints.start(str(tmp_path / "out"), found, 0.7)
+    deadline = time.monotonic() + 120
+    while not ahead._analysing(early.results.fileno()):
+        assert time.monotonic() < deadline, "the fingerprinter never began its analysis"
+        time.sleep(0.01)
+    began = time.monotonic()
+    made = early.collect()
+    assert time.monotonic() - began > 0.2  # waited past STOP_SECONDS
+    sources = [similarity.read_source(str(tmp_path / "out"), e.student) for e in found]
+    assert made.analysis_for(sources, 0.7) is not None
+
+
 def test_pairs_figured_ahead_in_runs_are_the_pairs_figured_at_once(tmp_path):
     """The fingerprinter figures the pairs in runs (it stops between two), each from one index
     of the whole class: the figures are those of one call over every pair; a pair the cache
@@ -316,6 +346,9 @@ def test_a_fingerprint_record_cut_short_is_left_out():
                                     ([["s", "d", "a"]], 0.7, {}, "csv"))
     assert ahead._read(records[:-3]) == ({"a": b"1", "b": b"2"}, {"a:b": 3}, None)
     assert ahead._read(b"") == ({}, {}, None)
+    analysing = pickle.dumps(("analysing",))
+    marked = len(analysing).to_bytes(8, "little") + analysing
+    assert ahead._read(marked) == ({}, {}, None)  # an analysis begun is no analysis
 
 
 def test_the_class_figures_are_copydetects_on_the_whole_corpus():

@@ -26,6 +26,9 @@ import tempfile
 import time
 
 STOP_SECONDS = 10.0  # to finish the code in hand once asked to stop, before it is killed
+# An analysis under way when the grading ends is waited for (the parent would only make it
+# again): this much longer, a bound for a fingerprinter gone wrong, not a time it should take.
+ANALYSIS_SECONDS = 300.0
 PAIRS_PER_RECORD = 2000  # pairs figured between two looks at the stop (~45 ms)
 
 
@@ -56,7 +59,7 @@ class Fingerprints:
     def collect(self):
         """Stop the fingerprinter after the code or the pairs in hand (or once its analysis is
         made) and return what it made (Made)."""
-        _end(self.pid, signal.SIGTERM)
+        _end(self.pid, signal.SIGTERM, lambda: _analysing(self.results.fileno()))
         with self.results:
             self.results.seek(0)
             return Made(*_read(self.results.read()))
@@ -131,6 +134,7 @@ def _fingerprint(outdir, entries, fd, threshold=None):
         _write(fd, ("pairs", found))
     if threshold is None or stopping:
         return
+    _write(fd, ("analysing",))  # from here a stop waits for the analysis (_end)
     _write(fd, ("analysis",) + _analysis(outdir, sources, threshold, prints, figured))
 
 
@@ -164,32 +168,46 @@ def _write(fd, record):
         view = view[os.write(fd, view):]
 
 
-def _read(blob):
-    """({code hash: pickled print}, {pair cache key: figures}, the analysis record's fields or
-    None) from the complete records of `blob` (a record cut short by a kill is left out)."""
-    prints, pairs, analysis, at = {}, {}, None, 0
+def _records(blob):
+    """The complete records of `blob`, in order (a record cut short by a kill is left out)."""
+    at = 0
     while at + 8 <= len(blob):
         size = int.from_bytes(blob[at:at + 8], "little")
         if at + 8 + size > len(blob):
-            break
-        record = pickle.loads(blob[at + 8:at + 8 + size])
+            return
+        yield pickle.loads(blob[at + 8:at + 8 + size])
+        at += 8 + size
+
+
+def _read(blob):
+    """({code hash: pickled print}, {pair cache key: figures}, the analysis record's fields or
+    None) from the complete records of `blob`."""
+    prints, pairs, analysis = {}, {}, None
+    for record in _records(blob):
         if record[0] == "print":
             prints[record[1]] = record[2]
         elif record[0] == "pairs":
             pairs.update(record[1])
-        else:
+        elif record[0] == "analysis":
             analysis = record[1:]
-        at += 8 + size
     return prints, pairs, analysis
 
 
-def _end(pid, how):
-    """Signal the fingerprinter and reap it (killed if it has not ended within STOP_SECONDS)."""
+def _analysing(fd):
+    """Whether the fingerprinter, still writing to `fd`, is making the analysis: read with
+    pread, which leaves the file offset the two processes share where the writer has it."""
+    kinds = [record[0] for record in _records(os.pread(fd, os.fstat(fd).st_size, 0))]
+    return "analysing" in kinds and "analysis" not in kinds
+
+
+def _end(pid, how, analysing=lambda: False):
+    """Signal the fingerprinter and reap it: killed if it has not ended within STOP_SECONDS, or
+    ANALYSIS_SECONDS more where `analysing()` says it is making the analysis."""
     try:
         os.kill(pid, how)
     except OSError:
         pass
-    deadline = time.monotonic() + STOP_SECONDS
+    deadline, extended = time.monotonic() + STOP_SECONDS, False
     while True:
         try:
             done, _ = os.waitpid(pid, os.WNOHANG)
@@ -197,7 +215,10 @@ def _end(pid, how):
             return
         if done:
             return
-        if time.monotonic() > deadline:
+        if time.monotonic() > deadline and not extended and how != signal.SIGKILL \
+                and analysing():
+            deadline, extended = deadline + ANALYSIS_SECONDS, True
+        elif time.monotonic() > deadline:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
