@@ -298,9 +298,10 @@ def make_class(folder, count, fixtures):
 
 
 SPEED_LINE = re.compile(
-    r"graded (\d+) in ([\d.]+) s.*?peak memory: judge (\d+) MiB, worker (\d+) MiB; CPU per submission: "
-    r"judge ([\d.]+) s \(checks ([\d.]+) s, pages ([\d.]+) s\) \+ worker ([\d.]+) s, after a start "
-    r"of ([\d.]+) s per judge.*?calls into a worker per submission (\d+) in (\d+) round trips")
+    r"graded (\d+) in ([\d.]+) s.*?peak memory: judge (\d+) MiB, worker (\d+) MiB; "
+    r"CPU per submission: judge ([\d.]+) s \(checks ([\d.]+) s, pages ([\d.]+) s\) "
+    r"\+ worker ([\d.]+) s, after a start of ([\d.]+) s per judge"
+    r".*?calls into a worker per submission (\d+) in (\d+) round trips")
 
 
 def run_batch(folder, out, *flags):
@@ -312,10 +313,11 @@ def run_batch(folder, out, *flags):
     found = SPEED_LINE.search(result.stderr)
     if result.returncode != 0 or not found:
         raise RuntimeError(result.stderr[-2000:])
-    keys = ("graded", "grading_seconds", "judge_mb", "worker_mb", "judge_cpu", "check_cpu", "page_cpu", "worker_cpu",
-            "startup_cpu", "calls", "round_trips")
+    keys = ("graded", "grading_seconds", "judge_mb", "worker_mb", "judge_cpu", "check_cpu",
+            "page_cpu", "worker_cpu", "startup_cpu", "calls", "round_trips")
     stats = dict(zip(keys, map(float, found.groups())))
-    stats["rest_seconds"] = seconds - stats["grading_seconds"]  # the start before, the outputs after
+    # outside the grading: the parent's start before it, the class outputs after it
+    stats["rest_seconds"] = seconds - stats["grading_seconds"]
     return seconds, stats
 
 
