@@ -14,7 +14,8 @@ the very sources the parent compares, and otherwise makes the rest from what was
 (similarity.keep_source, written atomically; the parent's own keep_source then reads it back
 instead of loading the entry again).  What it makes goes to a private temporary file the parent
 opened: records of ("print", code hash, the fingerprint pickled), ("pairs", {cache key:
-figures}) and ("analysis", sources key, threshold, the analysis without its rows, the CSV).
+figures}), ("analysing",) as the analysis begins (what a stop looks for: _end) and ("analysis",
+sources key, threshold, the analysis without its rows, the CSV).
 A fingerprint is unpickled only when the parent needs it (copydetect's import, 0.1 s, which an
 analysis made ahead spares the class's last second).
 """
