@@ -376,6 +376,61 @@ def test_the_class_figures_are_copydetects_on_the_whole_corpus():
     assert similarity.class_figures({0: prints[0], 5: prints[5]}, [(0, 5)])[0, 5] == quick[0, 5]
 
 
+def test_codes_with_the_same_fingerprint_are_figured_once_and_alike():
+    """A copy whose names, comments and spacing alone were changed has the fingerprint of its
+    original: the two are figured as one code, and every pair gets the figures compare() gives
+    it, the pair of the two included (the figures of a code with itself)."""
+    texts = [(CORRECT / n).read_text(encoding="utf-8") for n in STYLES[:3]]
+    renamed = re.sub(r"#[^\n]*", "# mine", texts[0].replace("scores", "logits"))
+    texts += [renamed, renamed.replace(" = ", "  =  ") + "\n# the end\n", texts[1]]
+    boilerplate = similarity.boilerplate_hashes()
+    prints = {f"c{i}": similarity.fingerprint(t, boilerplate) for i, t in enumerate(texts)}
+    same_as = similarity.hash_index(prints)[0]
+    assert same_as == {"c0": "c0", "c1": "c1", "c2": "c2", "c3": "c0", "c4": "c0", "c5": "c1"}
+    pairs = similarity.pair_keys(prints)
+    quick = similarity.class_figures(prints, pairs)
+    for a, b in pairs:
+        full = similarity.compare(prints[a], prints[b])
+        assert (quick[a, b]["share"], quick[a, b]["shared"]) == (full["share"], full["shared"])
+    assert quick["c3", "c4"] == quick["c0", "c0"]
+    assert quick["c2", "c3"]["share"] == quick["c0", "c2"]["share"][::-1]
+    quick["c0", "c3"]["share"][0] = -1.0  # each pair's figures are its own
+    assert quick["c0", "c4"]["share"][0] != -1.0
+
+
+def test_the_rows_come_most_similar_first_then_by_the_two_ids():
+    """pair_rows' order is (similarity descending, a, b), ties included: three codes, two of
+    them the same, for five students."""
+    texts = [(CORRECT / n).read_text(encoding="utf-8") for n in STYLES[:2]]
+    sources = [a_source(s, t) for s, t in (("e", texts[0]), ("b", texts[1]), ("d", texts[0]),
+                                           ("a", texts[1]), ("c", texts[0]))]
+    boilerplate = similarity.boilerplate_hashes()
+    pairs, _ = similarity.all_pairs(sources, {}, boilerplate, {})
+    rows = similarity.pair_rows(sources, pairs, 0.7)
+    assert len(rows) == 10
+    assert rows == sorted(rows, key=lambda r: (-r["similarity"], r["a"], r["b"]))
+    assert [(r["a"], r["b"]) for r in rows[:4]] == [("a", "b"), ("c", "d"), ("c", "e"),
+                                                     ("d", "e")]
+    ab = rows[0]
+    assert ab["share_a"] == ab["share_b"] == ab["similarity"] == 1.0 and ab["flagged"]
+
+
+def test_group_figures_count_each_groups_own_flagged_pairs():
+    rows = [{"a": "a", "b": "b", "similarity": 0.99, "flagged": True},
+            {"a": "c", "b": "d", "similarity": 0.95, "flagged": True},
+            {"a": "b", "b": "c", "similarity": 0.9, "flagged": False},
+            {"a": "a", "b": "e", "similarity": 0.8, "flagged": True},
+            {"a": "b", "b": "e", "similarity": 0.75, "flagged": True},
+            {"a": "c", "b": "e", "similarity": 0.72, "flagged": False}]
+    groups = similarity.groups_of(rows)
+    assert groups == [["a", "b", "e"], ["c", "d"]]
+    assert similarity.group_figures(groups, rows) == [
+        {"members": ["a", "b", "e"], "pairs": 3, "strongest": 0.99, "weakest": 0.75,
+         "pair": ["a", "b"]},
+        {"members": ["c", "d"], "pairs": 1, "strongest": 0.95, "weakest": 0.95,
+         "pair": ["c", "d"]}]
+
+
 # -- root causes --------------------------------------------------------------------------------
 def card(check, *keys, follows=None):
     exercise = {"attend": "attend", "module": "CausalSelfAttention", "split_heads": "split_heads",

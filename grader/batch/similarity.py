@@ -21,6 +21,7 @@ lacks.
 """
 import hashlib
 import json
+import operator
 import os
 import re
 import sys
@@ -145,25 +146,48 @@ def class_figures(prints, pairs, index=None):
     the length of the union of the k-long runs at the positions of its k-grams whose hash the
     other side holds (copydetect's slices, summed); it is found for all the partners of a code
     together (overlaps), in a tenth of the time of one comparison per pair: a class of 200
-    different files has 20,000 pairs.  The regions, which only the pairs shown side by side
-    need, are left to compare().  `index`: hash_index(prints), where it is built once for many
-    calls."""
-    lengths = overlaps(prints, [(a, b) for a, b in pairs] + [(b, a) for a, b in pairs], index)
-    found = {}
+    different files has 20,000 pairs.  Codes whose fingerprints are the same (a copy whose names,
+    comments or spacing were changed, the stub handed in twice) are figured once: their figures
+    depend on nothing else.  The regions, which only the pairs shown side by side need, are left
+    to compare().  `index`: hash_index(prints), where it is built once for many calls."""
+    index = index or hash_index(prints)
+    same_as = index[0]
+    asked = {(same_as[a], same_as[b]) for a, b in pairs}
+    lengths = overlaps(prints, [*asked, *((b, a) for a, b in asked)], index)
+    figured, found = {}, {}
     for a, b in pairs:
-        shares = [length / fp.token_coverage if length and len(fp.filtered_code) > 0 else 0
-                  for fp, length in ((prints[a], lengths[a, b]), (prints[b], lengths[b, a]))]
-        found[a, b] = {"share": [round(float(x), 4) for x in shares],
-                       "shared": int(lengths[a, b])}
+        pair = same_as[a], same_as[b]
+        share, shared = figured.get(pair) or figured.setdefault(pair, _figures(prints, lengths,
+                                                                                *pair))
+        found[a, b] = {"share": list(share), "shared": shared}
     return found
 
 
+def _figures(prints, lengths, a, b):
+    """((a's share, b's share), the length of a's code that b holds) of two codes."""
+    shares = [length / fp.token_coverage if length and len(fp.filtered_code) > 0 else 0
+              for fp, length in ((prints[a], lengths[a, b]), (prints[b], lengths[b, a]))]
+    return tuple(round(float(x), 4) for x in shares), int(lengths[a, b])
+
+
+def same_fingerprints(prints):
+    """{code: the first code, in sorted order, whose fingerprint is the same as its own}."""
+    first = {}
+    return {code: first.setdefault((prints[code].filtered_code, prints[code].k,
+                                    prints[code].kit_hashes.tobytes(),
+                                    prints[code].kit_positions.tobytes()), code)
+            for code in sorted(prints)}
+
+
 def hash_index(prints):
-    """Which codes hold each k-gram hash: (row of each code, the hashes sorted, the codes' rows
-    by hash id, where each hash id's holders start): overlaps' index, ~23 ms for 200 codes."""
+    """Which codes hold each k-gram hash, one code for each fingerprint (same_fingerprints):
+    (the code figured for each code, row of each code figured, the hashes sorted, the codes'
+    rows by hash id, where each hash id's holders start): overlaps' index, ~23 ms for 200
+    codes."""
     import numpy as np
 
-    codes = sorted(prints)
+    same_as = same_fingerprints(prints)
+    codes = sorted(set(same_as.values()))
     row_of = {code: i for i, code in enumerate(codes)}
     held_by_code = [np.unique(prints[code].kit_hashes) for code in codes]
     vocabulary = np.unique(np.concatenate(held_by_code)) if codes else np.zeros(0, np.int64)
@@ -173,15 +197,16 @@ def hash_index(prints):
     order = np.argsort(ids, kind="stable")
     holders = owners[order]  # the codes holding each hash, by hash id
     first = np.searchsorted(ids[order], np.arange(len(vocabulary) + 1))  # hash id -> holders
-    return row_of, vocabulary, holders, first
+    return same_as, row_of, vocabulary, holders, first
 
 
 def overlaps(prints, pairs, index=None):
     """{(a, b): how much of a's code b's holds} (see class_figures), by code a: one boolean
-    matrix, partners by a's k-gram positions, from an index of which codes hold each hash."""
+    matrix, partners by a's k-gram positions, from an index of which codes hold each hash (a
+    and b among the codes it figures: index[0]'s values)."""
     import numpy as np
 
-    row_of, vocabulary, holders, first = index or hash_index(prints)
+    _, row_of, vocabulary, holders, first = index or hash_index(prints)
     partners = {}
     for a, b in pairs:
         partners.setdefault(a, []).append(b)
@@ -339,18 +364,24 @@ def _fingerprint_at(i):
 
 
 def pair_rows(sources, pairs, threshold):
-    """One row per two students, the most similar first."""
+    """One row per two students, the most similar first (then by the two ids)."""
     by_student = sorted(sources, key=lambda s: s["student"])
+    ids, hashes = [s["student"] for s in by_student], [s["hash"] for s in by_student]
     rows = []
-    for i, a in enumerate(by_student):
-        for b in by_student[i + 1:]:
-            first, second = sorted((a, b), key=lambda s: s["hash"])
-            found = pairs[f"{first['hash']}:{second['hash']}"]
-            share = found["share"] if first is a else found["share"][::-1]  # rows: id order
-            rows.append({"a": a["student"], "b": b["student"], "similarity": max(share),
-                         "share_a": share[0], "share_b": share[1], "shared": found["shared"],
-                         "flagged": max(share) >= threshold and found["shared"] >= MIN_SHARED})
-    rows.sort(key=lambda r: (-r["similarity"], r["a"], r["b"]))
+    for i, (a, hash_a) in enumerate(zip(ids, hashes)):
+        for b, hash_b in zip(ids[i + 1:], hashes[i + 1:]):
+            if hash_a <= hash_b:  # the cache's key names the smaller hash first
+                found = pairs[f"{hash_a}:{hash_b}"]
+                share_a, share_b = found["share"]
+            else:
+                found = pairs[f"{hash_b}:{hash_a}"]
+                share_b, share_a = found["share"]
+            similarity = max(share_a, share_b)
+            rows.append({"a": a, "b": b, "similarity": similarity, "share_a": share_a,
+                         "share_b": share_b, "shared": found["shared"],
+                         "flagged": similarity >= threshold and found["shared"] >= MIN_SHARED})
+    # made in the ids' order: a stable sort by similarity alone keeps it among equal figures
+    rows.sort(key=operator.itemgetter("similarity"), reverse=True)
     return rows
 
 
@@ -388,10 +419,13 @@ def groups_of(rows):
 def group_figures(groups, rows):
     """Per group: its members, how many flagged pairs it holds, the strongest and weakest of
     them and which pair is the strongest (the one shown side by side)."""
+    group_of = {student: i for i, members in enumerate(groups) for student in members}
+    inside = [[] for _ in groups]  # each group's flagged pairs, in the rows' order
+    for r in rows:  # one pass over the rows: a class of 1000 has 500,500 of them
+        if r["flagged"] and group_of.get(r["a"], -1) == group_of.get(r["b"], -2):
+            inside[group_of[r["a"]]].append(r)
     out = []
-    for members in groups:
-        inside = set(members)
-        flagged = [r for r in rows if r["flagged"] and r["a"] in inside and r["b"] in inside]
+    for members, flagged in zip(groups, inside):
         out.append({"members": members, "pairs": len(flagged),
                     "strongest": flagged[0]["similarity"], "weakest": flagged[-1]["similarity"],
                     "pair": [flagged[0]["a"], flagged[0]["b"]]})
