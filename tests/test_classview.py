@@ -385,7 +385,7 @@ def test_codes_with_the_same_fingerprint_are_figured_once_and_alike():
     texts += [renamed, renamed.replace(" = ", "  =  ") + "\n# the end\n", texts[1]]
     boilerplate = similarity.boilerplate_hashes()
     prints = {f"c{i}": similarity.fingerprint(t, boilerplate) for i, t in enumerate(texts)}
-    same_as = similarity.hash_index(prints)[0]
+    same_as = similarity.hash_index(prints).same_as
     assert same_as == {"c0": "c0", "c1": "c1", "c2": "c2", "c3": "c0", "c4": "c0", "c5": "c1"}
     pairs = similarity.pair_keys(prints)
     quick = similarity.class_figures(prints, pairs)
@@ -396,6 +396,23 @@ def test_codes_with_the_same_fingerprint_are_figured_once_and_alike():
     assert quick["c2", "c3"]["share"] == quick["c0", "c2"]["share"][::-1]
     quick["c0", "c3"]["share"][0] = -1.0  # each pair's figures are its own
     assert quick["c0", "c4"]["share"][0] != -1.0
+
+
+@pytest.mark.parametrize("few", [0, 10 ** 6])
+def test_both_ways_of_finding_the_held_kgrams_give_copydetects_figures(monkeypatch, few):
+    """overlaps finds a code's many partners at once from the holders of its hashes (a row) and
+    reads a code with few partners off each partner's column (every code against that one):
+    each way alone, forced, gives the figures compare() gets, pair by pair."""
+    monkeypatch.setattr(similarity, "FEW_PARTNERS", few)
+    paths = sorted(SUBMISSIONS.glob("*/*.py"))[::3] + [ROOT / "exercises" / "attention.py"]
+    texts = [p.read_text(encoding="utf-8") for p in paths]
+    boilerplate = similarity.boilerplate_hashes()
+    prints = {i: similarity.fingerprint(t, boilerplate) for i, t in enumerate(texts)}
+    pairs = similarity.pair_keys(prints)
+    quick = similarity.class_figures(prints, pairs)
+    for a, b in pairs:
+        full = similarity.compare(prints[a], prints[b])
+        assert (quick[a, b]["share"], quick[a, b]["shared"]) == (full["share"], full["shared"])
 
 
 def test_the_rows_come_most_similar_first_then_by_the_two_ids():

@@ -19,6 +19,7 @@ hashes and the settings (the figures only: the shared regions of the pairs shown
 found again, a few dozen comparisons), so a resumed batch or a merge computes only the pairs it
 lacks.
 """
+import collections
 import hashlib
 import json
 import operator
@@ -151,23 +152,28 @@ def class_figures(prints, pairs, index=None):
     depend on nothing else.  The regions, which only the pairs shown side by side need, are left
     to compare().  `index`: hash_index(prints), where it is built once for many calls."""
     index = index or hash_index(prints)
-    same_as = index[0]
-    asked = {(same_as[a], same_as[b]) for a, b in pairs}
-    lengths = overlaps(prints, [*asked, *((b, a) for a, b in asked)], index)
-    figured, found = {}, {}
+    same_as = index.same_as
+    wanted = {}  # code -> the codes its overlap with is wanted, both ways
     for a, b in pairs:
-        pair = same_as[a], same_as[b]
-        share, shared = figured.get(pair) or figured.setdefault(pair, _figures(prints, lengths,
-                                                                                *pair))
-        found[a, b] = {"share": list(share), "shared": shared}
+        ra, rb = same_as[a], same_as[b]
+        wanted.setdefault(ra, set()).add(rb)
+        wanted.setdefault(rb, set()).add(ra)
+    lengths = overlaps(prints, wanted, index)
+    # a share is a's length over its coverage, 0 for none (copydetect's own arithmetic)
+    coverage = {code: float(prints[code].token_coverage) if len(prints[code].filtered_code) > 0
+                else None for code in wanted}
+    found = {}
+    for a, b in pairs:
+        ra, rb = same_as[a], same_as[b]
+        ab, ba = lengths[ra][rb], lengths[rb][ra]
+        found[a, b] = {"share": [round(ab / coverage[ra], 4) if ab and coverage[ra] else 0.0,
+                                 round(ba / coverage[rb], 4) if ba and coverage[rb] else 0.0],
+                       "shared": ab}
     return found
 
 
-def _figures(prints, lengths, a, b):
-    """((a's share, b's share), the length of a's code that b holds) of two codes."""
-    shares = [length / fp.token_coverage if length and len(fp.filtered_code) > 0 else 0
-              for fp, length in ((prints[a], lengths[a, b]), (prints[b], lengths[b, a]))]
-    return tuple(round(float(x), 4) for x in shares), int(lengths[a, b])
+Index = collections.namedtuple("Index", "same_as row_of vocabulary holders first places ids own "
+                                        "k chars every_id ends")
 
 
 def same_fingerprints(prints):
@@ -180,10 +186,13 @@ def same_fingerprints(prints):
 
 
 def hash_index(prints):
-    """Which codes hold each k-gram hash, one code for each fingerprint (same_fingerprints):
-    (the code figured for each code, row of each code figured, the hashes sorted, the codes'
-    rows by hash id, where each hash id's holders start): overlaps' index, ~23 ms for 200
-    codes."""
+    """overlaps' index of `prints`, one code for each fingerprint (same_fingerprints), ~25 ms for
+    200 codes: `same_as` (the code figured for each code), `row_of` (each code figured, its
+    row), `vocabulary` (every hash, sorted), `holders` (the rows holding each hash, by hash id),
+    `first` (hash id -> where its holders start), per row its k-gram places in order
+    (`places`), their hash ids (`ids`) and its own hash ids sorted (`own`); `k`; and for
+    _column, every row's places as characters of all rows' code one after another (`chars`),
+    their hash ids (`every_id`) and where each row's characters end (`ends`)."""
     import numpy as np
 
     same_as = same_fingerprints(prints)
@@ -191,48 +200,109 @@ def hash_index(prints):
     row_of = {code: i for i, code in enumerate(codes)}
     held_by_code = [np.unique(prints[code].kit_hashes) for code in codes]
     vocabulary = np.unique(np.concatenate(held_by_code)) if codes else np.zeros(0, np.int64)
-    ids = np.concatenate([np.searchsorted(vocabulary, held) for held in held_by_code]) \
-        if codes else np.zeros(0, np.int64)
+    own = [np.searchsorted(vocabulary, held) for held in held_by_code]
+    ids = np.concatenate(own) if codes else np.zeros(0, np.int64)
     owners = np.repeat(np.arange(len(codes)), [len(held) for held in held_by_code])
     order = np.argsort(ids, kind="stable")
     holders = owners[order]  # the codes holding each hash, by hash id
     first = np.searchsorted(ids[order], np.arange(len(vocabulary) + 1))  # hash id -> holders
-    return same_as, row_of, vocabulary, holders, first
+    places, place_ids = [], []
+    for code in codes:
+        fp = prints[code]
+        by_place = np.argsort(fp.kit_positions, kind="stable")
+        places.append(np.asarray(fp.kit_positions)[by_place].astype(np.int64))  # [n]
+        place_ids.append(np.searchsorted(vocabulary, np.asarray(fp.kit_hashes)[by_place]))
+    ks = {prints[code].k for code in codes}
+    if len(ks) > 1:
+        raise ValueError(f"fingerprints of different k: {sorted(ks)}")
+    k = ks.pop() if ks else NOISE
+    # every code's characters from its first k-gram to its last one's end, one after another
+    # (_column): a code's last k - 1 characters start no k-gram, so a window of k characters
+    # never reaches into the code before it
+    widths = [int(p[-1] - p[0]) + k if len(p) else 0 for p in places]
+    ends = np.cumsum(widths, dtype=np.int64)  # [codes] where each code's characters end
+    chars = np.concatenate([p - p[:1].sum() + end - width  # [all places] their character
+                            for p, end, width in zip(places, ends, widths)] or [[]])
+    chars = chars.astype(np.int64)
+    every_id = np.concatenate(place_ids or [[]]).astype(np.int64)  # [all places] their hash id
+    return Index(same_as, row_of, vocabulary, holders, first, places, place_ids, own, k, chars,
+                 every_id, ends)
 
 
-def overlaps(prints, pairs, index=None):
-    """{(a, b): how much of a's code b's holds} (see class_figures), by code a: one boolean
-    matrix, partners by a's k-gram positions, from an index of which codes hold each hash (a
-    and b among the codes it figures: index[0]'s values)."""
+FEW_PARTNERS = 32  # or fewer: a code's overlaps are read from its partners' columns
+
+
+def overlaps(prints, partners, index=None):
+    """{a: {b: how much of a's code b's holds}} (see class_figures) for each code a of
+    `partners` ({a: its partners}, a and b among the codes `index` figures: its same_as'
+    values).  A code with many partners gets them all at once, from which codes hold each of
+    its hashes (_row); one with a few reads each from its partner's column: how much of every
+    code's code that partner holds (_column), made once for all who read it.  A class figured
+    in runs of pairs (ahead.py) is a few codes with many partners and every other code with
+    those few: rows for the few, and their columns (a class of 1000 different files in runs of
+    2000 pairs: 6 s, where a row for every code of every run took 1.8 s a run, ~6.5 minutes)."""
+    index = index or hash_index(prints)
+    lengths = {a: {} for a in partners}
+    readers = {}  # partner -> the codes with few partners that read its column
+    for a, others in partners.items():
+        if len(others) > FEW_PARTNERS:
+            lengths[a].update(_row(index, a, list(others)))
+        else:
+            for b in others:
+                readers.setdefault(b, []).append(a)
+    for b, codes in readers.items():
+        column = _column(index, b)
+        for a in codes:
+            lengths[a][b] = int(column[index.row_of[a]])
+    return lengths
+
+
+def _row(index, a, others):
+    """{b: how much of a's code b's holds} for each of `others`: a's k-grams marked for every
+    code holding their hash, [places, codes], then the partners' columns of it."""
     import numpy as np
 
-    _, row_of, vocabulary, holders, first = index or hash_index(prints)
-    partners = {}
-    for a, b in pairs:
-        partners.setdefault(a, []).append(b)
-    lengths = {}
-    for a, others in partners.items():
-        fp, k = prints[a], prints[a].k
-        if len(fp.kit_positions) == 0:
-            lengths.update(((a, b), 0) for b in others)
-            continue
-        by_place = np.argsort(fp.kit_positions, kind="stable")
-        places = np.asarray(fp.kit_positions)[by_place].astype(np.int64)  # [n]
-        hash_ids = np.searchsorted(vocabulary, np.asarray(fp.kit_hashes)[by_place])  # [n]
-        counts = first[hash_ids + 1] - first[hash_ids]  # [n] codes holding each one
-        columns = np.repeat(np.arange(len(places)), counts)
-        spans = np.repeat(first[hash_ids] - (np.cumsum(counts) - counts), counts) \
-            + np.arange(counts.sum())
-        held = np.zeros((len(row_of), len(places)), dtype=bool)  # [codes, n]
-        held[holders[spans], columns] = True
-        held = held[[row_of[b] for b in others]]  # [partners, n]
-        # each held k-gram covers up to the next held one, k at most: the union of the runs
-        far = places[-1] + 2 * k
-        upcoming = np.minimum.accumulate(np.where(held, places, far)[:, ::-1], axis=1)[:, ::-1]
-        following = np.concatenate([upcoming[:, 1:], np.full((len(others), 1), far)], axis=1)
-        covered = np.where(held, np.minimum(k, following - places), 0).sum(axis=1)  # [partners]
-        lengths.update(zip(((a, b) for b in others), covered.tolist()))
-    return lengths
+    places, ids = index.places[index.row_of[a]], index.ids[index.row_of[a]]
+    if len(places) == 0:
+        return dict.fromkeys(others, 0)
+    codes = len(index.row_of)
+    counts = index.first[ids + 1] - index.first[ids]  # [n] codes holding each one
+    spans = np.repeat(index.first[ids] - (np.cumsum(counts) - counts), counts) \
+        + np.arange(counts.sum())
+    held = np.zeros(len(places) * codes, dtype=bool)  # [n, codes], flat
+    held[np.repeat(np.arange(len(places)) * codes, counts) + index.holders[spans]] = True
+    held = held.reshape(len(places), codes)[:, [index.row_of[b] for b in others]]  # [n, partners]
+    start = int(places[0])
+    window = np.zeros((int(places[-1]) - start + index.k, len(others)),
+                      dtype=bool)  # [chars, partners]
+    window[places - start] = held  # held runs starting at each character
+    return dict(zip(others, _covered(window, index.k).sum(axis=0, dtype=np.int64).tolist()))
+
+
+def _column(index, b):
+    """[codes]: how much of each code's code b's holds, for every code at once: each code's
+    k-grams whose hash b holds, marked on all codes' characters one after another."""
+    import numpy as np
+
+    holds = np.zeros(len(index.vocabulary), dtype=bool)
+    holds[index.own[index.row_of[b]]] = True
+    window = np.zeros(int(index.ends[-1]) if len(index.ends) else 0, dtype=bool)  # [chars]
+    window[index.chars] = holds[index.every_id]
+    covered = np.concatenate([[0], np.cumsum(_covered(window, index.k), dtype=np.int64)])
+    return covered[index.ends] - covered[index.ends - np.diff(index.ends, prepend=0)]
+
+
+def _covered(window, k):
+    """`window` ([chars, ...], the characters where a held k-gram starts) made, in place, the
+    characters its k-long runs cover: those where one starts at most k - 1 characters before,
+    found by doubling the window (1, 2, 4, 8, 16 and two 16s for k = 25)."""
+    size = 1
+    while size * 2 <= k:  # window[x]: any run starting in x - 2 size + 1 .. x
+        window[size:] |= window[:-size].copy()
+        size *= 2
+    if size < k:  # the two windows of `size` ending at x and k - size before it
+        window[k - size:] |= window[:size - k].copy()
+    return window
 
 
 def compare(fp_a, fp_b):
