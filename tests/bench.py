@@ -11,9 +11,11 @@ student  `make watch` with forked workers and with spares only (what an ordinary
          shutdown after it, its first and later `%check` cells
 batch    BENCH_N copies of the corpus's fixtures graded by `python -m grader batch` with default
          flags (twice: before and after nbgrader's run, their mean), beside one `grader grade`
-         process each and `nbgrader autograde` on the first BENCH_SAMPLE of them; the judges' and workers' peak memory; where a submission's CPU goes
-         (judge: checks, pages; worker; the copy task's training; the class outputs; near-copies),
-         and the CPU per submission of BENCH_REF_N copies of the reference
+         process each and `nbgrader autograde` on the first BENCH_SAMPLE of them; the judges'
+         and workers' peak memory; where a submission's CPU goes (judge: checks, pages; worker;
+         the copy task's training; the class outputs; near-copies),
+         and the CPU per submission of BENCH_REF_N copies of the reference; the near-copies
+         of BENCH_BIG_N different codes, at once and in the fingerprinter's runs
 jobs     BENCH_JOBS_N submissions graded with --jobs 1 .. cores + 1: the rule behind the default;
          BENCH_SMALL_N (a rerun's few late files) with --jobs 1, 2 and default flags; each
          setting BENCH_JOBS_ROUNDS times (the few files BENCH_SMALL_ROUNDS), interleaved, its
@@ -53,6 +55,7 @@ SAVES, PAUSE = setting("BENCH_SAVES", 20, 1), setting("BENCH_PAUSE", 1.0, 0.3, f
 N, SAMPLE, JOBS_N = setting("BENCH_N", 200, 2), setting("BENCH_SAMPLE", 20, 1), \
     setting("BENCH_JOBS_N", 40, 1)
 SMALL_N, REF_N = setting("BENCH_SMALL_N", 6, 1), setting("BENCH_REF_N", 40, 2)
+BIG_N = setting("BENCH_BIG_N", 1000, 12)  # different codes whose near-copies are found
 NOTEBOOK_RUNS = setting("BENCH_NOTEBOOK_RUNS", 5, 1)
 JOBS_ROUNDS = setting("BENCH_JOBS_ROUNDS", 3, 1)
 # The few late files' runs last ~2.5 s each, mostly a judge's start: one read the default (the very
@@ -474,6 +477,34 @@ def class_outputs_cpu(out, count):
     return whole / count, (cpu_now() - began) / count
 
 
+def big_class_near_copies():
+    """(CPU of the near-copies of BIG_N different codes, once they are fingerprinted: every pair
+    at once, as after a class's grading; the same pairs in the fingerprinter's runs, as while it
+    is graded), the fingerprints' CPU per code.  Each code is a fixture with a line of code of
+    its own, so no two codes have the same fingerprint: the quadratic part at its largest."""
+    from grader.batch import ahead, similarity
+
+    fixtures = class_fixtures()
+    sources = []
+    for i in range(BIG_N):
+        with open(fixtures[i % len(fixtures)], encoding="utf-8") as handle:
+            text = handle.read() + f"\nSTUDENT_TAG_{i} = {i * 7919 % 10007}\n"
+        sources.append({"student": f"s{i:04d}", "digest": str(i),
+                        "hash": similarity.code_hash(text), "source": text})
+    boilerplate = similarity.boilerplate_hashes()
+    began = cpu_now()
+    prints = {s["hash"]: similarity.fingerprint(s["source"], boilerplate) for s in sources}
+    per_print = (cpu_now() - began) / BIG_N
+    with tempfile.TemporaryDirectory(prefix="attn-bench-big-") as folder:
+        began = cpu_now()
+        similarity.analyse(folder, sources, similarity.THRESHOLD, prints=prints)
+        at_once = cpu_now() - began
+    index, began = similarity.hash_index(prints), cpu_now()
+    for run in ahead._chunks(similarity.pair_keys(prints)):
+        similarity.class_figures(prints, run, index)
+    return at_once, cpu_now() - began, per_print
+
+
 def bench_batch():
     sample = min(SAMPLE, N)
     fixtures = class_fixtures()
@@ -512,6 +543,13 @@ def bench_batch():
     figure("worker_mb", stats["worker_mb"], f"peak memory: worker {stats['worker_mb']:.0f} MiB",
            ("<=", 250))
     cpu_split(stats, outputs, near, reference)
+    at_once, in_runs, per_print = big_class_near_copies()
+    pairs = BIG_N * (BIG_N + 1) // 2
+    figure("cpu_big_class_near_copies", at_once, f"near-copies of a class of {BIG_N} different "
+           f"codes ({pairs} pairs), fingerprinted: {at_once:.1f} s of CPU (the pairs, the rows, "
+           f"the cache), {in_runs:.1f} s for the pairs in the fingerprinter's runs; a "
+           f"fingerprint {per_print * 1000:.1f} ms")
+    FIGURES["cpu_big_class_pairs_in_runs"] = in_runs
 
 
 def reference_class_cpu(folder):

@@ -25,7 +25,8 @@ EXPECTED = {
     "judge_mb", "worker_mb", "cpu_per_reference", "cpu_per_submission", "cpu_judge", "cpu_checks",
     "cpu_pages", "cpu_worker", "cpu_training", "kernels_kit_vs_torch", "cpu_per_call",
     "calls_per_submission", "round_trips", "cpu_start",
-    "cpu_class_outputs", "cpu_similarity",
+    "cpu_class_outputs", "cpu_similarity", "cpu_big_class_near_copies",
+    "cpu_big_class_pairs_in_runs",
     # jobs
     "jobs_1_per_min", "jobs_default_vs_best", "jobs_small_default_vs_best",
 }
@@ -47,6 +48,7 @@ def test_every_part_of_the_bench_produces_its_figures(tmp_path):
     # Every figure is printed too, each with its target where it has one.
     for words in ("grade (every check)", "make watch, workers forked", "spares only",
                   "student notebook, top to bottom", "batch vs nbgrader", "peak memory: judge",
-                  "the copy task's training", "the near-copies", "--jobs 1:"):
+                  "the copy task's training", "the near-copies", "near-copies of a class of",
+                  "--jobs 1:"):
         assert words in result.stdout, words
     assert result.stdout.count("(target ") >= 10
