@@ -221,7 +221,7 @@ def hash_index(prints):
     # never reaches into the code before it
     widths = [int(p[-1] - p[0]) + k if len(p) else 0 for p in places]
     ends = np.cumsum(widths, dtype=np.int64)  # [codes] where each code's characters end
-    chars = np.concatenate([p - p[:1].sum() + end - width  # [all places] their character
+    chars = np.concatenate([p - p[0] + end - width if len(p) else p  # [all places] their char
                             for p, end, width in zip(places, ends, widths)] or [[]])
     chars = chars.astype(np.int64)
     every_id = np.concatenate(place_ids or [[]]).astype(np.int64)  # [all places] their hash id
