@@ -415,6 +415,26 @@ def test_both_ways_of_finding_the_held_kgrams_give_copydetects_figures(monkeypat
         assert (quick[a, b]["share"], quick[a, b]["shared"]) == (full["share"], full["shared"])
 
 
+def test_the_pairs_cache_is_written_only_when_it_would_change(tmp_path, monkeypatch):
+    """A rebuild that compares the very pairs the cache holds (an override, a rerun with nothing
+    new) leaves pairs.json as it is; a new code, or a student gone, writes it again."""
+    texts = [(CORRECT / n).read_text(encoding="utf-8") for n in STYLES[:3]]
+    sources = [a_source(f"s{i}", t) for i, t in enumerate(texts)]
+    written = []
+    save = similarity.save_pairs
+    monkeypatch.setattr(similarity, "save_pairs", lambda *a: written.append(len(a[2])) or save(*a))
+    out = str(tmp_path / "out")
+    first = similarity.analyse(out, sources)
+    again = similarity.analyse(out, sources)
+    assert written == [6] and again["rows"] == first["rows"] and again["computed"] == 0
+    similarity.analyse(out, sources[:2])  # a student gone: the cache loses that code's pairs
+    assert written == [6, 3]
+    assert len(similarity.load_pairs(out, similarity.settings_key(
+        similarity.boilerplate_hashes()))) == 3
+    similarity.analyse(out, sources)  # back: its pairs are computed and written again
+    assert written == [6, 3, 6]
+
+
 def test_the_rows_come_most_similar_first_then_by_the_two_ids():
     """pair_rows' order is (similarity descending, a, b), ties included: three codes, two of
     them the same, for five students."""
