@@ -20,7 +20,7 @@ from grader.sandbox import forkserver, launch as sandbox
 from grader.judge import grading
 from grader.judge import service  # noqa: E402
 from grader.sandbox.launch import Limits
-from grader import rubric
+from grader import rubric, safefs
 
 FULL = sum(c.points for c in rubric.load().checks)  # the rubric's total, not a literal
 
@@ -325,3 +325,43 @@ def test_a_worker_runs_on_the_core_its_judge_asks_for(mode, tmp_path):
             assert cores_seen(fs, tmp_path, f"pinned-{core}") == expected, core
         finally:
             fs.close()
+
+
+
+def test_a_forked_worker_runs_the_judges_own_text_and_needs_no_work_folder(server, tmp_path):
+    """In its namespaces a child is handed a copy of the text the judge read at load, and the
+    submission's work folder is never made; a plain child reads the folder itself."""
+    from grader.judge.student import Student
+
+    made = []
+
+    def folder():
+        made.append(True)
+        return submit(tmp_path, f"folder{len(made)}", REFERENCE + "\nMARK = 'folder'\n")
+
+    student = Student(folder, workers=forked(server), source=REFERENCE + "\nMARK = 'text'\n")
+    try:
+        student.start()
+        mark = student.constants(["MARK"])["MARK"]
+    finally:
+        student.close()
+    namespaces = server.mode == "namespaces"
+    assert (mark, made) == (("text", []) if namespaces else ("folder", [True]))
+    sub, student = grading.start(submit(tmp_path, "graded", REFERENCE), server.isolation, None,
+                                 forked(server))
+    assert grading.finish(sub, student)["score"] == FULL
+    assert (sub._work_dir is None) == namespaces
+
+
+def test_a_text_over_the_cap_never_reaches_the_spool():
+    if "bubblewrap" not in MODES:
+        pytest.skip("the spool is the namespaces mode's (bubblewrap as root)")
+    fs = forkserver.ForkServer("bubblewrap")
+    try:
+        big = "x = 1\n" * (safefs.MAX_SOURCE_BYTES // 6 + 1)
+        with pytest.raises(sandbox.WorkerFailure, match="cannot be read"):
+            fs.spawn(lambda: pytest.fail("the folder was made"), "attention.py", Limits(),
+                     source=lambda: big)
+        assert os.listdir(fs.spool) == []
+    finally:
+        fs.close()

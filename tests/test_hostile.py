@@ -614,12 +614,15 @@ def test_a_notebook_100k_levels_deep_is_ungradable_with_a_reason(tmp_path):
 def test_a_notebook_with_a_lone_surrogate_loads(tmp_path):
     book = tmp_path / "attention.ipynb"
     book.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "x = '\ud800'\n"}]}))
-    sub = submission.load(str(book))  # was: UnicodeEncodeError writing the work file
+    sub = submission.load(str(book))
     try:
         assert "\ud800" in sub.source
+        folder = sub.work_dir  # was: UnicodeEncodeError writing the work file
+        with open(os.path.join(folder, "attention.py"), "rb") as handle:
+            assert "\ud800".encode("utf-8", "surrogatepass") in handle.read()
     finally:
         sub.cleanup()
-    assert not os.path.exists(sub.work_dir)
+    assert not os.path.exists(folder)
 
 
 def _deep(folder, depth=1500):

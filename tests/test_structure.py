@@ -15,7 +15,8 @@ GRADER = paths.GRADER
 LAYERS = ["base", "runtime", "sandbox", "render", "judge", "options", "tools", "batch", "authoring",
           "instructor", "cli"]
 BASE = {"grader", "grader.paths", "grader.rubric", "grader.statefile", "grader.fastexit",
-        "grader.inert", "grader.safefs", "grader.threads", "grader.words", "grader.collector"}
+        "grader.inert", "grader.safefs", "grader.scratch", "grader.threads", "grader.words",
+        "grader.collector"}
 SHIMS = {"grader.notebook", "grader.classroom"}  # old names students' files use: tools level
 # Only these may import the secret part (the reference, the wrong variants).
 MAY_IMPORT_SECRET = ("grader.judge.secret", "grader.judge.checks.hidden", "grader.batch",

@@ -44,7 +44,7 @@ class Judge:
 
     def student(self, sub, limits=None):
         """The judge-side proxy of a loaded `sub` on this judge's workers (not started)."""
-        return Student(sub.work_dir, limits=limits or self.limits, workers=self.workers,
+        return Student(lambda: sub.work_dir, limits=limits or self.limits, workers=self.workers,
                        source=sub.source)
 
     def session(self, visibilities):

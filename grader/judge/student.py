@@ -66,7 +66,11 @@ class Student:
                  startup_seconds=None, max_starts=30, workers=None, source=None):
         from grader.judge.workers import WorkerSource
 
-        self.work_dir, self.student_name = work_dir, student_name
+        # `work_dir`: the folder of the student's file, or a function that makes it on first
+        # need (Submission.work_dir): a worker handed the text (forked into its namespaces, a
+        # spare) never needs one.
+        self._folder = work_dir if callable(work_dir) else (lambda: work_dir)
+        self.student_name = student_name
         self.source_text = source  # the judge's own copy, read once before any worker started
         self.limits = limits or sandbox.Limits()
         # Where its workers come from (workers.py): a long-lived judge's fork server or spares,
@@ -96,6 +100,10 @@ class Student:
         # main thread, possibly inside start().
         self.cancelled, self.adopted, self.lock = False, [], threading.RLock()
 
+    @property
+    def work_dir(self):
+        return self._folder()
+
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self):
         """Start a worker now (its torch import then overlaps with the judge's own work)."""
@@ -121,7 +129,7 @@ class Student:
         if self.cancelled:
             raise WorkerFailure("budget", "a newer save replaced this run",
                                 "新的保存取代了这次检查")
-        worker = self.workers.spawn(self.work_dir, self.student_name, self.limits, self.source)
+        worker = self.workers.spawn(self._folder, self.student_name, self.limits, self.source)
         self.adopted.append(worker)
         if self.cancelled:  # cancelled by a signal handler while we were taking it
             interrupt(worker)

@@ -10,13 +10,12 @@ import json
 import os
 import re
 import stat
-import tempfile
 import time
 import zipfile
 import zlib
 
 from grader.judge import cells, manifest
-from grader import safefs
+from grader import safefs, scratch
 
 STUDENT_FILE = "attention.py"
 MAX_BYTES = safefs.MAX_SOURCE_BYTES
@@ -66,17 +65,31 @@ class Submission:
     def __init__(self, origin, source, kind):
         self.origin, self.source, self.kind = origin, source, kind
         self.seed = seed_of(source)
-        # The judge keeps `source` (read once, here) and never reads the work folder again; the
-        # worker, another uid in the sandbox, may read the folder but not write it.
-        self.work_dir = tempfile.mkdtemp(prefix="attn-work-")
-        path = os.path.join(self.work_dir, STUDENT_FILE)
-        with open(path, "w", encoding="utf-8", errors="surrogatepass") as handle:
-            handle.write(source)
-        os.chmod(path, 0o444)
-        os.chmod(self.work_dir, 0o555)
+        self._work_dir, self._cleaned = None, False
+
+    @property
+    def work_dir(self):
+        """The work folder, made on first use: only a worker that reads its file from a folder
+        needs one (a forked worker in its namespaces gets a copy of `source`, a spare is handed
+        the text, the near-copies read `source` alone).  The judge keeps `source` (read once, at
+        load) and never reads the folder again; the worker, another uid in the sandbox, may read
+        the folder but not write it."""
+        if self._work_dir is None:
+            if self._cleaned:
+                raise RuntimeError("the submission is cleaned up: it has no work folder")
+            folder = scratch.mkdtemp("attn-work-")
+            path = os.path.join(folder, STUDENT_FILE)
+            with open(path, "w", encoding="utf-8", errors="surrogatepass") as handle:
+                handle.write(self.source)
+            os.chmod(path, 0o444)
+            os.chmod(folder, 0o555)
+            self._work_dir = folder
+        return self._work_dir
 
     def cleanup(self):
-        safefs.remove_tree(self.work_dir)
+        self._cleaned = True
+        if self._work_dir is not None:
+            safefs.remove_tree(self._work_dir)
 
     def __enter__(self):
         return self

@@ -16,13 +16,12 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 
 from grader.sandbox import launch as sandbox
 from grader.sandbox.runtime import facts
 from grader.sandbox.launch import WorkerFailure
-from grader import safefs
+from grader import safefs, scratch
 from grader.sandbox import uidpool
 
 READY_SECONDS = 120.0
@@ -101,7 +100,7 @@ def start_zygote(mode, judges=1):
     """A zygote serving `judges` judges: (its process, a control socket per judge, the runtime
     folder and the spool it was started with)."""
     runtime_dir = sandbox.make_runtime_dir()
-    spool = tempfile.mkdtemp(prefix="attn-spool-") if mode == "namespaces" else None
+    spool = scratch.mkdtemp("attn-spool-") if mode == "namespaces" else None
     if spool:
         os.chmod(spool, 0o755)
     pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(judges)]
@@ -239,8 +238,11 @@ class ForkServer:
         return self.control is not None and not self.gone.is_set() \
             and (self.proc is None or self.proc.poll() is None)
 
-    def spawn(self, work_dir, student_name, limits):
-        """A fresh worker for one submission (restarts the zygote once if it died)."""
+    def spawn(self, folder, student_name, limits, source=None):
+        """A fresh worker for one submission (restarts the zygote once if it died).  `folder`:
+        the folder of the student's file, or a function that makes it; `source`: None, or a
+        function giving the file's text, which a child in its namespaces is handed a copy of
+        (the folder is then never made)."""
         if not self.alive():
             self.close()
             self._start()
@@ -249,10 +251,12 @@ class ForkServer:
         except RuntimeError as exc:
             raise WorkerFailure("sandbox", str(exc), f"评分器的沙箱没有启动：{exc}") from None
         spawn_id = next(self.ids)
-        copy_dir, slot = None, None
+        copy_dir, slot, work_dir = None, None, None
         if self.mode == "namespaces":  # the zygote sees the spool only: copy the file in
-            copy_dir = self._copy_in(spawn_id, work_dir, student_name)
+            copy_dir = self._copy_in(spawn_id, folder, student_name, source)
             slot = uidpool.claim()
+        else:  # a plain child reads the folder itself
+            work_dir = folder() if callable(folder) else folder
         worker = ForkedWorker(self, spawn_id, copy_dir, limits, slot)
         worker.zygote = self.control  # the zygote it is asked of: its end is this worker's end
         with self.lock:
@@ -275,13 +279,20 @@ class ForkServer:
                                 "评分器的进程服务没能启动新进程：" + why)
         return worker
 
-    def _copy_in(self, spawn_id, work_dir, student_name):
-        """The student's file (a regular file, capped) in a read-only folder of the spool."""
+    def _copy_in(self, spawn_id, folder, student_name, source=None):
+        """The student's file in a read-only folder of the spool: the judge's own copy of its
+        text where there is one (`source()`), else the file in `folder` (a regular file, capped)."""
         copy_dir = os.path.join(self.spool, f"{self.tag}{spawn_id}")
         os.mkdir(copy_dir, 0o755)
         try:
-            data = safefs.read_regular(os.path.join(work_dir, student_name),
-                                       safefs.MAX_SOURCE_BYTES)
+            if source is not None:
+                data = source().encode("utf-8", "surrogatepass")
+                if len(data) > safefs.MAX_SOURCE_BYTES:
+                    raise safefs.TooLarge(f"larger than {safefs.MAX_SOURCE_BYTES} bytes")
+            else:
+                work_dir = folder() if callable(folder) else folder
+                data = safefs.read_regular(os.path.join(work_dir, student_name),
+                                           safefs.MAX_SOURCE_BYTES)
         except OSError as exc:
             safefs.remove_tree(copy_dir)
             raise WorkerFailure("crashed", f"the file cannot be read: {exc}",

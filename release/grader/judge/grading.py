@@ -18,7 +18,7 @@ def start(path, isolation="auto", limits=None, workers=None):
     `workers` (a long-lived judge's workers.WorkerSource: service.Judge) forks the worker from a
     warm zygote or hands it a spare; without it, the worker starts cold."""
     sub = submission.load(path)
-    student = Student(sub.work_dir, limits=limits or sandbox.Limits(), isolation=isolation,
+    student = Student(lambda: sub.work_dir, limits=limits or sandbox.Limits(), isolation=isolation,
                       workers=workers, source=sub.source)
     student.start()
     return sub, student

@@ -22,10 +22,10 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 
+from grader import scratch
 from grader.sandbox import launch as sandbox
 from grader.judge.submission import STUDENT_FILE
 
@@ -36,7 +36,7 @@ class Spare(sandbox.WorkerProcess):
     """A worker started before its student's file exists: torch imported, waiting for go."""
 
     def __init__(self, limits, isolation):
-        self.work_dir = tempfile.mkdtemp(prefix="attn-spare-")
+        self.work_dir = scratch.mkdtemp("attn-spare-")
         self.started_at = time.monotonic()
         os.chmod(self.work_dir, 0o777)  # the sandboxed worker runs as another uid
         try:
@@ -204,18 +204,19 @@ class WorkerSource:
             self.pool.eager = True
             self.pool.fill()
 
-    def spawn(self, work_dir, student_name, limits, source):
-        """A new worker for the submission in `work_dir`; `source()` is its file's text (a spare
-        is handed the text, the others read the file in their sandbox)."""
+    def spawn(self, folder, student_name, limits, source):
+        """A new worker for the submission whose file is in `folder()` (a function: the folder
+        is made on first need); `source()` is its file's text.  A spare is handed the text, a
+        fork in its namespaces a copy of it; the others read the file in their sandbox."""
         if self.server is not None:
-            worker = self.server.spawn(work_dir, student_name, limits)
+            worker = self.server.spawn(folder, student_name, limits, source)
             self.taken.append({"pid": worker.id, "warm": True, "start": "fork"})
         elif self.pool is not None:
             worker, warm = self.pool.take(source())
             self.taken.append({"pid": worker.proc.pid, "warm": warm, "start": "spare",
                                "age": round(time.monotonic() - worker.started_at, 3)})
         else:
-            worker = sandbox.WorkerProcess(work_dir, student_name, limits, self.isolation)
+            worker = sandbox.WorkerProcess(folder(), student_name, limits, self.isolation)
             self.taken.append({"pid": worker.proc.pid, "warm": False, "start": "exec"})
         del self.taken[:-TAKEN_KEPT]  # a batch judge hands out hundreds: the latest are enough
         return worker
