@@ -327,7 +327,6 @@ def test_a_worker_runs_on_the_core_its_judge_asks_for(mode, tmp_path):
             fs.close()
 
 
-
 def test_a_forked_worker_runs_the_judges_own_text_and_needs_no_work_folder(server, tmp_path):
     """In its namespaces a child is handed a copy of the text the judge read at load, and the
     submission's work folder is never made; a plain child reads the folder itself."""

@@ -59,7 +59,7 @@ def _routes(source):
     """source_routes as tuples, kept for the last few sources: three checks of one submission
     read the same text.  The tree's nodes are listed once (ast.walk's generators were most of a
     scan's 4.5 ms, nine walks), without MARKS, and every pass reads the list; routes are looked
-    for at ROUTE_NODES only (2.5 -> 1.6 ms a submission)."""
+    for at ROUTE_NODES only (2.5 -> 2.0 ms a submission)."""
     try:
         nodes = [node for node in ast.walk(ast.parse(source)) if not isinstance(node, MARKS)]
     except (SyntaxError, ValueError):
