@@ -243,6 +243,8 @@ class ForkServer:
         the folder of the student's file, or a function that makes it; `source`: None, or a
         function giving the file's text, which a child in its namespaces is handed a copy of
         (the folder is then never made)."""
+        if not callable(folder):  # a path: the folder is there already
+            path, folder = folder, (lambda: path)
         if not self.alive():
             self.close()
             self._start()
@@ -256,7 +258,7 @@ class ForkServer:
             copy_dir = self._copy_in(spawn_id, folder, student_name, source)
             slot = uidpool.claim()
         else:  # a plain child reads the folder itself
-            work_dir = folder() if callable(folder) else folder
+            work_dir = folder()
         worker = ForkedWorker(self, spawn_id, copy_dir, limits, slot)
         worker.zygote = self.control  # the zygote it is asked of: its end is this worker's end
         with self.lock:
@@ -281,7 +283,8 @@ class ForkServer:
 
     def _copy_in(self, spawn_id, folder, student_name, source=None):
         """The student's file in a read-only folder of the spool: the judge's own copy of its
-        text where there is one (`source()`), else the file in `folder` (a regular file, capped)."""
+        text where there is one (`source()`), else the file in `folder()` (a regular file,
+        capped)."""
         copy_dir = os.path.join(self.spool, f"{self.tag}{spawn_id}")
         os.mkdir(copy_dir, 0o755)
         try:
@@ -290,8 +293,7 @@ class ForkServer:
                 if len(data) > safefs.MAX_SOURCE_BYTES:
                     raise safefs.TooLarge(f"larger than {safefs.MAX_SOURCE_BYTES} bytes")
             else:
-                work_dir = folder() if callable(folder) else folder
-                data = safefs.read_regular(os.path.join(work_dir, student_name),
+                data = safefs.read_regular(os.path.join(folder(), student_name),
                                            safefs.MAX_SOURCE_BYTES)
         except OSError as exc:
             safefs.remove_tree(copy_dir)
