@@ -364,3 +364,44 @@ def test_a_text_over_the_cap_never_reaches_the_spool():
         assert os.listdir(fs.spool) == []
     finally:
         fs.close()
+
+
+def huge_kb_beside_the_heap(pid):
+    """AnonHugePages of every mapping but the malloc heap (which glibc asks huge pages for, and
+    the kernel's own khugepaged may collapse in the background): Python's arenas and the like,
+    which only the zygote's collapse makes huge."""
+    total, heap = 0, False
+    with open(f"/proc/{pid}/smaps", encoding="ascii", errors="replace") as handle:
+        for line in handle:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5 and ":" in fields[3]:
+                heap = fields[-1] == "[heap]"
+            elif fields[0] == "AnonHugePages:" and not heap:
+                total += int(fields[1])
+    return total
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_zygote_that_served_a_class_puts_its_memory_in_huge_pages(mode, tmp_path):
+    """Once it has been asked for hugepages.AFTER_WORKERS workers, the zygote collapses its
+    memory (Python's arenas, the rest of its heap) into huge pages while it waits: more of it
+    is then in huge pages than glibc's heap alone gave (runtime/hugepages.py)."""
+    from grader.sandbox.runtime import hugepages
+
+    if not huge_pages_possible():
+        pytest.skip("no transparent huge pages for madvise, or no glibc >= 2.35, here")
+    fs = forkserver.ForkServer(mode)
+    try:
+        fs.wait_ready()
+        pid = zygote_python(fs.proc.pid)
+        before = huge_kb_beside_the_heap(pid)
+        folder = submit(tmp_path, "class", REFERENCE)
+        for _ in range(hugepages.AFTER_WORKERS):
+            fs.spawn(folder, "attention.py", Limits()).kill()
+        deadline = time.monotonic() + 30
+        while huge_kb_beside_the_heap(pid) < before + 8 * 1024 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert huge_kb_beside_the_heap(pid) >= before + 8 * 1024
+        assert grade(fs, authoring.SOLUTION)["score"] == FULL  # and its forks grade as before
+    finally:
+        fs.close()

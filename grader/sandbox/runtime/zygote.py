@@ -45,6 +45,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import facts  # noqa: E402
+import hugepages  # noqa: E402
 import syscalls  # noqa: E402
 import worker  # noqa: E402
 from facts import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID,  # noqa: E402
@@ -253,6 +254,8 @@ class Zygote:
         self.controls = [socket.socket(fileno=fd) for fd in control_fds]
         self.mode = mode
         self.children = {}  # pid -> (its judge's control, spawn id)
+        self.spawned = 0
+        self.collapser = hugepages.Collapser()  # its memory into huge pages, while it waits
         self.deadlines = {}  # pid -> when it is killed (its judge has let it go)
         self.wake_read, self.wake_write = os.pipe()
         os.set_blocking(self.wake_write, False)
@@ -285,6 +288,7 @@ class Zygote:
                   self.torch)
         for fd in fds:
             os.close(fd)
+        self.spawned += 1
         self.children[pid] = (control, request.get("id"))
         self.send(control, {"spawned": request.get("id"), "pid": pid})
 
@@ -343,8 +347,13 @@ class Zygote:
         while self.controls:
             timeout = (max(min(self.deadlines.values()) - time.monotonic(), 0)
                        if self.deadlines else None)
-            readable, _, _ = select.select(self.controls + [self.wake_read], [], [], timeout)
+            collapsing = self.spawned >= hugepages.AFTER_WORKERS and self.collapser.pending()
+            readable, _, _ = select.select(self.controls + [self.wake_read], [], [],
+                                           0 if collapsing else timeout)
             self.kill_overdue()
+            if collapsing and not readable:  # nobody waits: one range, then look again
+                self.collapser.step()
+                continue
             if self.wake_read in readable:
                 os.read(self.wake_read, 4096)
                 self.reap()
