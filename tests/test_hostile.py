@@ -700,6 +700,32 @@ def test_inert_rules():
     assert "&lt;script&gt;" in inert.html("<script>\x1b")
 
 
+@pytest.mark.parametrize("lines", [0, 1, 3, 6])
+def test_json_text_one_member_a_line_is_the_same_json(lines):
+    """json_text(lines=N): the same JSON as json.dumps (keys as json writes them, empty
+    containers, NaN refused), student strings still inert; one member a line down to N levels,
+    so that deep enough it is json's own indented text, and at 0 its one line."""
+    data = {"m": "\ud800é\u202e", "report": {"checks": [{"id": "a", "parts": [1, [2, {}]]},
+                                                          {"id": "b", "score": 1.5}], "e": []},
+            2: True, False: None, None: 2.5, "z": {}}
+    options = dict(ensure_ascii=False, allow_nan=False)
+    text = inert.json_text(data, lines=lines, indent=1, **options)
+    assert json.loads(text) == json.loads(json.dumps(data))
+    assert "\\ud800" in text and "\\u202e" in text and "\u202e" not in text
+    if lines == 0:
+        assert text == inert.json_text(data, **options)
+    if lines == 6:
+        assert text == inert.json_text(data, indent=1, **options)
+    assert ('\n   {"id": "a", "parts": [1, [2, {}]]},\n' in text) == (lines == 3)  # a check a line
+    assert text.count("\n") == {0: 0, 1: 7, 3: 13, 6: 25}[lines]
+    ordered = inert.json_text(data, lines=2, sort_keys=False, indent=1)
+    assert ordered.index('"z"') > ordered.index('"null"')
+    keys = inert.json_text({"b": 1, "a": {"d": 1, "c": 2}}, lines=2, sort_keys=True)
+    assert keys.index('"a"') < keys.index('"b"') and keys.index('"c"') < keys.index('"d"')
+    with pytest.raises(ValueError):
+        inert.json_text({"x": [float("nan")]}, lines=lines, allow_nan=False)
+
+
 # -- a mixed batch ------------------------------------------------------------------------------------
 SUBMISSIONS = Path(__file__).parent / "submissions"
 HONEST = {"h01": "correct/einsum.py", "h03": "wrong/scale_none.py", "h05": "wrong/mask_missing.py",

@@ -81,4 +81,5 @@ def write_student(outdir, record, lang):
     write_atomic(os.path.join(folder, PAGE), feedback_html.student_page(the_rubric, record, lang))
     write_atomic(os.path.join(folder, MARKDOWN), student_markdown(the_rubric, record, lang))
     write_atomic(os.path.join(folder, REPORT),  # json_text: lone surrogates survive as \\uXXXX
-                 inert.json_text(record, ensure_ascii=False, indent=1, allow_nan=False) + "\n")
+                 inert.json_text(record, lines=3, ensure_ascii=False, indent=1,
+                                 allow_nan=False) + "\n")

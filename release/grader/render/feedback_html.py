@@ -157,7 +157,8 @@ def heatmap_table(grid, allowed, kind, leaks=None, differs=None):
                          f'color:{"#fff" if alpha > 0.55 else "inherit"}"')
                 text = f"{value:.2f}"
             cls = f' class="{" ".join(classes)}"' if classes else ""
-            cells.append(f"<td{cls}{style} title=\"q{i} k{j}: {esc(text)}\">{esc(text)}</td>")
+            # text is "NaN" or a number as formatted here (abs() refused anything else): no escape
+            cells.append(f"<td{cls}{style} title=\"q{i} k{j}: {text}\">{text}</td>")
         rows.append(f"<tr><th>q{i}</th>{''.join(cells)}</tr>")
     return f'<table class="heatmap" data-kind="{kind}">{"".join(rows)}</table>'
 
