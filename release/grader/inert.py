@@ -86,7 +86,7 @@ def _shallow(value, lines, pad, newline, options):
     if lines <= 0 or not isinstance(value, (dict, list)) or not value:
         return json.dumps(value, **options)
     inner = newline + pad
-    if isinstance(value, dict):  # keys as json writes them: a str as it is, 1 -> "1", True -> "true"
+    if isinstance(value, dict):  # keys as json writes them (1 -> "1", True -> "true")
         items = sorted(value.items()) if options.get("sort_keys") else value.items()
         members = (f"{json.dumps(k if isinstance(k, str) else json.dumps(k), **options)}: "
                    f"{_shallow(v, lines - 1, pad, inner, options)}" for k, v in items)

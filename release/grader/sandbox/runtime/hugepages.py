@@ -9,15 +9,16 @@ madvise(MADV_COLLAPSE) copies such a range into one huge page on demand: measure
 torch-loaded fork server, per fork 2.6 -> 1.4 ms of the fork server's CPU (6 alternating runs of
 40 forks), its huge pages 96 -> 154 MiB of its 184 MiB, and its resident memory 0.5 MiB more.
 
-It costs the fork server ~0.16 s of CPU once (measured: 114 ranges, 78 collapsed; a range
-of no page at all is refused), which ~100 forks pay back on the fork server's side alone.  So
-it is done only once AFTER_WORKERS workers were asked for (a batch's class, a `watch` that has
-been saved that often; never a `grade`), and between requests: Zygote.run asks for one range
-whenever no judge is waiting, and a request that comes meanwhile waits for that range alone
-(at most 5.5 ms here, most take none: a range that is huge already).  A worker that later writes to such a page is given
-a 4 KiB copy as before (the kernel splits the huge entry first).  Where the kernel lacks
-MADV_COLLAPSE, or transparent huge pages are off, the first range says so and nothing more is
-tried.  Standard library only: it runs inside the sandbox.
+It costs the fork server ~0.16 s of CPU once (114 ranges, 78 collapsed; a range of no page at
+all is refused), which ~100 forks pay back on the fork server's side alone.  So it is done only
+once AFTER_WORKERS workers were asked for (a batch's class, a `watch` saved that often; never a
+`grade`), and between requests: Zygote.run asks for one range whenever no judge is waiting, and
+a request that comes meanwhile waits for that range alone (at most 5.5 ms here; most take none,
+being huge already).  A range whose pages are busy a moment (a child forking or exiting) is
+tried again after the others.  A worker that later writes to a huge page is given a 4 KiB copy
+as before (the kernel splits the entry first).  Where the kernel lacks MADV_COLLAPSE, or
+transparent huge pages are off, the first FIRST_TRIES ranges say so and nothing more is tried.
+Standard library only: it runs inside the sandbox.
 """
 import ctypes
 import errno
@@ -64,7 +65,8 @@ def ranges(maps="/proc/self/maps"):
 def _madvise():
     libc = ctypes.CDLL(None, use_errno=True)
     madvise = libc.madvise
-    madvise.argtypes, madvise.restype = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int), ctypes.c_int
+    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    madvise.restype = ctypes.c_int
     return madvise
 
 
