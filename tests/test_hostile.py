@@ -722,8 +722,9 @@ def test_json_text_one_member_a_line_is_the_same_json(lines):
     assert ordered.index('"z"') > ordered.index('"null"')
     keys = inert.json_text({"b": 1, "a": {"d": 1, "c": 2}}, lines=2, sort_keys=True)
     assert keys.index('"a"') < keys.index('"b"') and keys.index('"c"') < keys.index('"d"')
-    with pytest.raises(ValueError):
-        inert.json_text({"x": [float("nan")]}, lines=lines, allow_nan=False)
+    for refused in ({"x": [float("nan")]}, {float("nan"): 1}):
+        with pytest.raises(ValueError):
+            inert.json_text(refused, lines=lines, allow_nan=False)
 
 
 # -- a mixed batch ------------------------------------------------------------------------------------

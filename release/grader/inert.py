@@ -88,8 +88,13 @@ def _shallow(value, lines, pad, newline, options):
     inner = newline + pad
     if isinstance(value, dict):  # keys as json writes them (1 -> "1", True -> "true")
         items = sorted(value.items()) if options.get("sort_keys") else value.items()
-        members = (f"{json.dumps(k if isinstance(k, str) else json.dumps(k), **options)}: "
+        members = (f"{json.dumps(k if isinstance(k, str) else _key(k, options), **options)}: "
                    f"{_shallow(v, lines - 1, pad, inner, options)}" for k, v in items)
         return "{" + inner + ("," + inner).join(members) + newline + "}"
     members = (_shallow(v, lines - 1, pad, inner, options) for v in value)
     return "[" + inner + ("," + inner).join(members) + newline + "]"
+
+
+def _key(key, options):
+    """A dict key that is not a str, as json writes it (NaN refused where json refuses it)."""
+    return json.dumps(key, allow_nan=options.get("allow_nan", True))
