@@ -366,6 +366,27 @@ def test_a_text_over_the_cap_never_reaches_the_spool():
         fs.close()
 
 
+def collapse_possible():
+    """Does this kernel collapse a range into a huge page (MADV_COLLAPSE, Linux 6.1)?  Asked of
+    4 MiB of this process's own, written first (so that a whole 2 MiB of it holds pages)."""
+    import ctypes
+    import mmap
+
+    from grader.sandbox.runtime import hugepages
+
+    memory = mmap.mmap(-1, 4 * 1024 * 1024, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        memory.write(b"x" * len(memory))
+        view = ctypes.c_char.from_buffer(memory)
+        start = -(-ctypes.addressof(view) // hugepages.HUGE) * hugepages.HUGE
+        del view
+        collapser = hugepages.Collapser(lambda: [(start, start + hugepages.HUGE)])
+        collapser.step()
+        return collapser.done == 1
+    finally:
+        memory.close()
+
+
 def huge_kb_beside_the_heap(pid):
     """AnonHugePages of every mapping but the malloc heap (which glibc asks huge pages for, and
     the kernel's own khugepaged may collapse in the background): Python's arenas and the like,
@@ -388,8 +409,8 @@ def test_a_zygote_that_served_a_class_puts_its_memory_in_huge_pages(mode, tmp_pa
     is then in huge pages than glibc's heap alone gave (runtime/hugepages.py)."""
     from grader.sandbox.runtime import hugepages
 
-    if not huge_pages_possible():
-        pytest.skip("no transparent huge pages for madvise, or no glibc >= 2.35, here")
+    if not huge_pages_possible() or not collapse_possible():
+        pytest.skip("no transparent huge pages, no glibc >= 2.35 or no MADV_COLLAPSE here")
     fs = forkserver.ForkServer(mode)
     try:
         fs.wait_ready()
