@@ -374,13 +374,15 @@ def collapse_possible():
 
     from grader.sandbox.runtime import hugepages
 
-    memory = mmap.mmap(-1, 4 * 1024 * 1024, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    size = 4 * 1024 * 1024
+    memory = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     try:
-        memory.write(b"x" * len(memory))
+        memory.write(b"x" * size)
         view = ctypes.c_char.from_buffer(memory)
-        start = -(-ctypes.addressof(view) // hugepages.HUGE) * hugepages.HUGE
+        low = ctypes.addressof(view)
         del view
-        collapser = hugepages.Collapser(lambda: [(start, start + hugepages.HUGE)])
+        inside = [r for r in hugepages.ranges() if low <= r[0] and r[1] <= low + size][:1]
+        collapser = hugepages.Collapser(lambda: inside)
         collapser.step()
         return collapser.done == 1
     finally:
