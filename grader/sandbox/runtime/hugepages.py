@@ -11,8 +11,9 @@ torch-loaded fork server, per fork 2.6 -> 1.4 ms of the fork server's CPU (6 alt
 
 It costs the fork server ~0.16 s of CPU once (114 ranges, 78 collapsed; a range of no page at
 all is refused), which ~100 forks pay back on the fork server's side alone.  So it is done only
-once AFTER_WORKERS workers were asked for (a batch's class, a `watch` saved that often; never a
-`grade`), and between requests: Zygote.run asks for one range whenever no judge is waiting, and
+once AFTER_WORKERS workers were asked for (a `watch` saved that often, a class; never a
+`grade`), or from the start where the fork server is shared by a batch's judges (a class for
+sure: its first 16 workers then fork and exit ~5 ms cheaper each), and between requests: Zygote.run asks for one range whenever no judge is waiting, and
 a request that comes meanwhile waits for that range alone (at most 5.5 ms here; most take none,
 being huge already).  A range whose pages are busy a moment (a child forking or exiting) is
 tried again after the others.  A worker that later writes to a huge page is given a 4 KiB copy

@@ -256,6 +256,8 @@ class Zygote:
         self.children = {}  # pid -> (its judge's control, spawn id)
         self.spawned = 0
         self.collapser = hugepages.Collapser()  # its memory into huge pages, while it waits
+        # A zygote shared by several judges serves a batch's class: it collapses from the start.
+        self.collapse_after = 0 if len(self.controls) > 1 else hugepages.AFTER_WORKERS
         self.deadlines = {}  # pid -> when it is killed (its judge has let it go)
         self.wake_read, self.wake_write = os.pipe()
         os.set_blocking(self.wake_write, False)
@@ -347,7 +349,7 @@ class Zygote:
         while self.controls:
             timeout = (max(min(self.deadlines.values()) - time.monotonic(), 0)
                        if self.deadlines else None)
-            collapsing = self.spawned >= hugepages.AFTER_WORKERS and self.collapser.pending()
+            collapsing = self.spawned >= self.collapse_after and self.collapser.pending()
             readable, _, _ = select.select(self.controls + [self.wake_read], [], [],
                                            0 if collapsing else timeout)
             self.kill_overdue()
