@@ -294,6 +294,46 @@ def test_each_module_variant_is_one_knob_on_the_reference():
     assert biased[0][0] == "bias"
 
 
+def fresh_block(name, w, heads, max_len, biases=None):
+    """The block variants.block gives, built from nothing (as block() did before it kept them)."""
+    built = variants.reference_for(name).CausalSelfAttention(w[0].shape[1], heads, max_len)
+    with torch.no_grad():
+        built.qkv.weight.copy_(torch.cat(w[:3]))
+        built.out_proj.weight.copy_(w[3])
+        if biases is not None:
+            built.qkv.bias = nn.Parameter(torch.cat([biases[p] for p in "qkv"]))
+            built.out_proj.bias = nn.Parameter(biases["o"].clone())
+    if name == "no_out_proj":
+        built.out_proj = nn.Identity()
+    return built
+
+
+@pytest.mark.parametrize("name", ["reference", "bias", "no_out_proj", "qkv_order",
+                                  "scale_sqrt_D", "merge_no_transpose"])
+def test_a_block_loaded_again_answers_as_one_built_afresh(name):
+    """variants.block keeps one block per name and shape and loads each call's weights into it:
+    outputs and gradients as a block built for that call alone, nothing left from the call
+    before it (weights, biases, gradients), and one a caller cast or moved is never handed on."""
+    generator = torch.Generator().manual_seed(7)
+    for round_ in range(3):
+        w = [torch.randn(12, 12, generator=generator) / math.sqrt(12) for _ in range(4)]
+        biases = {p: torch.randn(12, generator=generator) for p in "qkvo"} \
+            if name == "bias" else None
+        x = torch.randn(2, 5, 12, generator=generator)
+        upstream = torch.randn(2, 5, 12, generator=generator)
+        kept = variants.block(name, *w, 3, 8, biases=biases)
+        fresh = fresh_block(name, w, 3, 8, biases)
+        for built in (kept, fresh):
+            (built(x) * upstream).sum().backward()
+        assert torch.equal(kept(x), fresh(x))
+        for (n, a), (_, b) in zip(kept.named_parameters(), fresh.named_parameters()):
+            assert torch.equal(a, b) and torch.equal(a.grad, b.grad), (name, round_, n)
+    kept.double()  # a caller that casts the block it was given
+    again = variants.block(name, *w, 3, 8, biases=biases)
+    assert again.qkv.weight.dtype == torch.float32
+    assert torch.equal(again(x), fresh_block(name, w, 3, 8, biases)(x))
+
+
 def test_each_module_variant_computes_each_batch_row_alone():
     """What lets module.learns look for a named mistake on the first rows of its batch and
     confirm on all of them (check_module_reference._is_attention): no variant mixes the rows of

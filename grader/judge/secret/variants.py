@@ -194,17 +194,48 @@ MODULE_VARIANTS = sorted((set(ATTEND_VARIANTS) - ATTEND_ONLY) | set(MODULE_KNOBS
 
 def block(name, wq, wk, wv, wo, heads, max_len, biases=None):
     """The reference block, or its variant `name`, holding the given [out, in] weights; `biases`
-    ({q, k, v, o} -> [out]) is the knob of the mistake `bias`."""
-    built = reference_for(name).CausalSelfAttention(wq.shape[1], heads, max_len)
+    ({q, k, v, o} -> [out]) is the knob of the mistake `bias`.
+
+    A block of one name, shape and bias knob is built once and loaded anew at each call (its
+    weights copied in, gradients cleared): what a call returns is valid until the next call with
+    the same name and shape, and every caller uses it at once (a forward, a backward, a search
+    that runs each variant before building the next).  Built anew at each call, the ~26 blocks
+    of a grading took ~150 us each (nn.Module's bookkeeping, and the Linear layers' own
+    initialisation, thrown away)."""
+    key = (name, wq.shape[1], heads, max_len, biases is not None)
+    built = _BUILT.get(key)
+    if built is None or not _as_built(built):
+        built = _BUILT[key] = _build(name, wq.shape[1], heads, max_len, biases is not None)
     with torch.no_grad():
         built.qkv.weight.copy_(torch.cat([wq, wk, wv]))
-        built.out_proj.weight.copy_(wo)
+        if name != "no_out_proj":
+            built.out_proj.weight.copy_(wo)
         if biases is not None:
-            built.qkv.bias = torch.nn.Parameter(torch.cat([biases[p] for p in "qkv"]))
-            built.out_proj.bias = torch.nn.Parameter(biases["o"].clone())
+            built.qkv.bias.copy_(torch.cat([biases[p] for p in "qkv"]))
+            built.out_proj.bias.copy_(biases["o"])
+    for parameter in built.parameters():
+        parameter.grad = None
+    return built
+
+
+_BUILT = {}  # (name, d_model, heads, max_len, with biases) -> the block block() loads
+
+
+def _build(name, d_model, heads, max_len, with_biases):
+    built = reference_for(name).CausalSelfAttention(d_model, heads, max_len)
+    if with_biases:
+        built.qkv.bias = torch.nn.Parameter(torch.zeros(3 * d_model))
+        built.out_proj.bias = torch.nn.Parameter(torch.zeros(d_model))
     if name == "no_out_proj":
         built.out_proj = torch.nn.Identity()
     return built
+
+
+def _as_built(built):
+    """The block is still as _build made it: float32 on the CPU, in training mode (a caller that
+    cast, moved or switched it would otherwise hand the next caller another block)."""
+    weight = built.qkv.weight
+    return weight.dtype == torch.float32 and weight.device.type == "cpu" and built.training
 
 
 _COPIES = {}
