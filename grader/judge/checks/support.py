@@ -81,22 +81,34 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     refuses).  A right answer's comparisons took the judge 7-8 ms a grading through torch (118
     calls, ~40 us each between the other checks' work; 1.2-2.9 ms for the copy task's
     [256,12,32]), 40 % of that so: numpy's small operations cost a fraction of torch's."""
-    if a.dtype == b.dtype and a.dtype in _NUMPY_READS:
-        try:
-            x, y = a.detach().numpy(), b.detach().numpy()
-        except (RuntimeError, TypeError):  # not on the CPU, a view torch will not lend numpy
-            x = None
-        if x is not None:
-            with numpy.errstate(all="ignore"):  # inf - inf, an overflow: not close by this rule
-                if bool(((numpy.abs(x - y) - (numpy.abs(y) * rtol + atol)) <= 0).all()):
-                    return True
+    if a.dtype == b.dtype and a.dtype in _NUMPY_READS and _all_within(a, b, rtol, atol):
+        return True
     return torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
 
 
 _NUMPY_READS = (torch.float32, torch.float64)
 
 
+def _all_within(a, b, rtol, atol, dtype=None):
+    """Every cell within |a - b| - (atol + rtol |b|) <= 0, read through numpy (cast to `dtype`
+    first where given); False where numpy cannot read them (not on the CPU, a view torch will
+    not lend numpy) or a cell is not (inf, NaN: torch's own rules then answer)."""
+    try:
+        x, y = a.detach().numpy(), b.detach().numpy()
+    except (RuntimeError, TypeError):
+        return False
+    if dtype is not None:
+        x, y = x.astype(dtype), y.astype(dtype)
+    with numpy.errstate(all="ignore"):  # inf - inf, an overflow: not close by this rule
+        return bool(((numpy.abs(x - y) - (numpy.abs(y) * rtol + atol)) <= 0).all())
+
+
 def _allclose_by_chunks(a, b, atol, rtol, equal_nan):
+    if a.numel() <= COMPARE_CHUNK and a.dtype == b.dtype and a.dtype in _NUMPY_READS \
+            and _all_within(a, b, rtol, atol, numpy.float64):
+        # One chunk of float32 or float64, close: cast by numpy, as .double() casts (exactly),
+        # without torch's copies and slices (~40 % of a comparison; ~140 a grading).
+        return True
     a, b = a.reshape(-1), b.reshape(-1)
     for start in range(0, a.numel(), COMPARE_CHUNK):
         if not allclose(a[start:start + COMPARE_CHUNK].double(),
