@@ -74,9 +74,9 @@ def test_close_and_same_keep_their_meaning_for_nan():
     assert support.close(big, big.clone()) and not support.close(big, moved)
 
 
-def test_values_within_the_tolerance_are_answered_without_torchs_longer_way(monkeypatch):
-    """The shortcut is what a right answer takes (the judge's time goes there): torch.allclose
-    is reached only where the answer may be no, or inf and NaN decide."""
+def test_finite_values_are_answered_without_torchs_longer_way(monkeypatch):
+    """The shortcut is what a right answer takes (the judge's time goes there), and a wrong one
+    of finite cells: torch.allclose is reached only where inf or NaN decide."""
     calls = []
     longer = torch.allclose
     monkeypatch.setattr(torch, "allclose", lambda *a, **k: calls.append(1) or longer(*a, **k))
@@ -84,8 +84,13 @@ def test_values_within_the_tolerance_are_answered_without_torchs_longer_way(monk
     assert support.allclose(b + 0.9e-4, b, atol=1e-4, rtol=0.0)
     assert support.allclose(b * (1 + 0.9e-4), b, atol=0.0, rtol=1e-4)
     assert support.close(b.float() + 1e-6, b.float())
+    assert not support.allclose(b + 2e-4, b, atol=1e-4, rtol=0.0)
+    assert not support.close(b.float() + 1e-3, b.float())
     assert calls == []
-    assert not support.allclose(b + 2e-4, b, atol=1e-4, rtol=0.0) and calls == [1]
+    b[1, 2] = float("inf")
+    assert support.allclose(b, b.clone()) and calls == [1]  # inf == inf: torch's rule
+    b[1, 2] = float("nan")
+    assert not support.close(b, b.clone()) and support.same(b, b.clone()) and len(calls) == 3
 
 
 def test_close_and_same_answer_as_torch_on_float64_copies():
