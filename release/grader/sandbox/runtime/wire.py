@@ -116,6 +116,7 @@ def arm():
              "dtype": base.__dict__["dtype"].__get__, "shape": base.__dict__["shape"].__get__}
     for name in ("detach", "cpu", "as_subclass", "float", "contiguous", "numpy"):
         found[name] = getattr(base, name)
+    found["names"] = {getattr(torch, name): name for name in DTYPES}  # the dtypes that may cross
     _TENSORS.append(found)
     return found
 
@@ -126,12 +127,15 @@ def _tensor_bytes(value, t):
         tensor = t["cpu"](t["detach"](value))
         if type(tensor) is not t["Tensor"]:
             tensor = t["as_subclass"](tensor, t["Tensor"])
-        if t["dtype"](tensor) is t["bfloat16"]:
+        dtype = t["dtype"](tensor)
+        if dtype is t["bfloat16"]:
             tensor = t["float"](tensor)
-        name = str(t["dtype"](tensor)).replace("torch.", "")
-        if name not in DTYPES:
-            return None, name, None
-        return t["numpy"](t["contiguous"](tensor)).tobytes(), name, [int(n) for n in t["shape"](tensor)]
+            dtype = t["dtype"](tensor)
+        name = t["names"].get(dtype)
+        if name is None:
+            return None, str(dtype).replace("torch.", ""), None
+        # TensorBase's own shape getter on an exact Tensor: a torch.Size of ints
+        return t["numpy"](t["contiguous"](tensor)).tobytes(), name, list(t["shape"](tensor))
 
 
 def encode(obj):
@@ -149,16 +153,16 @@ def encode(obj):
         # A value of an exact plain type inside a dict or list is taken in place, where its depth
         # would be allowed, not through a call returning it (as _rebuild does).
         inner, plain = depth + 1, _SCALARS if depth < MAX_DEPTH else ()
-        if issubclass(kind, dict):
+        if kind is dict or (kind is not list and issubclass(kind, dict)):
             return {k if type(k) is str and k[:1] != "$" else _escape(str(k)):
                     v if type(v) in plain else walk(v, inner) for k, v in dict.items(value)}
-        if issubclass(kind, list):
+        if kind is list or issubclass(kind, list):
             return [v if type(v) in plain else walk(v, inner) for v in list.__iter__(value)]
         if issubclass(kind, tuple):
             return {"$tuple": [v if type(v) in plain else walk(v, inner)
                                for v in tuple.__iter__(value)]}
         t = arm()
-        if issubclass(kind, t["Tensor"]):
+        if kind is t["Tensor"] or issubclass(kind, t["Tensor"]):
             raw, name, shape = _tensor_bytes(value, t)
             if raw is None:
                 return {"$object": f"Tensor[{name}]"}
