@@ -256,7 +256,8 @@ class Zygote:
         self.children = {}  # pid -> (its judge's control, spawn id)
         self.spawned = 0
         self.collapser = hugepages.Collapser()  # its memory into huge pages, while it waits
-        # A zygote shared by several judges serves a batch's class: it collapses from the start.
+        # A zygote shared by several judges serves a batch's class: it collapses at once, before
+        # it is ready (run); one judge's own waits for AFTER_WORKERS workers (hugepages.py).
         self.collapse_after = 0 if len(self.controls) > 1 else hugepages.AFTER_WORKERS
         self.deadlines = {}  # pid -> when it is killed (its judge has let it go)
         self.wake_read, self.wake_write = os.pipe()
@@ -342,6 +343,9 @@ class Zygote:
         # a collection in a child never copies the pages it shares with this process.
         self.torch = worker.prepare(forks=True)
         why_not = probe_namespaces() if self.mode == "namespaces" else None
+        if self.collapse_after == 0:  # before any child shares a page with it (hugepages.py)
+            while self.collapser.pending():
+                self.collapser.step()
         for control in self.controls:
             self.send(control, {"ready": why_not is None, "mode": self.mode, "error": why_not})
         if why_not is not None:
