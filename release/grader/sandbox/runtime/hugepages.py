@@ -16,7 +16,8 @@ once AFTER_WORKERS workers were asked for (a `watch` saved that often, a class; 
 a request that comes meanwhile waits for that range alone (at most 5.5 ms here; most take none,
 being huge already).  A range whose pages are busy a moment (a child forking or exiting) is
 tried again after the others.  A worker that later writes to a huge page is given a 4 KiB copy
-as before (the kernel splits the entry first).
+as before (the kernel splits the entry first).  Where the kernel lacks MADV_COLLAPSE, or
+transparent huge pages are off, the first FIRST_TRIES ranges say so and nothing more is tried.
 
 A fork server shared by a batch's judges serves a class for sure: it collapses all of it at once,
 before it says it is ready (Zygote.run), while no child shares a page with it.  Once children
@@ -24,8 +25,8 @@ do, a range many of whose pages they share is refused (EAGAIN, however often it 
 batch, 33 MiB outside the heap ended in huge pages; before the first fork, 37 MiB (25 MiB once
 the fork server's own writes while serving had split some).  The bench's class of 200, the
 collapse between requests from the first worker against all of it before the first: medians of
-6 alternating rounds 15.19 -> 14.86 s and 15.31 -> 14.83 s.  Where the kernel lacks MADV_COLLAPSE, or
-transparent huge pages are off, the first FIRST_TRIES ranges say so and nothing more is tried.
+6 alternating rounds 15.19 -> 14.86 s and 15.31 -> 14.83 s.
+
 Standard library only: it runs inside the sandbox.
 """
 import ctypes

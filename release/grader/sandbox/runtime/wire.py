@@ -153,7 +153,7 @@ def encode(obj):
         # A value of an exact plain type inside a dict or list is taken in place, where its depth
         # would be allowed, not through a call returning it (as _rebuild does).
         inner, plain = depth + 1, _SCALARS if depth < MAX_DEPTH else ()
-        if kind is dict or (kind is not list and issubclass(kind, dict)):
+        if kind is dict or issubclass(kind, dict):
             return {k if type(k) is str and k[:1] != "$" else _escape(str(k)):
                     v if type(v) in plain else walk(v, inner) for k, v in dict.items(value)}
         if kind is list or issubclass(kind, list):
