@@ -181,25 +181,23 @@ def zygote_python(pid):
     raise AssertionError("no zygote.py process under the fork server")
 
 
-def huge_pages_possible():
-    """Transparent huge pages on for madvise (or always), and a glibc with the hugetlb tunable."""
+def thp_setting():
+    """The kernel's transparent huge page setting ("always [madvise] never"), or "" unknown."""
     try:
         with open("/sys/kernel/mm/transparent_hugepage/enabled", encoding="ascii") as handle:
-            mode = handle.read()
+            return handle.read()
     except OSError:
+        return ""
+
+
+def huge_pages_possible():
+    """Transparent huge pages on for madvise (or always), and a glibc with the hugetlb tunable."""
+    mode = thp_setting()
+    if not mode:
         return False
     name, _, version = (os.confstr("CS_GNU_LIBC_VERSION") or "").partition(" ")
     numbers = tuple(int(n) for n in version.split(".")[:2] if n.isdigit())
     return "[never]" not in mode and name == "glibc" and numbers >= (2, 35)
-
-
-def thp_only_where_asked():
-    """Transparent huge pages for madvise only: no memory is huge unless a process asks."""
-    try:
-        with open("/sys/kernel/mm/transparent_hugepage/enabled", encoding="ascii") as handle:
-            return "[madvise]" in handle.read()
-    except OSError:
-        return False
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -223,12 +221,19 @@ def test_the_zygote_heap_is_in_huge_pages_where_the_machine_allows(mode):
         fs.close()
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_judges_sharing_a_zygote_each_end_only_their_own_workers(mode, tmp_path):
+def shared_zygote(mode):
+    """((its process, runtime folder, spool), (two fork servers attached to it)): a zygote
+    started for two judges, as a batch's parent starts one (dispatch.SharedZygote)."""
     proc, controls, runtime_dir, spool = forkserver.start_zygote(forkserver.supported(mode), 2)
-    first, second = (forkserver.ForkServer(mode, attach={
+    servers = tuple(forkserver.ForkServer(mode, attach={
         "fd": control.detach(), "runtime_dir": runtime_dir, "spool": spool, "tag": n})
         for n, control in enumerate(controls, 1))
+    return (proc, runtime_dir, spool), servers
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_judges_sharing_a_zygote_each_end_only_their_own_workers(mode, tmp_path):
+    (proc, runtime_dir, spool), (first, second) = shared_zygote(mode)
     try:
         assert grade(first, authoring.SOLUTION)["score"] == grade(second, authoring.SOLUTION)[
             "score"] == FULL
@@ -447,17 +452,14 @@ def test_a_zygote_shared_by_a_batchs_judges_collapses_before_any_worker(mode):
     test_a_zygote_that_served_a_class_puts_its_memory_in_huge_pages)."""
     if not huge_pages_possible() or not collapse_possible():
         pytest.skip("no transparent huge pages, no glibc >= 2.35 or no MADV_COLLAPSE here")
-    proc, controls, runtime_dir, spool = forkserver.start_zygote(forkserver.supported(mode), 2)
-    first, second = (forkserver.ForkServer(mode, attach={
-        "fd": control.detach(), "runtime_dir": runtime_dir, "spool": spool, "tag": n})
-        for n, control in enumerate(controls, 1))
+    (proc, runtime_dir, spool), (first, second) = shared_zygote(mode)
     alone = forkserver.ForkServer(mode)  # one judge's own: it waits for workers first
     try:
         first.wait_ready()
         # done by the time it said it was ready (collapsed in its loop, it would have barely begun)
         assert huge_kb_beside_the_heap(zygote_python(proc.pid)) >= 8 * 1024
         alone.wait_ready()
-        if thp_only_where_asked():  # (where it is "always", every fault may take a huge page)
+        if "[madvise]" in thp_setting():  # (with "always", any fault may take a huge page)
             assert huge_kb_beside_the_heap(zygote_python(alone.proc.pid)) < 8 * 1024
         assert grade(second, authoring.SOLUTION)["score"] == FULL
     finally:

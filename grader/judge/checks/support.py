@@ -83,10 +83,9 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     7-8 ms a grading through torch (118 calls, ~40 us each between the other checks' work;
     1.2-2.9 ms for the copy task's [256,12,32]), 40 % of that so: numpy's small operations cost
     a fraction of torch's.  A wrong one's (the named mistakes' search) skips torch's too."""
-    if a.dtype == b.dtype and a.dtype in _NUMPY_READS:
-        answer = _finite_answer(a, b, rtol, atol)
-        if answer is not None:
-            return answer
+    answer = _finite_answer(a, b, rtol, atol)
+    if answer is not None:
+        return answer
     return torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
 
 
@@ -95,9 +94,11 @@ _NUMPY_READS = (torch.float32, torch.float64)
 
 def _finite_answer(a, b, rtol, atol, dtype=None):
     """Whether every cell is within |a - b| - (atol + rtol |b|) <= 0, read through numpy (cast
-    to `dtype` first where given); None where numpy cannot read them (not on the CPU, a view
-    torch will not lend numpy) or where the answer is not that of finite cells (inf, NaN, an
-    overflow: torch's own rules decide)."""
+    to `dtype` first where given); None where they are not both float32 or both float64, where
+    numpy cannot read them (not on the CPU, a view torch will not lend numpy) or where the answer
+    is not that of finite cells (inf, NaN, an overflow: torch's own rules decide)."""
+    if a.dtype != b.dtype or a.dtype not in _NUMPY_READS:
+        return None
     try:
         x, y = a.detach().numpy(), b.detach().numpy()
     except (RuntimeError, TypeError):
@@ -112,7 +113,7 @@ def _finite_answer(a, b, rtol, atol, dtype=None):
 
 
 def _allclose_by_chunks(a, b, atol, rtol, equal_nan):
-    if a.numel() <= COMPARE_CHUNK and a.dtype == b.dtype and a.dtype in _NUMPY_READS:
+    if a.numel() <= COMPARE_CHUNK:
         # One chunk of float32 or float64: cast by numpy, as .double() casts (exactly), without
         # torch's copies and slices (~40 % of a comparison; ~140 a grading).
         answer = _finite_answer(a, b, rtol, atol, numpy.float64)
