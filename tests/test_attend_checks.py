@@ -123,7 +123,8 @@ def test_weights_not_computed_from_scores_have_no_factor(fake):
 # -- public checks: expectations as data, never a drop-in implementation ----------------------
 def public_functions():
     for module in (test_split_heads, test_merge_heads, test_attend, support):
-        for name, fn in vars(module).items():
+        # a copy: a function called here that warns adds __warningregistry__ to its module
+        for name, fn in list(vars(module).items()):
             if inspect.isfunction(fn) and fn.__module__ == module.__name__:
                 yield f"{module.__name__}.{name}", fn
 
