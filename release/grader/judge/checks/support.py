@@ -301,47 +301,57 @@ def fitted_factor(weights, scores, cells, axis=-1, strict=True):
 def weights_factor(weights, q, k, allowed):
     """The factor c of the first relation the weights follow, or None: rows over the readable
     cells, rows over every cell that got weight (another mask), columns (softmax over the wrong
-    axis), or rows of k·qᵀ (scores transposed).  A named mistake keeps its scale judged."""
+    axis), rows of k·qᵀ (scores transposed), or lines along the heads or the batch (a softmax
+    over that axis).  A named mistake keeps its scale judged."""
     scores = dot_scores(q, k)
     w = weights.double()
-    finite_rows = ~torch.isnan(w).any(dim=-1, keepdim=True)  # a NaN row says nothing of the scale
-    live = (w > TINY) & finite_rows
-    relations = [(scores, allowed & finite_rows, -1), (scores, live, -1), (scores, allowed, -2)]
-    if scores.shape[-1] == scores.shape[-2]:
-        relations.append((scores.transpose(-2, -1), allowed & finite_rows, -1))
-    axis = softmax_axis(w)
-    if axis is not None and axis < w.dim() - 2:  # over the heads or the batch: its own relation
-        relations.append((scores, allowed & ~torch.isnan(w), axis))
-    for s, cells, axis in relations:
+    for s, cells, axis in _relations(w, scores, allowed):
         c = fitted_factor(w, s, cells, axis, strict=False)
         if c is not None and c > C_MIN:
             return c
     return None
 
 
-def _pattern(weights, cells):
-    """Weight exactly on `cells` (positive there, 0 elsewhere) in every row that is not NaN."""
-    w = weights.double()
-    rows = ~torch.isnan(w).any(dim=-1, keepdim=True)
-    return bool(rows.any()) and bool((w > 0).any()) and \
-        bool((((w > 0) == cells.expand_as(w)) | ~rows).all())
+def _relations(w, scores, allowed):
+    """weights_factor's relations, in its order, each made when the one before it did not fit
+    (right weights fit the first: the rest, the softmax's axis above all, is never computed)."""
+    finite_rows = ~torch.isnan(w).any(dim=-1, keepdim=True)  # a NaN row says nothing of the scale
+    yield scores, allowed & finite_rows, -1
+    yield scores, (w > TINY) & finite_rows, -1
+    yield scores, allowed, -2
+    if scores.shape[-1] == scores.shape[-2]:
+        yield scores.transpose(-2, -1), allowed & finite_rows, -1
+    axis = softmax_axis(w)
+    if axis is not None and axis < w.dim() - 2:  # over the heads or the batch: its own relation
+        yield scores, allowed & ~torch.isnan(w), axis
+
+
+def _pattern(w, cells):
+    """Weight exactly on `cells` (positive there, 0 elsewhere) in every row that is not NaN
+    (numpy: float64 weights, bool cells that broadcast to them)."""
+    rows = ~numpy.isnan(w).any(axis=-1, keepdims=True)
+    positive = w > 0
+    return bool(rows.any()) and bool(positive.any()) and \
+        bool(((positive == cells) | ~rows).all())
 
 
 def _mask_mistake(weights, allowed):
-    """Which wrong mask the weights show by where they sit (mask mistakes need no scores)."""
+    """Which wrong mask the weights show by where they sit (mask mistakes need no scores).
+    Read with numpy: whole-array tests of where weight sits (~120 us with torch's operations)."""
     t_q, t_k = allowed.shape[-2:]
-    w = weights.double()
-    if t_q == t_k and not torch.isnan(w).any():
-        below = torch.ones(t_q, t_k, dtype=torch.bool).tril()
-        if bool((allowed == below).all()):
+    w, allowed = weights.detach().double().cpu().numpy(), allowed.cpu().numpy()
+    nan = numpy.isnan(w)
+    if t_q == t_k and not nan.any():
+        below = numpy.tril(numpy.ones((t_q, t_k), dtype=bool))
+        if (allowed == below).all():
             if _pattern(w, below.T):
                 return "mask_anti_causal"
-            if _pattern(w, below | torch.ones(t_q, t_k, dtype=torch.bool).tril(1)):
+            if _pattern(w, below | numpy.tril(numpy.ones((t_q, t_k), dtype=bool), 1)):
                 return "mask_off_by_one"
     # True read as "blocked": weight exactly where the mask says no; a row with nothing blocked
     # is then all -inf, NaN after the softmax.
-    nan_rows = torch.isnan(w).any(dim=-1)  # [..., T]
-    if bool((~nan_rows | ~(~allowed).any(dim=-1)).all()) and _pattern(w, ~allowed.expand_as(w)):
+    nan_rows = nan.any(axis=-1)  # [..., T]
+    if bool((~nan_rows | ~(~allowed).any(axis=-1)).all()) and _pattern(w, ~allowed):
         return "mask_inverted"
     return None
 
@@ -394,21 +404,28 @@ def softmax_axis(w):
     """The axis other than the last that the weights sum to 1 over, when the rows do not (a
     softmax over dim=0 or 1, or without dim: for 4-D scores torch picks axis 1, the heads), else
     None.  NaN (a masked cell that is -inf in every head, normalised over the heads) is left out:
-    the lines along an axis that hold none must sum to 1."""
-    finite = ~torch.isnan(w)
-    if w.dim() < 2 or not bool(finite.any()) or not bool((w[finite] >= 0).all()):
+    the lines along an axis that hold none must sum to 1.  In float64 with numpy: called for
+    every weights judged, where torch's dozen small operations took ~70 us."""
+    a = w.detach().double().cpu().numpy()
+    finite = ~numpy.isnan(a)
+    if a.ndim < 2 or not finite.any() or not (a[finite] >= 0).all():
         return None
-    rows = finite.all(dim=-1)
-    if bool(rows.any()) and allclose(w.sum(dim=-1)[rows], torch.ones_like(w[..., 0])[rows],
-                                     atol=1e-4):
-        return None
-    for axis in range(w.dim() - 1):
-        lines = finite.all(dim=axis)
-        if w.shape[axis] > 1 and bool(lines.any()):
-            sums = torch.nan_to_num(w).sum(dim=axis)[lines]
-            if allclose(sums, torch.ones_like(sums), atol=1e-4):
+    with numpy.errstate(all="ignore"):  # sums past the largest float: inf, as torch's, quietly
+        rows = finite.all(axis=-1)
+        if rows.any() and _sum_to_one(a.sum(axis=-1)[rows]):
+            return None
+        for axis in range(a.ndim - 1):
+            lines = finite.all(axis=axis)
+            if a.shape[axis] > 1 and lines.any() and \
+                    _sum_to_one(numpy.nan_to_num(a).sum(axis=axis)[lines]):
                 return axis
     return None
+
+
+def _sum_to_one(sums, atol=1e-4, rtol=1e-5):
+    """allclose(sums, ones, atol=1e-4) as torch answers it: |s - 1| <= atol + rtol·1 in every
+    cell, where inf and NaN are never close."""
+    return bool((numpy.abs(sums - 1.0) <= atol + rtol * 1.0).all())
 
 
 def _leak_mistake(w, scores, allowed):

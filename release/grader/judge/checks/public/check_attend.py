@@ -45,10 +45,13 @@ def named(weights, allowed, q, k, otherwise):
                    heatmap=leak_map(weights, allowed, q, k))
 
 
-def attention_gate(context, weights, q, k, v, allowed):
+def attention_gate(context, weights, q, k, v, allowed, factor=False):
     """No point without attention: the weights follow q·kᵀ (some factor > 0; the scale is judged
-    by attend.scale) and the context is weights @ v."""
-    if weights_factor(weights, q, k, allowed) is None:
+    by attend.scale) and the context is weights @ v.  `factor`: weights_factor's answer for these
+    weights, q, k and cells where the caller has it already."""
+    if factor is False:
+        factor = weights_factor(weights, q, k, allowed)
+    if factor is None:
         raise named(weights, allowed, q, k, "weights_not_from_scores")
     expected = weights.double() @ v.double()  # [..., T, d_v]
     if bool(torch.isfinite(weights).all()) and not close(context, expected):
@@ -97,7 +100,7 @@ def judge_scale(context, weights, q, k, v, example=False):
                     if math.isclose(factor, wrong(d, d_v, k.shape[-2]), rel_tol=1e-3)),
                    "scale_wrong")
         raise Verdict(key, expected=num(1 / math.sqrt(d)), got=num(factor), d=d)
-    attention_gate(context, weights, q, k, v, allowed)
+    attention_gate(context, weights, q, k, v, allowed, factor)
 
 
 @pytest.mark.check("attend.scale")
