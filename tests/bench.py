@@ -307,12 +307,30 @@ SPEED_LINE = re.compile(
     r".*?calls into a worker per submission (\d+) in (\d+) round trips")
 
 
+PROCESSES = re.compile(r"graded \d+ in [\d.]+ s \([\d.]+/min, (\d+) processes\)")
+
+
+def machine_seconds():
+    """(busy, idle) core-seconds of the whole machine so far (/proc/stat's first line: idle and
+    iowait are idle, the rest busy), or None where there is no /proc/stat."""
+    try:
+        with open("/proc/stat", encoding="ascii") as handle:
+            ticks = [int(v) for v in handle.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    hz, idle = os.sysconf("SC_CLK_TCK"), sum(ticks[3:5])
+    return (sum(ticks) - idle) / hz, idle / hz
+
+
 def run_batch(folder, out, *flags):
-    """(wall seconds, the speed line's figures) of `python -m grader batch` on `folder`."""
+    """(wall seconds, the speed line's figures) of `python -m grader batch` on `folder`; with
+    the machine's busy and idle core-seconds meanwhile (`machine`: None without /proc/stat)."""
+    before = machine_seconds()
     began = time.perf_counter()
     result = subprocess.run([PY, "-m", "grader", "batch", folder, "--out", out, *flags],
                             cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - began
+    after = machine_seconds()
     found = SPEED_LINE.search(result.stderr)
     if result.returncode != 0 or not found:
         raise RuntimeError(result.stderr[-2000:])
@@ -321,6 +339,10 @@ def run_batch(folder, out, *flags):
     stats = dict(zip(keys, map(float, found.groups())))
     # outside the grading: the parent's start before it, the class outputs after it
     stats["rest_seconds"] = seconds - stats["grading_seconds"]
+    processes = PROCESSES.search(result.stderr)
+    stats["processes"] = int(processes.group(1)) if processes else 1
+    stats["machine"] = None if before is None or after is None else \
+        tuple(b - a for a, b in zip(before, after))
     return seconds, stats
 
 
@@ -593,6 +615,27 @@ def cpu_split(stats, outputs, near, reference):
     figure("cpu_class_outputs", outputs, f"  the class outputs (gradebook, summary, near-copies) "
            f"{outputs:.3f} s, of which the near-copies {near:.3f} s")
     FIGURES["cpu_similarity"] = near
+    machine_split(stats)
+
+
+def machine_split(stats):
+    """The whole machine while the class was graded (the batch before nbgrader's run): how busy
+    its cores were, and what of it the judges' and workers' own figures account for.  The rest
+    is the fork server (its start: torch, meta's kernels, the collapse into huge pages; its
+    forks), the near-copies' fingerprinter, the parent, the kernel's threads: what a change to
+    the batch's processes, not to a grading, moves."""
+    if stats["machine"] is None:
+        return
+    busy, idle = stats["machine"]
+    graded = stats["graded"] * (stats["judge_cpu"] + stats["worker_cpu"])
+    starts = stats["processes"] * stats["startup_cpu"]
+    rest = max(0.0, busy - graded - starts)
+    figure("machine_busy_share", busy / max(busy + idle, 1e-9), f"the machine meanwhile: busy "
+           f"{busy:.1f} of {busy + idle:.1f} core-seconds ({100 * busy / max(busy + idle, 1e-9):.0f}"
+           f" %): the gradings (judge + worker, {stats['graded']:.0f} submissions) {graded:.1f} s, "
+           f"the judges' starts {starts:.1f} s, the rest {rest:.1f} s (the fork server's start "
+           f"and forks, the fingerprinter, the parent, the system)")
+    FIGURES["cpu_machine_rest"] = rest
 
 
 # -- jobs: the rule behind --jobs' default -------------------------------------------------------
