@@ -266,6 +266,11 @@ def dot_scores(q, k):
     return q.double() @ k.double().transpose(-2, -1)
 
 
+def _float64(t):
+    """A tensor's values as a float64 numpy array (no copy where it is float64 on the CPU)."""
+    return t.detach().double().cpu().numpy()
+
+
 def fitted_factor(weights, scores, cells, axis=-1, strict=True):
     """The c with log w = c·scores + (one constant per row; per column for axis=-2) on `cells`.
 
@@ -274,13 +279,13 @@ def fitted_factor(weights, scores, cells, axis=-1, strict=True):
     the fit puts below 1e-20 (one-hot "attention" on a single cell per row fits nothing).
     Computed in float64 with numpy: ~20 fits a grading, each half the time of torch's small
     operations (the same sums, to the last bit or one off)."""
-    w = weights.detach().double().numpy()
+    w = _float64(weights)
     cells = numpy.broadcast_to(cells.numpy(), w.shape)
     chosen = w[cells]
     if numpy.isnan(chosen).any() or (chosen < 0).any():
         return None
     live = cells & (w > TINY)
-    s = numpy.broadcast_to(scores.detach().double().numpy(), w.shape)
+    s = numpy.broadcast_to(_float64(scores), w.shape)
     with numpy.errstate(all="ignore"):  # log of a NaN outside the cells: not read
         y = numpy.where(live, numpy.log(numpy.maximum(w, TINY)), 0.0)
     n = numpy.maximum(live.sum(axis, keepdims=True), 1)
@@ -339,7 +344,7 @@ def _mask_mistake(weights, allowed):
     """Which wrong mask the weights show by where they sit (mask mistakes need no scores).
     Read with numpy: whole-array tests of where weight sits (~120 us with torch's operations)."""
     t_q, t_k = allowed.shape[-2:]
-    w, allowed = weights.detach().double().cpu().numpy(), allowed.cpu().numpy()
+    w, allowed = _float64(weights), allowed.cpu().numpy()
     nan = numpy.isnan(w)
     if t_q == t_k and not nan.any():
         below = numpy.tril(numpy.ones((t_q, t_k), dtype=bool))
@@ -406,7 +411,7 @@ def softmax_axis(w):
     None.  NaN (a masked cell that is -inf in every head, normalised over the heads) is left out:
     the lines along an axis that hold none must sum to 1.  In float64 with numpy: called for
     every weights judged, where torch's dozen small operations took ~70 us."""
-    a = w.detach().double().cpu().numpy()
+    a = _float64(w)
     finite = ~numpy.isnan(a)
     if a.ndim < 2 or not finite.any() or not (a[finite] >= 0).all():
         return None
