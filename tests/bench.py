@@ -627,14 +627,15 @@ def machine_split(stats):
     if stats["machine"] is None:
         return
     busy, idle = stats["machine"]
+    share = busy / max(busy + idle, 1e-9)
     graded = stats["graded"] * (stats["judge_cpu"] + stats["worker_cpu"])
     starts = stats["processes"] * stats["startup_cpu"]
     rest = max(0.0, busy - graded - starts)
-    figure("machine_busy_share", busy / max(busy + idle, 1e-9), f"the machine meanwhile: busy "
-           f"{busy:.1f} of {busy + idle:.1f} core-seconds ({100 * busy / max(busy + idle, 1e-9):.0f}"
-           f" %): the gradings (judge + worker, {stats['graded']:.0f} submissions) {graded:.1f} s, "
-           f"the judges' starts {starts:.1f} s, the rest {rest:.1f} s (the fork server's start "
-           f"and forks, the fingerprinter, the parent, the system)")
+    figure("machine_busy_share", share, f"the machine meanwhile: busy {busy:.1f} of "
+           f"{busy + idle:.1f} core-seconds ({100 * share:.0f} %): the gradings (judge + worker, "
+           f"{stats['graded']:.0f} submissions) {graded:.1f} s, the judges' starts {starts:.1f} s, "
+           f"the rest {rest:.1f} s (the fork server's start and forks, the fingerprinter, the "
+           f"parent, the system)")
     FIGURES["cpu_machine_rest"] = rest
 
 
