@@ -106,10 +106,17 @@ def _finite_answer(a, b, rtol, atol, dtype=None):
     if dtype is not None:
         x, y = x.astype(dtype), y.astype(dtype)
     with numpy.errstate(all="ignore"):  # inf - inf, an overflow: NaN or inf, left to torch
-        excess = numpy.abs(x - y) - (numpy.abs(y) * rtol + atol)
+        excess = _excess(x, y, rtol, atol)
         if bool((excess <= 0).all()):
             return True
         return False if bool(numpy.isfinite(excess).all()) else None
+
+
+def _excess(x, y, rtol, atol):
+    """torch's closeness rule on numpy arrays, cell by cell: |x - y| - (atol + rtol |y|), close
+    where <= 0 (a finite difference is <= 0 exactly when the first is not the larger; inf and
+    NaN never are)."""
+    return numpy.abs(x - y) - (numpy.abs(y) * rtol + atol)
 
 
 def _allclose_by_chunks(a, b, atol, rtol, equal_nan):
@@ -428,9 +435,8 @@ def softmax_axis(w):
 
 
 def _sum_to_one(sums, atol=1e-4, rtol=1e-5):
-    """allclose(sums, ones, atol=1e-4) as torch answers it: |s - 1| <= atol + rtol·1 in every
-    cell, where inf and NaN are never close."""
-    return bool((numpy.abs(sums - 1.0) <= atol + rtol * 1.0).all())
+    """allclose(sums, ones, atol=1e-4) as torch answers it, inf and NaN never close."""
+    return bool((_excess(sums, 1.0, rtol, atol) <= 0).all())
 
 
 def _leak_mistake(w, scores, allowed):
