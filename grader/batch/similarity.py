@@ -1,7 +1,8 @@
 """Near-copies in a class: pairs (and groups) of submissions whose own code is mostly the same.
 
-The fingerprints are copydetect's (pinned in requirements.txt): its tokenizer turns every
-identifier into V/F/O and every string into S and drops comments and spacing, then k-grams of the
+The fingerprints are copydetect's (pinned in requirements-instructor.txt): its tokenizer turns
+every identifier into V/F/O and every string into S and drops comments and spacing (the same
+text, from pygments' tokens found with fewer regex calls: lexing.py), then k-grams of the
 token text are winnowed and two submissions are compared by the k-grams they share, mapped back to
 regions of the original code.  Two things are ours:
 
@@ -29,6 +30,7 @@ import sys
 import types
 
 from grader import paths
+from grader.batch import lexing
 from grader.inert import json_text
 from grader.statefile import write_atomic
 
@@ -92,7 +94,7 @@ def fingerprint(source, boilerplate=None):
     CodeFingerprint, utils = copydetect.CodeFingerprint, copydetect.utils
 
     code = blank_quiz(source)
-    filtered, offsets = utils.filter_code(code, "attention.py", "python")
+    filtered, offsets = lexing.filter_code(code)  # utils.filter_code's values, faster
     hashes, idx = utils.winnow(_kgram_hashes(filtered, NOISE), WINDOW, remove_duplicates=False)
     if boilerplate is not None and len(boilerplate) and len(hashes):
         keep = ~np.isin(hashes, boilerplate)
@@ -410,8 +412,8 @@ def all_pairs(sources, cache, boilerplate, prints, jobs=1, figured=None):
 
 def _fingerprints(texts, boilerplate, jobs):
     """fingerprint() of each text, in order: in `jobs` forked processes when there are many
-    (copydetect's tokenizer takes ~8 ms a file, most of a class's near-copies once the pairs
-    are found together: class_figures)."""
+    (~2.4 ms a file, most of it the tokens and the k-grams' hashes; most of a class's
+    near-copies once the pairs are found together: class_figures)."""
     import multiprocessing
 
     forkable = "fork" in multiprocessing.get_all_start_methods()
