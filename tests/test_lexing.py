@@ -165,3 +165,14 @@ def test_other_lexers_give_pygments_tokens_too(cls):
         assert all(plan.joinable.values())
     else:
         assert plan is None
+
+
+def test_many_different_characters_make_no_more_regexes():
+    """Past ASCII a state's rules are joined once: a file of thousands of different characters
+    (names, strings, stray text) costs no regex per character."""
+    text = "".join(f"名{chr(0x4e00 + i)} = '{chr(0x3400 + i)}' {chr(0x1f300 + i % 700)}\n"
+                   for i in range(1500))
+    lexer = lexing.python_lexer()
+    assert lexing.tokens(text) == list(lexer.get_tokens(text))
+    plan = lexing._plans[type(lexer)]
+    assert all(len(by_char) <= 129 for by_char in plan.by_char.values())

@@ -4,9 +4,10 @@ copydetect's filter_code (utils.py) lexes a file with pygments' PythonLexer, a R
 position it tries the current state's rules one by one until one matches (the root state has 56;
 on the class's code, 36 regex calls a token).  That was ~4.5 ms of a ~7 ms fingerprint.
 
-Here the same rules are tried by fewer calls.  For each state and each character a token can
-begin with, the rules that can match there are joined into one regex, their alternatives in the
-rules' order: Python's regex engine tries alternatives left to right at one position, so the
+Here the same rules are tried by fewer calls.  For each state and each ASCII character a token
+can begin with, the rules that can match there are joined into one regex, their alternatives in
+the rules' order (past ASCII, all of the state's rules: so a text of many different characters
+makes no more regexes): Python's regex engine tries alternatives left to right at one position, so the
 first alternative that matches is the rule pygments would have taken, with the same end (nothing
 follows an alternative).  pygments' own action of that rule is then applied: a token type takes
 the matched text; a callback (bygroups, ...) gets that rule's own match object, from its own
@@ -150,6 +151,8 @@ class _Plan:
         if pos < len(text) and self.joinable[state]:
             by_char = self.by_char[state]
             char = text[pos]
+            if char > "\x7f":  # past ASCII, every rule: as many joins as characters met, at most
+                char = None
             entry = by_char.get(char)
             if entry is None:
                 try:
@@ -177,9 +180,11 @@ class _Plan:
         return None
 
     def _join(self, state, char):
-        """(match, {group index: rule index}) of the rules of `state` that can begin with char."""
+        """(match, {group index: rule index}) of the rules of `state` that can begin with char
+        (every rule for None)."""
         starts = self.starts[state]
-        chosen = tuple(i for i, start in enumerate(starts) if start is None or start(char))
+        chosen = tuple(i for i, start in enumerate(starts)
+                       if start is None or char is None or start(char))
         if chosen not in self.joined.setdefault(state, {}):
             rules = self.rules[state]
             parts = [f"(?P<_rule{i}>{_scoped(rules[i][0].__self__.pattern)})" for i in chosen]
