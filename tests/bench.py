@@ -308,6 +308,7 @@ SPEED_LINE = re.compile(
 
 
 PROCESSES = re.compile(r"graded \d+ in [\d.]+ s \([\d.]+/min, (\d+) processes\)")
+FINGERPRINTER = re.compile(r"near-copies: the fingerprinter used ([\d.]+) s of CPU")
 
 
 def machine_seconds():
@@ -341,6 +342,8 @@ def run_batch(folder, out, *flags):
     stats["rest_seconds"] = seconds - stats["grading_seconds"]
     processes = PROCESSES.search(result.stderr)
     stats["processes"] = int(processes.group(1)) if processes else 1
+    fingerprinter = FINGERPRINTER.search(result.stderr)
+    stats["fingerprinter_cpu"] = float(fingerprinter.group(1)) if fingerprinter else 0.0
     stats["machine"] = None if before is None or after is None else \
         tuple(b - a for a, b in zip(before, after))
     return seconds, stats
@@ -620,9 +623,9 @@ def cpu_split(stats, outputs, near, reference):
 
 def machine_split(stats):
     """The whole machine while the class was graded (the batch before nbgrader's run): how busy
-    its cores were, and what of it the judges' and workers' own figures account for.  The rest
-    is the fork server (its start: torch, meta's kernels, the collapse into huge pages; its
-    forks), the near-copies' fingerprinter, the parent, the kernel's threads: what a change to
+    its cores were, and what of it the judges' and workers' own figures and the near-copies'
+    fingerprinter account for.  The rest is the fork server (its start: torch, meta's kernels,
+    the collapse into huge pages; its forks), the parent, the kernel's threads: what a change to
     the batch's processes, not to a grading, moves."""
     if stats["machine"] is None:
         return
@@ -630,13 +633,14 @@ def machine_split(stats):
     share = busy / max(busy + idle, 1e-9)
     graded = stats["graded"] * (stats["judge_cpu"] + stats["worker_cpu"])
     starts = stats["processes"] * stats["startup_cpu"]
-    rest = max(0.0, busy - graded - starts)
+    prints = stats["fingerprinter_cpu"]
+    rest = max(0.0, busy - graded - starts - prints)
     figure("machine_busy_share", share, f"the machine meanwhile: busy {busy:.1f} of "
            f"{busy + idle:.1f} core-seconds ({100 * share:.0f} %): the gradings (judge + worker, "
            f"{stats['graded']:.0f} submissions) {graded:.1f} s, the judges' starts {starts:.1f} s, "
-           f"the rest {rest:.1f} s (the fork server's start and forks, the fingerprinter, the "
-           f"parent, the system)")
-    FIGURES["cpu_machine_rest"] = rest
+           f"the near-copies' fingerprinter {prints:.1f} s, the rest {rest:.1f} s (the fork "
+           f"server's start and forks, the parent, the system)")
+    FIGURES["cpu_machine_rest"], FIGURES["cpu_fingerprinter"] = rest, prints
 
 
 # -- jobs: the rule behind --jobs' default -------------------------------------------------------

@@ -26,7 +26,7 @@ EXPECTED = {
     "cpu_pages", "cpu_worker", "cpu_training", "kernels_kit_vs_torch", "cpu_per_call",
     "calls_per_submission", "round_trips", "cpu_start",
     "cpu_class_outputs", "cpu_similarity", "cpu_big_class_near_copies", "machine_busy_share",
-    "cpu_machine_rest",
+    "cpu_machine_rest", "cpu_fingerprinter",
     "cpu_big_class_pairs_in_runs",
     # jobs
     "jobs_1_per_min", "jobs_default_vs_best", "jobs_small_default_vs_best",

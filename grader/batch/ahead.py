@@ -59,11 +59,13 @@ class Fingerprints:
 
     def collect(self):
         """Stop the fingerprinter after the code or the pairs in hand (or once its analysis is
-        made) and return what it made (Made)."""
-        _end(self.pid, signal.SIGTERM, lambda: _analysing(self.results.fileno()))
+        made) and return what it made (Made, with the CPU the fingerprinter used)."""
+        cpu_seconds = _end(self.pid, signal.SIGTERM, lambda: _analysing(self.results.fileno()))
         with self.results:
             self.results.seek(0)
-            return Made(*_read(self.results.read()))
+            made = Made(*_read(self.results.read()))
+        made.cpu_seconds = cpu_seconds
+        return made
 
     def cancel(self):
         """Stop it now (the batch was interrupted); what it made is dropped."""
@@ -77,7 +79,7 @@ class Made:
 
     def __init__(self, pickled_prints, figured, analysis=None):
         self._pickled, self._prints, self.figured = pickled_prints, None, figured
-        self.analysis = analysis
+        self.analysis, self.cpu_seconds = analysis, None
 
     @property
     def prints(self):
@@ -203,7 +205,8 @@ def _analysing(fd):
 
 def _end(pid, how, analysing=lambda: False):
     """Signal the fingerprinter and reap it: killed if it has not ended within STOP_SECONDS, or
-    ANALYSIS_SECONDS more where `analysing()` says it is making the analysis."""
+    ANALYSIS_SECONDS more where `analysing()` says it is making the analysis.  Returns the CPU
+    seconds it used (None where it was reaped elsewhere)."""
     try:
         os.kill(pid, how)
     except OSError:
@@ -211,11 +214,11 @@ def _end(pid, how, analysing=lambda: False):
     deadline, extended = time.monotonic() + STOP_SECONDS, False
     while True:
         try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
+            done, _, usage = os.wait4(pid, os.WNOHANG)
         except ChildProcessError:
-            return
+            return None
         if done:
-            return
+            return usage.ru_utime + usage.ru_stime
         if time.monotonic() > deadline and not extended and how != signal.SIGKILL \
                 and analysing():
             deadline, extended = deadline + ANALYSIS_SECONDS, True

@@ -176,7 +176,13 @@ def _grade_and_fingerprint(entries, todo, config, jobs, threshold):
         if early:
             early.cancel()
         raise
-    return answers, early.collect() if early else None
+    if not early:
+        return answers, None
+    made = early.collect()
+    if made.cpu_seconds is not None:  # `make bench` splits the machine's CPU with it
+        print(f"near-copies: the fingerprinter used {made.cpu_seconds:.2f} s of CPU",
+              file=sys.stderr)
+    return answers, made
 
 
 def _grade(todo, config, jobs):
