@@ -1,21 +1,21 @@
 """The near-copies' fingerprints, pairs and analysis, made while the class is graded.
 
 A code's fingerprint took ~8 ms (now ~2.4 ms: lexing.py): 1.6 s of CPU for a class of 200, which
-used to come after the last submission was graded, and the figures of a class of 200 different codes (20,100
-pairs) another 0.4 s, while one core waited.  A process forked before the grading starts, at
-the lowest priority (nice 19), fingerprints the class's codes meanwhile, then figures their
-pairs (those the pairs cache lacks), PAIRS_PER_RECORD at a time, then makes the analysis itself
-(similarity.analyse: rows, groups, the pairs shown side by side, the pairs cache saved) and the
-similarity table's CSV text, all of which depend on the code only.  When the grading is over it
-is told to stop after the code or the pairs in hand (an analysis under way is finished: the
-parent would make it again, no faster); the parent takes the analysis where it was made for
-the very sources the parent compares, and otherwise makes the rest from what was made
-(similarity.analyse, in --jobs processes).  It also keeps each student's code
-(similarity.keep_source, written atomically; the parent's own keep_source then reads it back
-instead of loading the entry again).  What it makes goes to a private temporary file the parent
-opened: records of ("print", code hash, the fingerprint pickled), ("pairs", {cache key:
-figures}), ("analysing",) as the analysis begins (what a stop looks for: _end) and ("analysis",
-sources key, threshold, the analysis without its rows, the CSV).
+used to come after the last submission was graded, and the figures of a class of 200 different
+codes (20,100 pairs) another 0.4 s, while one core waited.  A process forked before the grading
+starts, at the lowest priority (nice 19), fingerprints the class's codes meanwhile, then figures
+their pairs (those the pairs cache lacks), PAIRS_PER_RECORD at a time, then makes the analysis
+itself (similarity.analyse: rows, groups, the pairs shown side by side, the pairs cache saved) and
+the similarity table's CSV text, all of which depend on the code only.  When the grading is over it
+is told to stop after the code or the pairs in hand (an analysis under way is finished: the parent
+would make it again, no faster); the parent takes the analysis where it was made for the very
+sources the parent compares, and otherwise makes the rest from what was made (similarity.analyse,
+in --jobs processes).  It also keeps each student's code (similarity.keep_source, written
+atomically; the parent's own keep_source then reads it back instead of loading the entry again).
+What it makes goes to a private temporary file the parent opened: records of ("print", code hash,
+the fingerprint pickled), ("pairs", {cache key: figures}), ("analysing",) as the analysis begins
+(what a stop looks for: _end) and ("analysis", sources key, threshold, the analysis without its
+rows, the CSV).
 A fingerprint is unpickled only when the parent needs it (copydetect's import, 0.1 s, which an
 analysis made ahead spares the class's last second).
 """

@@ -4,21 +4,21 @@ copydetect's filter_code (utils.py) lexes a file with pygments' PythonLexer, a R
 position it tries the current state's rules one by one until one matches (the root state has 56;
 on the class's code, 36 regex calls a token).  That was ~4.5 ms of a ~7 ms fingerprint.
 
-Here the same rules are tried by fewer calls.  For each state and each ASCII character a token
-can begin with, the rules that can match there are joined into one regex, their alternatives in
-the rules' order (past ASCII, all of the state's rules: so a text of many different characters
-makes no more regexes): Python's regex engine tries alternatives left to right at one position, so the
-first alternative that matches is the rule pygments would have taken, with the same end (nothing
-follows an alternative).  pygments' own action of that rule is then applied: a token type takes
-the matched text; a callback (bygroups, ...) gets that rule's own match object, from its own
-regex.  A rule is left out for a character only where its parsed pattern cannot begin with that
-character (`_first`, which keeps the rule whenever it meets a construct it does not know).  At
-the end of the text, and in a state whose rules cannot be joined (a backreference, a flag of
-their own), the rules are tried one by one, as pygments does.  A lexer that is not the
+Here the same rules are tried by fewer calls.  For each state and each ASCII character a token can
+begin with, the rules that can match there are joined into one regex, their alternatives in the
+rules' order (past ASCII, all of the state's rules, in one regex: a text of many different
+characters makes no more of them).  Python's regex engine tries alternatives left to right at one
+position, so the first alternative that matches is the rule pygments would have taken, with the
+same end (nothing follows an alternative).  pygments' own action of that rule is then applied: a
+token type takes the matched text; a callback (bygroups, ...) gets that rule's own match object,
+from its own regex.  A rule is left out for a character only where its parsed pattern cannot begin
+with that character (`_first`, which keeps the rule whenever it meets a construct it does not
+know).  At the end of the text, and in a state whose rules cannot be joined (a backreference, a
+flag of their own), the rules are tried one by one, as pygments does.  A lexer that is not the
 RegexLexer this expects is lexed by pygments' own get_tokens.
 
-Measured on the bench's class of 200 (one process): 4.5 -> 1.1 ms a file, the first file 40 ms
-more (the joined regexes are compiled as characters are met).  tests/test_lexing.py holds the
+Measured on the bench's class of 200 (one process): 4.5 -> 1.1 ms a file; the joined regexes,
+compiled as characters are met, cost ~0.25 s once per process.  tests/test_lexing.py holds the
 tokens and the filtered code equal to pygments' and copydetect's on the kit's corpus, every file
 of the kit, hostile text and random edits of them.
 """
@@ -151,13 +151,13 @@ class _Plan:
         if pos < len(text) and self.joinable[state]:
             by_char = self.by_char[state]
             char = text[pos]
-            if char > "\x7f":  # past ASCII, every rule: as many joins as characters met, at most
+            if char > "\x7f":  # past ASCII: all of the state's rules, one regex for every such char
                 char = None
             entry = by_char.get(char)
             if entry is None:
                 try:
                     entry = by_char[char] = self._join(state, char)
-                except re.error:  # not joinable after all: one by one, as pygments
+                except (re.error, OverflowError, RecursionError):  # one by one, as pygments
                     self.joinable[state] = False
                     return self.select(state, text, pos)
             match, rule_of = entry
@@ -277,7 +277,8 @@ def _joinable(pattern, flags):
     extra = pattern.flags & ~(flags | re.UNICODE)
     if extra and not (leading and extra == re.IGNORECASE):
         return False
-    return not pattern.groupindex and not _NOT_JOINABLE.search(text, leading.end() if leading else 0)
+    past_flags = leading.end() if leading else 0
+    return not pattern.groupindex and not _NOT_JOINABLE.search(text, past_flags)
 
 
 def _first_char(pattern):
