@@ -176,3 +176,15 @@ def test_many_different_characters_make_no_more_regexes():
     assert lexing.tokens(text) == list(lexer.get_tokens(text))
     plan = lexing._plans[type(lexer)]
     assert all(len(by_char) <= 129 for by_char in plan.by_char.values())
+
+
+def test_a_state_whose_joined_regex_will_not_compile_is_tried_rule_by_rule(monkeypatch):
+    class Broken(RegexLexer):
+        name = "broken"
+        tokens = {"root": [(r"\w+", Name), (r"\s+", Text), (r"[=+]", Operator)]}
+
+    monkeypatch.setattr(lexing, "_scoped", lambda pattern: "(")  # every join fails to compile
+    lexer = Broken()
+    for text in ("a = b + c\n", "x+=1 ?", ""):
+        assert lexing.tokens(text, lexer) == list(lexer.get_tokens(text))
+    assert lexing._plans[Broken].joinable == {"root": False}
