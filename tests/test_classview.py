@@ -229,9 +229,9 @@ def test_fingerprints_made_during_the_grading_give_the_same_figures(tmp_path):
     _wait_until_ended(early.pid)  # let it finish (not reaped: collect() does that)
     made = early.collect()
     assert set(made.prints) == hashes and made.analysis is None
-    # its CPU, reaped with it (make bench splits the machine's CPU with it): a fingerprint of
-    # each code and its pairs at the least, and less than its whole life could hold
-    assert 0 < made.cpu_seconds < 120
+    # its CPU, read as it is reaped (make bench splits the machine's CPU with it): a number, and
+    # more than none (it imported copydetect and fingerprinted every code)
+    assert isinstance(made.cpu_seconds, float) and made.cpu_seconds > 0
     assert set(made.figured) == {f"{a}:{b}" for a, b in similarity.pair_keys(hashes)}
     for entry in found:  # each student's code kept by it, for the parent to read back
         kept = similarity.read_source(str(tmp_path / "out"), entry.student)
