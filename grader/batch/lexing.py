@@ -45,12 +45,19 @@ _lexer = []
 
 def tokens(code, lexer=None):
     """[(token type, text)] of `code`: pygments' `lexer.get_tokens(code)`, item for item."""
+    return list(token_stream(code, lexer))
+
+
+def token_stream(code, lexer=None):
+    """tokens(code), one at a time (as pygments yields them: a large file is never held twice)."""
     lexer = lexer or python_lexer()
     plan = _plan_of(lexer)
     if plan is None or lexer.filters:
-        return list(lexer.get_tokens(code))
+        yield from lexer.get_tokens(code)
+        return
     text = lexer._preprocess_lexer_input(code)
-    return [(kind, value) for _, kind, value in plan.unprocessed(text)]
+    for _, kind, value in plan.unprocessed(text):
+        yield kind, value
 
 
 def filter_code(code):
@@ -60,7 +67,7 @@ def filter_code(code):
 
     out, length, offset, offsets = [], 0, 0, [[0, 0]]
     kinds = _KINDS
-    for kind, value in tokens(code):
+    for kind, value in token_stream(code):
         what = kinds.get(kind) or _kind_of(kind)
         if what == "keep":
             out.append(value)
