@@ -56,7 +56,7 @@ def token_stream(code, lexer=None):
         yield from lexer.get_tokens(code)
         return
     text = lexer._preprocess_lexer_input(code)
-    for _, kind, value in plan.unprocessed(text):
+    for _, kind, value in plan.unprocessed(text, lexer):
         yield kind, value
 
 
@@ -116,10 +116,7 @@ def _plan_of(lexer):
     key = type(lexer)
     if key not in _plans:
         _plans[key] = _Plan.of(lexer)
-    plan = _plans[key]
-    if plan is not None:
-        plan.lexer = lexer
-    return plan
+    return _plans[key]
 
 
 class _Plan:
@@ -141,16 +138,20 @@ class _Plan:
     def __init__(self, lexer):
         from pygments.token import Error, Whitespace, _TokenType
 
-        self.lexer, self.token_type, self.error, self.whitespace = (lexer, _TokenType, Error,
-                                                                    Whitespace)
+        self.token_type, self.error, self.whitespace = _TokenType, Error, Whitespace
         self.rules = lexer._tokens
         self.flags = lexer.flags
         self.joinable = {state: all(_joinable(rule[0].__self__, self.flags) for rule in rules)
                          for state, rules in self.rules.items()}
-        self.starts = {state: [_first_char(rule[0].__self__) for rule in rules]
-                       for state, rules in self.rules.items()}
+        self.starts = {}  # per state, once it is met (a file meets few of the lexer's 49 states)
         self.by_char = {state: {} for state in self.rules}
-        self.joined = {}
+        self.joined = {state: {} for state in self.rules}
+
+    def starts_of(self, state):
+        """_first_char of each of `state`'s rules, in order (parsed once, when first needed)."""
+        if state not in self.starts:
+            self.starts[state] = [_first_char(rule[0].__self__) for rule in self.rules[state]]
+        return self.starts[state]
 
     def select(self, state, text, pos):
         """(match, action, new state) of the first of `state`'s rules matching at pos, or None."""
@@ -189,10 +190,10 @@ class _Plan:
     def _join(self, state, char):
         """(match, {group index: rule index}) of the rules of `state` that can begin with char
         (every rule for None)."""
-        starts = self.starts[state]
+        starts = self.starts_of(state)
         chosen = tuple(i for i, start in enumerate(starts)
                        if start is None or char is None or start(char))
-        if chosen not in self.joined.setdefault(state, {}):
+        if chosen not in self.joined[state]:
             rules = self.rules[state]
             parts = [f"(?P<_rule{i}>{_scoped(rules[i][0].__self__.pattern)})" for i in chosen]
             if parts:
@@ -203,9 +204,9 @@ class _Plan:
                 self.joined[state][chosen] = (None, {})
         return self.joined[state][chosen]
 
-    def unprocessed(self, text):
-        """RegexLexer.get_tokens_unprocessed(text), its rule found by select()."""
-        lexer, token_type = self.lexer, self.token_type
+    def unprocessed(self, text, lexer):
+        """lexer.get_tokens_unprocessed(text) (RegexLexer's), its rule found by select()."""
+        token_type = self.token_type
         pos = 0
         statestack = ["root"]
         while 1:
