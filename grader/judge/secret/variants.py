@@ -260,9 +260,15 @@ def _run(built, x):
 def module_candidates(x, wq, wk, wv, wo, heads, max_len=None, biases=None):
     """[(name, (y, weights))] for every module variant, the q|k|v orders included (and `bias`
     when the student's block holds biases, read through the contract's names)."""
+    return list(each_module_candidate(x, wq, wk, wv, wo, heads, max_len, biases))
+
+
+def each_module_candidate(x, wq, wk, wv, wo, heads, max_len=None, biases=None):
+    """module_candidates one at a time, in its order, each variant run only once it is reached:
+    a search that stops at its first match (support.mismatch) runs nothing after it."""
     max_len = max_len or x.shape[1]
-    return [(name, _run(built, x))
-            for name, built in module_variant_blocks(wq, wk, wv, wo, heads, max_len, biases)]
+    for name, built in module_variant_blocks(wq, wk, wv, wo, heads, max_len, biases):
+        yield name, _run(built, x)
 
 
 def module_variant_blocks(wq, wk, wv, wo, heads, max_len, biases=None):

@@ -8,7 +8,7 @@ import torch
 
 from grader.sandbox.runtime import copytask
 from grader.judge.student import StudentError, WorkerFailure
-from grader.judge.secret.variants import (block, module_candidates, module_variant_blocks,
+from grader.judge.secret.variants import (block, each_module_candidate, module_variant_blocks,
                                           reference_for)
 from grader.judge.checks.public.check_module import (describe, fresh_weights, inject,
                                                      new_injected, randomness_first, run,
@@ -28,8 +28,10 @@ def biases(learned):
 
 
 def candidates(module, x, w, heads=H, max_len=MAX_LEN):
-    """The named mistakes' (y, weights) for the judge's weights and the student's own biases."""
-    return module_candidates(x, *w, heads, max_len, biases=biases(module.contract("read", d_model=D)))
+    """The named mistakes' (name, (y, weights)) for the judge's weights and the student's own
+    biases, each run once the search reaches it (support.mismatch stops at the first match)."""
+    return each_module_candidate(x, *w, heads, max_len,
+                                 biases=biases(module.contract("read", d_model=D)))
 
 
 def injected(student, seed, salt):
@@ -46,7 +48,7 @@ def test_output_matches_reference(student, seed):
     module, w, x = injected(student, seed, 200)
     with torch.no_grad():
         expected = block("reference", *w, H, MAX_LEN)(x)
-    named = lambda: [(name, y) for name, (y, _) in candidates(module, x, w)]  # noqa: E731
+    named = lambda: ((name, y) for name, (y, _) in candidates(module, x, w))  # noqa: E731
     y = run(module, x)
     with telling_qkv_from_scores(student, seed), naming_unused_projections(module, w, x, y, seed):
         expect_close(y, expected, "y = forward(x)", named)
@@ -60,7 +62,7 @@ def test_weights_match_reference(student, seed):
     _, got = run_weights(module, x)
     if list(got.shape) == [B, T, T] and close(got, expected.mean(dim=1)):
         raise Verdict("weights_averaged")
-    named = lambda: [(name, wts) for name, (_, wts) in candidates(module, x, w)]  # noqa: E731
+    named = lambda: ((name, wts) for name, (_, wts) in candidates(module, x, w))  # noqa: E731
     with telling_qkv_from_scores(student, seed):
         expect_close(got, expected, "weights [B,H,T,T]", named)
 
