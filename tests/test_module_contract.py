@@ -294,6 +294,26 @@ def test_each_module_variant_is_one_knob_on_the_reference():
     assert biased[0][0] == "bias"
 
 
+def test_module_candidates_one_at_a_time(monkeypatch):
+    """each_module_candidate gives module_candidates' names and numbers in its order, and runs a
+    variant only once it is reached: a search that stops at a match runs nothing after it."""
+    w = [torch.randn(12, 12) / math.sqrt(12) for _ in range(4)]
+    x = torch.randn(2, 5, 12)
+    whole = variants.module_candidates(x, *w, 3, 8)
+    ran, run = [], variants._run
+    monkeypatch.setattr(variants, "_run", lambda built, xs: ran.append(built) or run(built, xs))
+    lazy = variants.each_module_candidate(x, *w, 3, 8)
+    assert ran == []  # nothing runs before the first is asked for
+    first = next(lazy)
+    assert len(ran) == 1 and first[0] == whole[0][0]
+    rest = [first] + list(lazy)
+    assert len(ran) == len(whole)
+    assert [name for name, _ in rest] == [name for name, _ in whole]
+    for (_, (y, weights)), (_, (y0, weights0)) in zip(rest, whole):
+        assert torch.equal(y.nan_to_num(), y0.nan_to_num())
+        assert torch.equal(weights.nan_to_num(), weights0.nan_to_num())
+
+
 def fresh_block(name, w, heads, max_len, biases=None):
     """The block variants.block gives, built from nothing (as block() did before it kept them)."""
     built = variants.reference_for(name).CausalSelfAttention(w[0].shape[1], heads, max_len)
@@ -383,3 +403,23 @@ def test_the_quiz_check_holds_no_answers():
     for name in ("Q1_SHAPE", "Q1_FORMAL_PARAMS", "Q2_CORRECT"):
         assert repr(getattr(ref, name)) not in text
     assert "16384" not in text and "(1, 1, 3, 4)" not in text
+
+
+def test_a_mismatch_reads_the_named_mistakes_up_to_the_first_match():
+    """support.mismatch names the first variant that gives the student's numbers, and reads an
+    iterator of them no further (module.reference's variants are run as they are read)."""
+    from grader.judge.checks.support import Verdict, mismatch
+
+    expected, got = torch.zeros(2, 3), torch.ones(2, 3)
+
+    def named():
+        yield "scale_by_width", torch.full((2, 3), 2.0)
+        yield "qkv_order", torch.ones(2, 3)
+        raise AssertionError("read past the first match")
+
+    with pytest.raises(Verdict) as caught:
+        mismatch(got, expected, "y", named)
+    assert caught.value.key == "qkv_order"
+    with pytest.raises(Verdict) as caught:  # none matches: every one is read, the key is kept
+        mismatch(got, expected, "y", lambda: iter([("qkv_order", expected)]))
+    assert caught.value.key == "wrong_values"

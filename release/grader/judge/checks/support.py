@@ -190,8 +190,9 @@ def first_difference(got, expected):
 
 def mismatch(got, expected, where, variants=(), key="wrong_values"):
     """Raise a Verdict for values that differ, naming a known mistake when one matches.
-    `variants`: [(name, values)], or a function giving them (computed only when the values
-    differ: a right answer never pays for the named mistakes' runs)."""
+    `variants`: [(name, values)], or a function giving them (called only when the values
+    differ: a right answer never pays for the named mistakes' runs; an iterator it gives is read
+    up to the first match, so a variant after it is never run)."""
     for name, candidate in (variants() if callable(variants) else variants):
         if same(got, candidate) and not same(got, expected):
             key = name
