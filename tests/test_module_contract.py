@@ -285,33 +285,33 @@ def test_each_module_variant_is_one_knob_on_the_reference():
     w = [torch.randn(12, 12) / math.sqrt(12) for _ in range(4)]
     x = torch.randn(2, 5, 12)
     expected, expected_weights = variants.block("reference", *w, 3, 8)(x, return_weights=True)
-    named = variants.module_candidates(x, *w, 3, 8)
+    named = list(variants.each_module_candidate(x, *w, 3, 8))
     assert {n for n, _ in named} == set(variants.MODULE_VARIANTS)
     for name, (y, weights) in named:  # every knob changes the output or the weights it returns
         assert not (torch.allclose(y, expected, atol=1e-5)  # (NaN counts as changed)
                     and torch.allclose(weights, expected_weights, atol=1e-5)), name
-    biased = variants.module_candidates(x, *w, 3, 8, biases={p: torch.ones(12) for p in "qkvo"})
-    assert biased[0][0] == "bias"
+    biased = variants.each_module_candidate(x, *w, 3, 8, biases={p: torch.ones(12) for p in "qkvo"})
+    assert next(biased)[0] == "bias"
 
 
 def test_module_candidates_one_at_a_time(monkeypatch):
-    """each_module_candidate gives module_candidates' names and numbers in its order, and runs a
-    variant only once it is reached: a search that stops at a match runs nothing after it."""
+    """each_module_candidate runs a variant only once it is reached (a search that stops at a
+    match runs nothing after it), and gives the same names and numbers read one at a time as all
+    at once."""
     w = [torch.randn(12, 12) / math.sqrt(12) for _ in range(4)]
     x = torch.randn(2, 5, 12)
-    whole = variants.module_candidates(x, *w, 3, 8)
+    whole = list(variants.each_module_candidate(x, *w, 3, 8))
     ran, run = [], variants._run
     monkeypatch.setattr(variants, "_run", lambda built, xs: ran.append(built) or run(built, xs))
     lazy = variants.each_module_candidate(x, *w, 3, 8)
     assert ran == []  # nothing runs before the first is asked for
     first = next(lazy)
     assert len(ran) == 1 and first[0] == whole[0][0]
-    rest = [first] + list(lazy)
-    assert len(ran) == len(whole)
-    assert [name for name, _ in rest] == [name for name, _ in whole]
-    for (_, (y, weights)), (_, (y0, weights0)) in zip(rest, whole):
+    for (name, (y, weights)), (name0, (y0, weights0)) in zip(lazy, whole[1:]):
+        assert name == name0
         assert torch.equal(y.nan_to_num(), y0.nan_to_num())
         assert torch.equal(weights.nan_to_num(), weights0.nan_to_num())
+    assert len(ran) == len(whole)
 
 
 def fresh_block(name, w, heads, max_len, biases=None):

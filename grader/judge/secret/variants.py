@@ -257,22 +257,18 @@ def _run(built, x):
         return built(x, return_weights=True)  # (y [B,T,D], weights [B,H,T,T])
 
 
-def module_candidates(x, wq, wk, wv, wo, heads, max_len=None, biases=None):
-    """[(name, (y, weights))] for every module variant, the q|k|v orders included (and `bias`
-    when the student's block holds biases, read through the contract's names)."""
-    return list(each_module_candidate(x, wq, wk, wv, wo, heads, max_len, biases))
-
-
 def each_module_candidate(x, wq, wk, wv, wo, heads, max_len=None, biases=None):
-    """module_candidates one at a time, in its order, each variant run only once it is reached:
-    a search that stops at its first match (support.mismatch) runs nothing after it."""
+    """(name, (y, weights)) for every module variant, the q|k|v orders included (and `bias` when
+    the student's block holds biases, read through the contract's names), one at a time: each
+    variant is run only once it is reached, so a search that stops at its first match
+    (support.mismatch) runs nothing after it."""
     max_len = max_len or x.shape[1]
     for name, built in module_variant_blocks(wq, wk, wv, wo, heads, max_len, biases):
         yield name, _run(built, x)
 
 
 def module_variant_blocks(wq, wk, wv, wo, heads, max_len, biases=None):
-    """(name, block) for every module variant, in module_candidates' order, each built when it
+    """(name, block) for every module variant, in each_module_candidate's order, each built when it
     is asked for: a search that stops at its first match builds and runs nothing after it."""
     if biases:
         yield "bias", block("bias", wq, wk, wv, wo, heads, max_len, biases=biases)
