@@ -22,6 +22,7 @@ compiled as characters are met, cost ~0.25 s once per process.  tests/test_lexin
 tokens and the filtered code equal to pygments' and copydetect's on the kit's corpus, every file
 of the kit, hostile text and random edits of them.
 """
+import functools
 import re
 
 PYTHON = "python"
@@ -30,17 +31,13 @@ _LEADING_FLAGS = re.compile(r"\(\?([imsx]+)\)")
 _plans = {}
 
 
+@functools.cache
 def python_lexer():
     """copydetect's lexer (get_lexer_by_name("python")), made once: it holds no state between
     texts."""
-    if not _lexer:
-        from pygments import lexers
+    from pygments import lexers
 
-        _lexer.append(lexers.get_lexer_by_name(PYTHON))
-    return _lexer[0]
-
-
-_lexer = []
+    return lexers.get_lexer_by_name(PYTHON)
 
 
 def tokens(code, lexer=None):
