@@ -23,7 +23,7 @@ import gc
 import os
 import sys
 import threading
-import traceback
+from linecache import getline
 
 # The functions below look names up in a copy of the builtins taken now: a student who rebinds
 # builtins.getattr or builtins.isinstance changes what their own code sees, not the serving loop.
@@ -71,11 +71,18 @@ class Channel:
 
 
 def describe_exception(exc, student_file):
-    """Type, message and the student's own line: never a traceback through the worker."""
+    """Type, message and the student's own line: never a traceback through the worker.
+
+    The traceback is walked by hand and only the student's file is read: traceback.extract_tb
+    reads the source of every frame (torch's nn/modules/module.py and the like, afresh in each
+    forked worker), ~1 ms an error where this takes ~0.07 ms."""
     line, code = None, None
-    for frame in traceback.extract_tb(exc.__traceback__):
-        if os.path.abspath(frame.filename) == student_file:
-            line, code = frame.lineno, frame.line
+    tb = exc.__traceback__
+    while tb is not None:
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == student_file:
+            line = tb.tb_lineno
+            code = getline(student_file, line).strip() if line is not None else None
+        tb = tb.tb_next
     if isinstance(exc, SyntaxError) and exc.filename and os.path.abspath(exc.filename) == student_file:
         line, code = exc.lineno, (exc.text or "").rstrip()
     return {
