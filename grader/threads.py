@@ -14,7 +14,9 @@ per core: 1.5 s of judge CPU per submission instead of 0.15 s).  Two settings, b
 The environment also picks torch's AVX2 kernels where the CPU offers AVX-512 (kernel_choice):
 torch dispatches to AVX-512 there, and its AVX-512 softmax over a short last dimension (the
 lesson's T = 12) is about 5x slower than its AVX2 one (measured: 450 vs 90 us for [32,4,12,12]),
-which made the copy task's training 0.15-0.24 s instead of 0.10-0.14 s.  torch's own default was
+which made the copy task's training 0.15-0.24 s instead of 0.10-0.14 s.  The same holds on an
+AMD EPYC (Zen 4) with AVX-512: 640 vs 190 us for [64,4,12,12], and a worker's training in a fresh
+fork 32.9 vs 24.5 ms (2026-12-06).  torch's own default was
 AVX2 for this reason in 1.12 (pytorch/pytorch#80252); `make bench` measures both side by side.
 
 Workers get the same environment from launch.minimal_env.  A student's own notebook kernel is
