@@ -38,11 +38,11 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
 
     from grader.render import report
     from grader.judge import runner
+    from grader.sandbox.runtime import copytask
 
     # The CPU's generator, which is all the judge draws from (its inputs come from generators of
-    # their own); torch.manual_seed would also queue a lazy CUDA seeding with a formatted stack,
-    # one more in the queue per submission of a long-lived judge (copytask.seed_cpu).
-    torch.default_generator.manual_seed(SEED)
+    # their own): torch.manual_seed would queue one more formatted stack a submission.
+    copytask.seed_cpu(SEED)
     student.seed = sub.seed  # the checks' `seed` fixture: fresh inputs, recorded below
     threads.one_thread_here()  # tiny tensors: a pool per op only fights the other processes
     rubric = rubric_module.load()
