@@ -76,13 +76,12 @@ def describe_exception(exc, student_file):
     The traceback is walked by hand and only the student's file is read: traceback.extract_tb
     reads the source of every frame (torch's nn/modules/module.py and the like, afresh in each
     forked worker), ~1 ms an error where this takes ~0.07 ms."""
-    line, code = None, None
-    tb = exc.__traceback__
-    while tb is not None:
+    line, tb = None, exc.__traceback__
+    while tb is not None:  # the innermost frame of the student's file is the one named
         if os.path.abspath(tb.tb_frame.f_code.co_filename) == student_file:
             line = tb.tb_lineno
-            code = getline(student_file, line).strip() if line is not None else None
         tb = tb.tb_next
+    code = getline(student_file, line).strip() if line is not None else None
     if isinstance(exc, SyntaxError) and exc.filename and os.path.abspath(exc.filename) == student_file:
         line, code = exc.lineno, (exc.text or "").rstrip()
     return {
