@@ -584,6 +584,11 @@ def bench_batch():
            f"batch: {batch_seconds:.1f} s (three runs, taken in turns with nbgrader's two: "
            f"{', '.join(f'{b:.1f}' for b in batches)} s), {per_batch:.3f} s per submission = "
            f"{per_batch / floor:.3f}x")
+    # The same class, graded three times minutes apart, took 16.6, 18.3 and 20.9 s on one host:
+    # how far its runs lie apart says how far the host's speed moved under the ratio below.
+    spread = max(batches) / min(batches) - 1
+    figure("batch_spread", spread, f"  the same class from one run to the next: {min(batches):.1f} "
+           f"to {max(batches):.1f} s, {spread:.0%} apart (the machine's own speed moving)")
     figure("batch_outside_grading", stats["rest_seconds"],
            f"  of it outside the grading (the parent's start, the class outputs after the last "
            f"submission): {stats['rest_seconds']:.2f} s (the grading's own time to 0.1 s)")

@@ -20,7 +20,8 @@ EXPECTED = {
     "watch_fork_worst_x", "watch_spare_worst_x", "notebook_x", "notebook_shutdown_x",
     "first_check_x", "later_check_x",
     # batch: throughput, memory, the CPU split
-    "batch_per_submission_x", "batch_outside_grading", "one_process_each_x", "nbgrader_x",
+    "batch_per_submission_x", "batch_spread", "batch_outside_grading", "one_process_each_x",
+    "nbgrader_x",
     "batch_vs_nbgrader",
     "judge_mb", "worker_mb", "cpu_per_reference", "cpu_per_submission", "cpu_judge", "cpu_checks",
     "cpu_pages", "cpu_worker", "cpu_training", "kernels_kit_vs_torch", "cpu_per_call",
@@ -48,7 +49,8 @@ def test_every_part_of_the_bench_produces_its_figures(tmp_path):
     assert bad == {}
     # Every figure is printed too, each with its target where it has one.
     for words in ("grade (every check)", "make watch, workers forked", "spares only",
-                  "student notebook, top to bottom", "batch vs nbgrader", "peak memory: judge",
+                  "student notebook, top to bottom", "batch vs nbgrader",
+                  "from one run to the next", "peak memory: judge",
                   "the copy task's training", "the near-copies", "near-copies of a class of",
                   "--jobs 1:"):
         assert words in result.stdout, words
