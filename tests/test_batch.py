@@ -559,3 +559,65 @@ def test_judges_take_the_usable_cores_in_turn(monkeypatch):
     monkeypatch.setattr(dispatch.os, "sched_getaffinity", lambda pid: {3})
     monkeypatch.setattr(dispatch, "usable_cores", lambda: 1)
     assert dispatch.judge_core(1) is None  # one core: nothing to choose
+
+
+# -- scheduling ------------------------------------------------------------------------------------
+def _policy_taken():
+    """Whether this system lets a process take SCHED_BATCH (Linux does, for any user)."""
+    from grader.batch import scheduling
+
+    with scheduling.batch_policy() as policy:
+        return policy != "normal"
+
+
+def test_a_batch_grades_under_sched_batch_and_its_caller_keeps_its_policy():
+    from grader.batch import scheduling
+
+    if not _policy_taken():
+        pytest.skip("no SCHED_BATCH here")
+    before = (os.sched_getscheduler(0), os.sched_getparam(0))
+    probe = [PY, "-c", "import os; print(os.sched_getscheduler(0))"]
+    with scheduling.batch_policy() as policy:
+        assert policy.startswith("batch")
+        assert os.sched_getscheduler(0) == os.SCHED_BATCH
+        child = subprocess.run(probe, capture_output=True, text=True, check=True)
+        assert int(child.stdout) == os.SCHED_BATCH  # what the batch starts inherits it
+    assert (os.sched_getscheduler(0), os.sched_getparam(0)) == before
+    assert int(subprocess.run(probe, capture_output=True, text=True, check=True).stdout) \
+        == before[0]
+
+
+def test_without_the_policy_nothing_changes(monkeypatch):
+    from grader.batch import scheduling
+
+    policy_before = os.sched_getscheduler(0) if hasattr(os, "sched_getscheduler") else None
+    monkeypatch.delattr(scheduling.os, "sched_setscheduler", raising=False)
+    with scheduling.batch_policy() as policy:
+        assert policy == "normal"
+        if policy_before is not None:
+            assert os.sched_getscheduler(0) == policy_before
+
+    def refused(*args):
+        raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setattr(scheduling.os, "sched_setscheduler", refused, raising=False)
+    with scheduling.batch_policy() as policy:
+        assert policy == "normal"
+
+
+def test_the_workers_of_a_batch_run_under_sched_batch(tmp_path):
+    """Through the whole chain (the parent, the shared fork server in its sandbox, its forked
+    worker): the student's own code reads its policy, and the class's first line names it."""
+    if not _policy_taken():
+        pytest.skip("no SCHED_BATCH here")
+    source = tmp_path / "class"
+    source.mkdir()
+    (source / "s1.py").write_text(
+        "import os\n\n\ndef split_heads(x, n_heads):\n"
+        "    raise RuntimeError(f'policy={os.sched_getscheduler(0)}')\n", encoding="utf-8")
+    out = tmp_path / "out"
+    proc = run_batch(source, out)
+    assert proc.returncode == 0, proc.stderr
+    assert "scheduling batch (no wake-up preemption)" in proc.stderr
+    report = (out / "students" / "s1" / "report.json").read_text(encoding="utf-8")
+    assert f"policy={os.SCHED_BATCH}" in report, report[:2000]
+    assert f"policy={os.SCHED_OTHER}" not in report

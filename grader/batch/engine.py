@@ -45,7 +45,7 @@ from grader.batch.dispatch import Progress, SharedZygote, default_jobs, dispatch
 from grader.batch.entries import Entry, hash_file, list_entries, parse_shard, shard_of
 from grader.batch.records import (FORMAT, MANIFEST, MARKDOWN, PAGE, REPORT, STUDENTS, is_current,
                                   read_record, records_in, remove_leftovers)
-from grader.batch import similarity
+from grader.batch import scheduling, similarity
 from grader.batch.similarity import THRESHOLD, keep_source
 from grader import options, paths
 from grader.inert import json_text
@@ -131,8 +131,9 @@ def run(args):
               "limits": limits.describe(), "fingerprint": fingerprint,
               "prefetch": max(0, args.prefetch), "fork_server": not args.cold_workers}
     jobs = max(1, args.jobs or default_jobs(len(todo)))  # an explicit --jobs is obeyed
-    _announce(entries, todo, manifest, config, jobs)
-    answers, made = _grade_and_fingerprint(entries, todo, config, jobs, args.similarity)
+    with scheduling.batch_policy() as policy:  # inherited by every process it starts
+        _announce(entries, todo, manifest, config, jobs, policy)
+        answers, made = _grade_and_fingerprint(entries, todo, config, jobs, args.similarity)
     if answers is None:
         return 130
     for entry in entries:  # the code as the grader read it: the near-copies compare these
@@ -147,7 +148,7 @@ def run(args):
     return 1 if errors else 0
 
 
-def _announce(entries, todo, manifest, config, jobs):
+def _announce(entries, todo, manifest, config, jobs, policy="normal"):
     from grader.sandbox import forkserver
 
     where = f" (shard {manifest['shard']})" if manifest["shard"] else ""
@@ -157,7 +158,7 @@ def _announce(entries, todo, manifest, config, jobs):
                and forkserver.supported(config["isolation"]) else "one cold start per submission")
     print(f"{len(entries)} entries{where}: {len(entries) - len(todo)} up to date, grading "
           f"{len(todo)} with {processes or 0} processes; isolation "
-          f"{config['isolation']}, workers {workers}", file=sys.stderr)
+          f"{config['isolation']}, workers {workers}, scheduling {policy}", file=sys.stderr)
     if config["isolation"] != "bubblewrap" and todo:
         print("warning: isolation process: submissions run as plain subprocesses, which can read "
               "what this user can read (docs/security.md); --require-sandbox refuses instead",
