@@ -2,20 +2,22 @@
 the one that woke them.
 
 A judge and its worker take turns over a socket, 75 round trips a submission, each side on the
-same core (dispatch.judge_core).  Under the normal policy a write that wakes the other side lets
-it preempt the writer at once: the judge is switched out before it reaches its own read, and a
+same core (dispatch.judge_core).  Under the normal policy a write that wakes the other side may
+let it preempt the writer at once: the judge switched out before it reaches its own read, and a
 worker answering a request of several calls is switched out after each answer, the judge
 reading one answer per wake-up.  Under SCHED_BATCH (Linux's policy for "non-interactive,
 CPU-bound" work: the same share of the CPU, no preemption on wake-up) each side runs on until
 it waits: the worker answers every call of a request, the judge reads them in one go.  Measured
-on the bench's class of 200 (2 cores, 2026-12-06), 14 alternating rounds: the machine's context
-switches a third fewer, the class's median 15.83 -> 15.12 s, faster in 10 rounds of 14.
+on this 2-core VM (2026-12-06): the machine's context switches over a class of 40 a third fewer
+(16,500-17,100 -> 11,100-11,200); the bench's class of 200, paired rounds against the normal
+policy, faster in 22 of 34 (medians of four series -4.5 %, -4.5 %, -1.2 %, +2.1 %): a gain of a
+few percent at most, inside the host's own spread (docs/instructors.md).
 
 The policy is taken by the batch's own process only while it grades (batch_policy), so every
 process it starts meanwhile inherits it: the judges, the shared fork server, whose forked
 workers inherit it in turn, and the near-copies' fingerprinter (nice 19 as before).  What was
-set before is put back after, so a caller that grades in-process (the tests) keeps its own.
-Nothing changes where the system has no such policy (not Linux) or refuses it.
+set before is put back after: the process that asked keeps its own policy once the class is
+graded.  Nothing changes where the system has no such policy (not Linux) or refuses it.
 """
 import contextlib
 import os
