@@ -604,6 +604,26 @@ def test_without_the_policy_nothing_changes(monkeypatch):
         assert policy == "normal"
 
 
+def test_a_policy_chosen_on_purpose_is_left_as_it_is(monkeypatch):
+    """`chrt -i` (stay out of the way) or a real-time policy: the batch keeps what it was given."""
+    from grader.batch import scheduling
+
+    if not hasattr(os, "SCHED_IDLE"):
+        pytest.skip("no scheduling policies here")
+    asked = []
+    monkeypatch.setattr(scheduling.os, "sched_setscheduler", lambda *a: asked.append(a),
+                        raising=False)
+    for chosen in (os.SCHED_IDLE, os.SCHED_FIFO):
+        monkeypatch.setattr(scheduling.os, "sched_getscheduler", lambda pid: chosen,
+                            raising=False)
+        with scheduling.batch_policy() as policy:
+            assert policy == "as it was started (left unchanged)"
+    monkeypatch.setattr(scheduling.os, "sched_getscheduler", lambda pid: os.SCHED_BATCH)
+    with scheduling.batch_policy() as policy:  # `chrt -b`: already what the batch would take
+        assert policy == scheduling.SAID
+    assert asked == []
+
+
 def test_the_workers_of_a_batch_run_under_sched_batch(tmp_path):
     """Through the whole chain (the parent, the shared fork server in its sandbox, its forked
     worker): the student's own code reads its policy, and the class's first line names it."""

@@ -23,24 +23,37 @@ import contextlib
 import os
 
 NAME = "SCHED_BATCH"
+SAID = "batch (no wake-up preemption)"
 
 
 @contextlib.contextmanager
 def batch_policy():
-    """Within: this process under SCHED_BATCH; yields what the batch's first line says of it."""
+    """Within: this process under SCHED_BATCH; yields what the batch's first line says of it.
+    Only the normal policy is changed: a batch started under another one on purpose (`chrt -i`
+    to stay out of the way, a real-time one) keeps it, and says so."""
     setter, getter = getattr(os, "sched_setscheduler", None), getattr(os, "sched_getscheduler", None)
-    batch = getattr(os, NAME, None)
+    batch, normal = getattr(os, NAME, None), getattr(os, "SCHED_OTHER", None)
+    if setter is None or getter is None or batch is None:
+        yield "normal"
+        return
     before = None
-    if setter is not None and getter is not None and batch is not None:
-        try:
-            before = (getter(0), os.sched_getparam(0))
-            setter(0, batch, os.sched_param(0))
-        except OSError:
-            before = None
     try:
-        yield "batch (no wake-up preemption)" if before is not None else "normal"
+        current = getter(0)
+        if current == normal:
+            before = (current, os.sched_getparam(0))
+            setter(0, batch, os.sched_param(0))
+    except OSError:
+        before, current = None, normal
+    if before is not None or current == batch:
+        said = SAID
+    elif current == normal:
+        said = "normal"
+    else:
+        said = "as it was started (left unchanged)"
+    try:
+        yield said
     finally:
-        if before is not None and before[0] != batch:
+        if before is not None:
             try:
                 setter(0, *before)
             except OSError:
