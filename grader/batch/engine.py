@@ -148,7 +148,7 @@ def run(args):
     return 1 if errors else 0
 
 
-def _announce(entries, todo, manifest, config, jobs, policy="normal"):
+def _announce(entries, todo, manifest, config, jobs, policy):
     from grader.sandbox import forkserver
 
     where = f" (shard {manifest['shard']})" if manifest["shard"] else ""

@@ -36,15 +36,15 @@ def batch_policy():
     if setter is None or getter is None or batch is None:
         yield "normal"
         return
-    before = None
+    param = None  # the normal policy's parameter, once this process has left it
     try:
         current = getter(0)
         if current == normal:
-            before = (current, os.sched_getparam(0))
+            param = os.sched_getparam(0)
             setter(0, batch, os.sched_param(0))
     except OSError:
-        before, current = None, normal
-    if before is not None or current == batch:
+        param, current = None, normal
+    if param is not None or current == batch:
         said = SAID
     elif current == normal:
         said = "normal"
@@ -53,8 +53,8 @@ def batch_policy():
     try:
         yield said
     finally:
-        if before is not None:
+        if param is not None:
             try:
-                setter(0, *before)
+                setter(0, normal, param)
             except OSError:
                 pass
