@@ -2,8 +2,9 @@
 
 Absolute times on a shared machine mean little; ratios measured side by side do.  One run prints:
 
-single   interleaved rounds (drift hits all alike) of `import torch`, `grade` (every check),
-         `make check` (public checks) and the Gradescope autograder's run on one submission
+single   interleaved rounds (drift hits all alike; the order rotated) of `import torch`, `grade`
+         (every check), `make check` (public checks) and the Gradescope autograder's run on one
+         submission
 student  `make watch` with forked workers and with spares only (what an ordinary user with
          bubblewrap gets), BENCH_SAVES saves BENCH_PAUSE s apart; the student notebook of a fresh
          bundle, top to bottom (to the last cell's answer) in BENCH_NOTEBOOK_RUNS fresh kernels,
@@ -76,6 +77,15 @@ def figure(name, value, text, target=None):
     print(f"  {text}{verdict}", flush=True)
 
 
+def rotated(settings, round_):
+    """`settings` in the order of round `round_`: each round starts one further along, so no
+    setting always runs first or right after another (the jobs part's default, always run last
+    after --jobs 2, read 2.3 s where --jobs 2 read 2.0-2.1 s, the same two judges; in turns, 2.20
+    and 2.13 s)."""
+    shift = round_ % len(settings) if settings else 0
+    return list(settings[shift:]) + list(settings[:shift])
+
+
 def timed(argv, env=None):
     began = time.perf_counter()
     subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -116,8 +126,8 @@ def bench_single():
         for argv in commands.values() if not TINY else ():  # the page cache, once
             timed(argv)
         times = {name: [] for name in commands}
-        for _ in range(ROUNDS):
-            for name, argv in commands.items():
+        for round_ in range(ROUNDS):
+            for name, argv in rotated(list(commands.items()), round_):
                 times[name].append(timed(argv))
     median = {name: statistics.median(values) for name, values in times.items()}
     floor = median["import torch"]
@@ -687,14 +697,6 @@ def machine_split(stats):
 
 
 # -- jobs: the rule behind --jobs' default -------------------------------------------------------
-def rotated(settings, round_):
-    """`settings` in the order of round `round_`: each round starts one further along, so no
-    setting always runs first or right after another (the default, always run last after --jobs
-    2, read 2.3 s where --jobs 2 read 2.0-2.1 s, the same two judges; in turns, 2.20 and 2.13 s)."""
-    shift = round_ % len(settings) if settings else 0
-    return list(settings[shift:]) + list(settings[:shift])
-
-
 def bench_jobs():
     """Each setting is run JOBS_ROUNDS times, interleaved (drift hits all alike) in an order
     rotated from round to round, and judged by its median: one run each once read 0.83 for a
