@@ -446,8 +446,8 @@ def kernel_choice_cpu(rounds=None, forks=5):
     (torch's median, its name), the median of each round's kit / torch).  One run of each read
     the kit's pick at 1.22x on a noisy host, where alternating rounds read 0.70-0.79x; a median
     of three rounds' times read 1.08x where four more runs of three read 0.58-0.84x: the ratio is
-    taken round by round (each round's two runs minutes closer than the rounds are) and over
-    five.  The choice is measured here, not assumed."""
+    taken round by round (a round's two trainings run back to back, which goes first rotating)
+    and over five.  The choice is measured here, not assumed."""
     from grader import threads
 
     rounds = rounds or (1 if TINY else 5)
@@ -462,9 +462,9 @@ def kernel_choice_cpu(rounds=None, forks=5):
     base.update(threads.ONE_THREAD)
     kit_env = threads.pin_environment(dict(base))
     kit, own = [], []
-    for _ in range(rounds):
-        kit.append(train_in(kit_env))
-        own.append(train_in(base))
+    for round_ in range(rounds):
+        for found, env in rotated([(kit, kit_env), (own, base)], round_):
+            found.append(train_in(env))
     return ((statistics.median(s for s, _ in kit), kit[0][1]),
             (statistics.median(s for s, _ in own), own[0][1]),
             statistics.median(k / o for (k, _), (o, _) in zip(kit, own)))
@@ -714,12 +714,13 @@ def bench_jobs():
         few = os.path.join(folder, "few")  # a rerun that finds a few late files
         make_class(few, SMALL_N, fixtures)
         for round_ in range(max(JOBS_ROUNDS, SMALL_ROUNDS)):
-            for jobs in rotated(counts, round_) if round_ < JOBS_ROUNDS else ():
+            class_settings = counts if round_ < JOBS_ROUNDS else []
+            for jobs in rotated(class_settings, round_):
                 seconds, _ = run_batch(klass, os.path.join(folder, f"out{jobs}-{round_}"),
                                        "--jobs", str(jobs))
                 runs.setdefault(jobs, []).append(JOBS_N / seconds * 60)
-            small_settings = [*small_counts, "default"] if round_ < SMALL_ROUNDS else []
-            for jobs in rotated(small_settings, round_):
+            few_settings = [*small_counts, "default"] if round_ < SMALL_ROUNDS else []
+            for jobs in rotated(few_settings, round_):
                 flags = () if jobs == "default" else ("--jobs", str(jobs))
                 seconds, _ = run_batch(few, os.path.join(folder, f"few{jobs}-{round_}"), *flags)
                 small_runs.setdefault(jobs, []).append(seconds)
