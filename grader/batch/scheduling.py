@@ -31,7 +31,8 @@ def batch_policy():
     """Within: this process under SCHED_BATCH; yields what the batch's first line says of it.
     Only the normal policy is changed: a batch started under another one on purpose (`chrt -i`
     to stay out of the way, a real-time one) keeps it, and says so."""
-    setter, getter = getattr(os, "sched_setscheduler", None), getattr(os, "sched_getscheduler", None)
+    setter = getattr(os, "sched_setscheduler", None)
+    getter = getattr(os, "sched_getscheduler", None)
     batch, normal = getattr(os, NAME, None), getattr(os, "SCHED_OTHER", None)
     if setter is None or getter is None or batch is None:
         yield "normal"
