@@ -74,6 +74,9 @@ class SparePool:
     def __init__(self, limits, isolation, size=2):
         self.limits, self.isolation, self.size = limits, isolation, size
         self.spares, self.lock = collections.deque(), threading.Lock()
+        # Signalled when the maker thread ends a start: take() waits for a spare being started
+        # instead of starting a second, cold one beside it (two torch imports on two cores).
+        self.made, self.making = threading.Condition(self.lock), False
         # Replace a spare as soon as it is taken, so it is warm by the next grading; off until the
         # first grading is over, which already has the judge and two spares importing torch.
         self.eager = False
@@ -82,7 +85,9 @@ class SparePool:
         self.maker.start()
 
     def fill(self):
-        """Ask the maker thread to top the pool up (returns at once)."""
+        """Ask the maker thread to top the pool up (returns at once; a take() from now on waits
+        for the spare it starts)."""
+        self._short()
         self.wanted.set()
 
     def _make_loop(self):
@@ -90,19 +95,28 @@ class SparePool:
             self.wanted.wait()
             self.wanted.clear()
             while self._short():
-                spare = self._new_spare()
+                spare = None
+                try:
+                    spare = self._new_spare()
+                finally:
+                    with self.made:
+                        self.making = False
+                        keep = spare is not None and not self.closed.is_set()
+                        if keep:
+                            self.spares.append(spare)
+                        self.made.notify_all()
                 if spare is None:
                     break
-                with self.lock:
-                    keep = not self.closed.is_set()
-                    if keep:
-                        self.spares.append(spare)
                 if not keep:
                     spare.kill()
 
     def _short(self):
-        with self.lock:
-            return not self.closed.is_set() and len(self.spares) < self.size
+        """Whether the pool wants one more spare; if so, the maker thread starts it now."""
+        with self.made:
+            self.making = not self.closed.is_set() and len(self.spares) < self.size
+            if not self.making:
+                self.made.notify_all()
+            return self.making
 
     def _new_spare(self):
         try:
@@ -114,7 +128,9 @@ class SparePool:
     def take(self, source):
         """(a spare that is still alive, else a cold one, told to import `source`; was it warm)."""
         while True:
-            with self.lock:
+            with self.made:
+                while not self.spares and self.making:
+                    self.made.wait()
                 spare = self.spares.popleft() if self.spares else None
             warm = spare is not None
             if spare is None:
@@ -138,10 +154,11 @@ class SparePool:
 
 def fork_server(isolation, start):
     """A fork server when `start` allows it and it can isolate its children here, else None."""
+    if start not in ("auto", "fork") or sys.platform != "linux":
+        return None
     from grader.sandbox import forkserver
 
-    if start not in ("auto", "fork") or sys.platform != "linux" \
-            or forkserver.supported(isolation) is None:
+    if forkserver.supported(isolation) is None:
         return None
     return forkserver.ForkServer(isolation)
 

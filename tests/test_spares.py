@@ -1,0 +1,64 @@
+"""The spare pool (grader/judge/workers.py): a take() that comes while a spare is being started
+gets that spare, instead of starting a second one beside it (two torch imports on two cores).
+Gradescope's judge and the watcher's restarts take a spare right after asking for one."""
+import threading
+import time
+
+from grader.judge import workers
+
+
+class SlowSpare:
+    """A spare whose start takes a while (a Popen under load), with no process behind it."""
+    made = []
+
+    def __init__(self, limits, isolation):
+        time.sleep(0.3)
+        self.proc = self
+        self.given = None
+        SlowSpare.made.append(self)
+
+    def poll(self):
+        return None  # alive
+
+    def go(self, source):
+        self.given = source
+
+    def kill(self):
+        pass
+
+
+def test_a_take_waits_for_the_spare_being_started(monkeypatch):
+    monkeypatch.setattr(workers, "Spare", SlowSpare)
+    SlowSpare.made = []
+    pool = workers.SparePool(limits=None, isolation="process", size=1)
+    try:
+        pool.fill()
+        spare, warm = pool.take("source text")  # at once: the maker thread is still starting it
+        assert warm and spare is SlowSpare.made[0] and spare.given == "source text"
+        assert len(SlowSpare.made) == 1  # no second, cold one
+    finally:
+        pool.close()
+
+
+def test_a_take_with_nothing_being_started_starts_one_itself(monkeypatch):
+    monkeypatch.setattr(workers, "Spare", SlowSpare)
+    SlowSpare.made = []
+    pool = workers.SparePool(limits=None, isolation="process", size=1)
+    try:
+        spare, warm = pool.take("x")  # never filled: nobody is starting one
+        assert not warm and SlowSpare.made == [spare]
+    finally:
+        pool.close()
+
+
+def test_a_pool_closed_while_a_take_waits_lets_it_go(monkeypatch):
+    monkeypatch.setattr(workers, "Spare", SlowSpare)
+    SlowSpare.made = []
+    pool = workers.SparePool(limits=None, isolation="process", size=1)
+    pool.fill()
+    taken = []
+    taker = threading.Thread(target=lambda: taken.append(pool.take("x")))
+    taker.start()
+    pool.close()
+    taker.join(timeout=5)
+    assert not taker.is_alive() and len(taken) == 1
