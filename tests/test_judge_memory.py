@@ -39,10 +39,14 @@ def test_a_freed_frame_leaves_the_judge():
     assert retained_mib("fixed") < 1
 
 
-def test_every_judge_sets_it(monkeypatch):
+def test_every_judge_sets_it_before_its_checks(monkeypatch):
     from grader.judge import service
 
     calls = []
     monkeypatch.setattr(memory, "return_large_blocks", lambda: calls.append(1))
-    service.Judge().close()
-    assert calls == [1]
+    judge = service.Judge(isolation="process")
+    try:
+        judge.session(("public",))
+        assert calls == [1]
+    finally:
+        judge.close()

@@ -4,7 +4,7 @@ The worker is started before the judge imports torch and pytest, so the two impo
 """
 import platform
 
-from grader import rubric as rubric_module, threads
+from grader import threads
 from grader.sandbox import launch as sandbox
 from grader.judge import submission
 from grader.judge.student import Student
@@ -36,6 +36,7 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
     piece, so their verdicts are the ones a whole grading gives them."""
     import torch
 
+    from grader import rubric as rubric_module
     from grader.render import report
     from grader.judge import runner
     from grader.sandbox.runtime import copytask

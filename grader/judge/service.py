@@ -22,9 +22,6 @@ class Judge:
 
     def __init__(self, limits=None, isolation="auto", start="exec", spares=0, server=None,
                  refill=True):
-        from grader.judge import memory
-
-        memory.return_large_blocks()  # a large answer's memory goes back when it is freed
         self.workers = WorkerSource(isolation, limits, start=start, spares=spares, server=server,
                                     refill=refill)
         self.limits, self.isolation = self.workers.limits, self.workers.isolation
@@ -48,8 +45,12 @@ class Judge:
                        source=sub.source)
 
     def session(self, visibilities):
-        from grader.judge import runner
+        """The check session for these visibilities (made on first need)."""
+        from grader.judge import memory, runner
 
+        # Before the first check, which is when large answers come: their memory goes back when
+        # freed.  Not in __init__: ctypes would be imported before a `grade`'s worker starts.
+        memory.return_large_blocks()
         key = tuple(sorted(visibilities))
         if key not in self.sessions:  # e.g. a course notebook's %check (public) and its
             self.sessions[key] = runner.CheckSession(visibilities)  # autograder cells (all)

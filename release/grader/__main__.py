@@ -3,19 +3,36 @@
 
 Argument parsing only; the worker is started before anything heavy is imported.
 """
-import argparse
-import os
 import sys
 
-from grader import collector, options, threads, words
-from grader.sandbox import launch as sandbox
-from grader.judge.submission import SubmissionError
+from grader.sandbox import probe
 
-DEFAULT_EXERCISE = os.path.join("exercises", "attention.py")
 # The commands of release/ (students and one submission).  For these the instructors' batch
 # commands are not added to the parser: importing them (grader.batch, ~20 ms) would come
 # before the worker of a `grade` or a `check` could start.
 ONE_SUBMISSION = ("grade", "check", "watch", "hint", "submit")
+
+
+def _may_sandbox(argv):
+    """Whether `argv` is a one-submission command that may run its worker in bubblewrap."""
+    asked = [a for n, a in enumerate(argv) if n and argv[n - 1] == "--isolation"]
+    asked += [a.partition("=")[2] for a in argv if a.startswith("--isolation=")]
+    return bool(argv) and argv[0] in ONE_SUBMISSION and "process" not in asked
+
+
+if __name__ == "__main__" and _may_sandbox(sys.argv[1:]):
+    # bwrap tried (~10 ms, a process of its own) while the rest is imported: the worker's start
+    # waits for its answer.  main() starts it, if not yet, once the options are parsed.
+    probe.start_probe()
+
+import argparse  # noqa: E402
+import os  # noqa: E402
+
+from grader import collector, options, threads, words  # noqa: E402
+from grader.sandbox import launch as sandbox  # noqa: E402
+from grader.judge.submission import SubmissionError  # noqa: E402
+
+DEFAULT_EXERCISE = os.path.join("exercises", "attention.py")
 
 
 def parse(argv):
@@ -125,13 +142,14 @@ def main(argv=None):
 def grade_command(args):
     """`grade` and `check`: one submission graded, its report rendered where asked."""
     from grader.judge.service import Judge
-    from grader import inert
 
     isolation, limits = options.isolation_of(args), options.limits_from(args)
     try:
         judge = Judge(limits, isolation)  # cold workers: one submission, nothing to keep warm
         sub, student = judge.begin(args.submission)
     except SubmissionError as exc:  # its reason names the student's files: inert
+        from grader import inert
+
         said = exc.said(args.lang)
         print(words.text("cli", "error", args.lang) + inert.for_terminal(said),
               file=sys.stderr)

@@ -11,10 +11,8 @@ import os
 import re
 import stat
 import time
-import zipfile
 import zlib
 
-from grader.judge import cells, manifest
 from grader import safefs, scratch
 
 STUDENT_FILE = "attention.py"
@@ -136,6 +134,8 @@ def keep_definitions(chunks):
     kernel's `%check` keeps the same statements (tools/notebook.assemble).  Every line stays where
     it was (left-out lines become comments), so an error names the notebook's own line;
     `left_out` lists each statement dropped as "line N: first line"."""
+    from grader.judge import cells  # a notebook's only (ast): a .py's worker starts before it
+
     chunks = [chunks] if isinstance(chunks, str) else list(chunks)
     out, left_out = [], []
     for number, chunk in enumerate(chunks):
@@ -155,6 +155,8 @@ GUARD_OPEN, GUARD_CLOSE = "try: ", "except Exception: pass  # (kept as the kerne
 def _kept_lines(lines, body):
     """The cell's lines with left-out statements commented out and guarded assignments opened
     with `try:`; (lines, [(first, last) of each dropped statement])."""
+    from grader.judge import cells
+
     if body is None:  # a cell that does not parse: the kernel ran none of it either
         return ["# (left out) " + line for line in lines], ([(1, len(lines))] if lines else [])
     kept, dropped = list(lines), []
@@ -282,6 +284,8 @@ def _zip_candidates(archive):
 
 def _packaged_work(archive, package):
     """The work file a `make submit` manifest names, if the zip has it as a plain file."""
+    from grader.judge import manifest
+
     name = package.get("work") if package else None
     if not name or name.split("/")[-1] not in manifest.WORK_NAMES:
         return None
@@ -309,7 +313,10 @@ def load_zip(path):
     """The attention file of a .zip, read in memory (nothing is extracted to disk).  A package
     made by `make submit` gives the file its manifest names, and `sub.package` says whether the
     zip still holds what the manifest lists (grader/judge/manifest.py)."""
+    import zipfile  # here, not at the top: a .py's worker starts before it (~5 ms)
+
     from grader import rubric
+    from grader.judge import manifest
 
     try:
         data = safefs.read_regular(path, MAX_ZIP_BYTES)  # a FIFO named .zip cannot block us

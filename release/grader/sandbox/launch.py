@@ -9,7 +9,6 @@ On a machine with an NVIDIA GPU the worker also gets its device nodes, and its m
 the memory it writes (RLIMIT_DATA) instead of its address space, which CUDA reserves by the
 hundred GiB: the device checks then run on CUDA too (check_device.py).
 """
-import dataclasses
 import importlib.util
 import os
 import shutil
@@ -21,6 +20,7 @@ import tempfile
 import threading
 
 from grader import paths, safefs, threads, words
+from grader.sandbox.probe import bubblewrap_path, bubblewrap_works, start_probe  # noqa: F401
 from grader.sandbox.runtime import facts, wire
 from grader.sandbox.runtime.facts import UNPRIVILEGED, accelerator_nodes
 
@@ -41,8 +41,11 @@ class WorkerFailure(Exception):
         return {"zh": self.zh, "en": self.message}
 
 
-@dataclasses.dataclass
 class Limits:
+    """What one worker may use; every field is a keyword (Limits(call_seconds=2.0)).  A class of
+    its own rather than a dataclass: importing dataclasses (inspect, ast and dis with it, ~7 ms)
+    came before a `grade`'s worker could start."""
+
     call_seconds: float = 5.0           # wall time for one call (the first one includes the start-up)
     submission_seconds: float = 120.0   # wall time for all calls of one submission
     cpu_seconds: int = 120              # RLIMIT_CPU of one worker
@@ -53,49 +56,23 @@ class Limits:
     output_bytes: int = 16 * 1024       # how much of stdout and stderr is kept, each
     open_files: int = 256               # RLIMIT_NOFILE: bounds the pipe and socket buffers it can fill
 
+    def __init__(self, **values):
+        unknown = sorted(set(values) - set(self.__annotations__))
+        if unknown:
+            raise TypeError(f"Limits has no field {', '.join(unknown)}")
+        for name in self.__annotations__:  # each on the instance: vars(limits) is all of them
+            setattr(self, name, values.get(name, getattr(Limits, name)))
+
     def describe(self):
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {name: getattr(self, name) for name in self.__annotations__}
 
+    def __eq__(self, other):
+        return isinstance(other, Limits) and self.describe() == other.describe()
 
-def bubblewrap_path():
-    return shutil.which("bwrap")
+    __hash__ = None  # mutable, compared by value
 
-
-_probe_cache, _probe_running = {}, {}
-PROBE_SECONDS = 10
-
-
-def start_probe():
-    """Start trying bwrap now, in the background (a few ms of a process of its own): a command
-    that will start a worker calls this first, so the answer is ready when bubblewrap_works
-    asks, instead of the worker's start waiting for it."""
-    path = bubblewrap_path()
-    if path is None or path in _probe_cache or path in _probe_running:
-        return
-    try:
-        _probe_running[path] = subprocess.Popen(
-            [path, "--unshare-all", "--ro-bind", "/", "/", "true"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    except OSError:
-        _probe_cache[path] = False
-
-
-def bubblewrap_works():
-    """bwrap may be installed but refused by the kernel (no user namespaces): try it once."""
-    path = bubblewrap_path()
-    if path is None:
-        return False
-    if path not in _probe_cache:
-        start_probe()
-        probe = _probe_running.pop(path, None)
-        if probe is not None:
-            try:
-                _probe_cache[path] = probe.wait(timeout=PROBE_SECONDS) == 0
-            except subprocess.TimeoutExpired:
-                probe.kill()
-                probe.wait()
-                _probe_cache[path] = False
-    return _probe_cache[path]
+    def __repr__(self):
+        return "Limits(" + ", ".join(f"{k}={v!r}" for k, v in self.describe().items()) + ")"
 
 
 def choose_isolation(requested="auto"):
