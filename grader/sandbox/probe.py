@@ -1,5 +1,5 @@
-"""Whether bubblewrap works here: one `bwrap ... true` (installed is not enough: the kernel may
-refuse it user namespaces), tried once per process and remembered.
+"""Whether bubblewrap works here: one `bwrap ... true`, tried once per process and remembered
+(installed is not enough: the kernel may refuse it the namespaces it needs).
 
 A module of its own, importing next to nothing, so that `python -m grader` can start the probe
 before its own imports (grader/__main__.py): it takes ~10 ms of a process of its own, and a
