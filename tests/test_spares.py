@@ -57,8 +57,30 @@ def test_a_pool_closed_while_a_take_waits_lets_it_go(monkeypatch):
     pool = workers.SparePool(limits=None, isolation="process", size=1)
     pool.fill()
     taken = []
-    taker = threading.Thread(target=lambda: taken.append(pool.take("x")))
+    taker = threading.Thread(target=lambda: taken.append(pool.take("x")), daemon=True)
     taker.start()
     pool.close()
     taker.join(timeout=5)
+    assert not taker.is_alive() and len(taken) == 1
+
+
+def test_a_take_waiting_for_a_start_that_never_comes_is_let_go_by_close(monkeypatch):
+    """fill() leaves `making` set for the maker thread; closed before that thread woke, the pool
+    starts nothing, and a take() waiting meanwhile is let go (it starts its own)."""
+    monkeypatch.setattr(workers, "Spare", SlowSpare)
+    SlowSpare.made = []
+    pool = workers.SparePool(limits=None, isolation="process", size=1)
+    pool.closed.set()  # the maker thread ends without starting anything...
+    pool.wanted.set()
+    pool.maker.join(5)
+    pool.closed.clear()
+    with pool.lock:
+        pool.making = True  # ...after fill() said a start was coming
+    taken = []
+    taker = threading.Thread(target=lambda: taken.append(pool.take("x")), daemon=True)
+    taker.start()
+    taker.join(0.3)
+    assert taker.is_alive()  # waiting for the start
+    pool.close()
+    taker.join(5)
     assert not taker.is_alive() and len(taken) == 1

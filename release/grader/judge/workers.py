@@ -129,7 +129,7 @@ class SparePool:
         """(a spare that is still alive, else a cold one, told to import `source`; was it warm)."""
         while True:
             with self.made:
-                while not self.spares and self.making:
+                while not self.spares and self.making and not self.closed.is_set():
                     self.made.wait()
                 spare = self.spares.popleft() if self.spares else None
             warm = spare is not None
@@ -145,8 +145,10 @@ class SparePool:
     def close(self):
         self.closed.set()
         self.wanted.set()
-        with self.lock:
+        with self.made:  # a take() waiting for a start the maker thread will now never make
             spares, self.spares = list(self.spares), collections.deque()
+            self.making = False
+            self.made.notify_all()
         for spare in spares:
             spare.kill()
         self.maker.join(timeout=30)  # a spare it was starting is killed by the thread itself
