@@ -4,6 +4,8 @@ Gradescope's judge and the watcher's restarts take a spare right after asking fo
 import threading
 import time
 
+import pytest
+
 from grader.judge import workers
 
 
@@ -27,58 +29,54 @@ class SlowSpare:
         pass
 
 
-def test_a_take_waits_for_the_spare_being_started(monkeypatch):
+@pytest.fixture
+def pool(monkeypatch):
+    """A pool of one SlowSpare, closed after the test."""
     monkeypatch.setattr(workers, "Spare", SlowSpare)
     SlowSpare.made = []
-    pool = workers.SparePool(limits=None, isolation="process", size=1)
-    try:
-        pool.fill()
-        spare, warm = pool.take("source text")  # at once: the maker thread is still starting it
-        assert warm and spare is SlowSpare.made[0] and spare.given == "source text"
-        assert len(SlowSpare.made) == 1  # no second, cold one
-    finally:
-        pool.close()
+    made = workers.SparePool(limits=None, isolation="process", size=1)
+    yield made
+    made.close()
 
 
-def test_a_take_with_nothing_being_started_starts_one_itself(monkeypatch):
-    monkeypatch.setattr(workers, "Spare", SlowSpare)
-    SlowSpare.made = []
-    pool = workers.SparePool(limits=None, isolation="process", size=1)
-    try:
-        spare, warm = pool.take("x")  # never filled: nobody is starting one
-        assert not warm and SlowSpare.made == [spare]
-    finally:
-        pool.close()
-
-
-def test_a_pool_closed_while_a_take_waits_lets_it_go(monkeypatch):
-    monkeypatch.setattr(workers, "Spare", SlowSpare)
-    SlowSpare.made = []
-    pool = workers.SparePool(limits=None, isolation="process", size=1)
-    pool.fill()
+def taking(pool):
+    """(a thread taking a spare from `pool`, the list it puts what it took in)."""
     taken = []
     taker = threading.Thread(target=lambda: taken.append(pool.take("x")), daemon=True)
     taker.start()
+    return taker, taken
+
+
+def test_a_take_waits_for_the_spare_being_started(pool):
+    pool.fill()
+    spare, warm = pool.take("source text")  # at once: the maker thread is still starting it
+    assert warm and spare is SlowSpare.made[0] and spare.given == "source text"
+    assert len(SlowSpare.made) == 1  # no second, cold one
+
+
+def test_a_take_with_nothing_being_started_starts_one_itself(pool):
+    spare, warm = pool.take("x")  # never filled: nobody is starting one
+    assert not warm and SlowSpare.made == [spare]
+
+
+def test_a_pool_closed_while_a_take_waits_lets_it_go(pool):
+    pool.fill()
+    taker, taken = taking(pool)
     pool.close()
     taker.join(timeout=5)
     assert not taker.is_alive() and len(taken) == 1
 
 
-def test_a_take_waiting_for_a_start_that_never_comes_is_let_go_by_close(monkeypatch):
+def test_a_take_waiting_for_a_start_that_never_comes_is_let_go_by_close(pool):
     """fill() leaves `making` set for the maker thread; closed before that thread woke, the pool
     starts nothing, and a take() waiting meanwhile is let go (it starts its own)."""
-    monkeypatch.setattr(workers, "Spare", SlowSpare)
-    SlowSpare.made = []
-    pool = workers.SparePool(limits=None, isolation="process", size=1)
     pool.closed.set()  # the maker thread ends without starting anything...
     pool.wanted.set()
     pool.maker.join(5)
     pool.closed.clear()
     with pool.lock:
         pool.making = True  # ...after fill() said a start was coming
-    taken = []
-    taker = threading.Thread(target=lambda: taken.append(pool.take("x")), daemon=True)
-    taker.start()
+    taker, taken = taking(pool)
     taker.join(0.3)
     assert taker.is_alive()  # waiting for the start
     pool.close()
