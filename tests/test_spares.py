@@ -68,17 +68,37 @@ def test_a_pool_closed_while_a_take_waits_lets_it_go(pool):
 
 
 def test_a_take_waiting_for_a_start_that_never_comes_is_let_go_by_close(pool):
-    """fill() leaves `making` set for the maker thread; closed before that thread woke, the pool
+    """fill() marks a start as coming before it wakes the maker thread; a pool closed in between
     starts nothing, and a take() waiting meanwhile is let go (it starts its own)."""
-    pool.closed.set()  # the maker thread ends without starting anything...
-    pool.wanted.set()
-    pool.maker.join(5)
-    pool.closed.clear()
     with pool.lock:
-        pool.making = True  # ...after fill() said a start was coming
+        pool.making = True  # fill()'s mark, the maker thread not yet woken
     taker, taken = taking(pool)
     taker.join(0.3)
     assert taker.is_alive()  # waiting for the start
     pool.close()
     taker.join(5)
     assert not taker.is_alive() and len(taken) == 1
+
+
+class BrokenSpare:
+    """A start that raises what the maker thread does not expect (no uid left, say)."""
+
+    def __init__(self, limits, isolation):
+        time.sleep(0.1)
+        raise RuntimeError("all worker uids are in use")
+
+
+def test_a_take_after_the_maker_thread_died_raises_instead_of_waiting(monkeypatch):
+    monkeypatch.setattr(workers, "Spare", BrokenSpare)
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)  # the maker's own death
+    pool = workers.SparePool(limits=None, isolation="process", size=1)
+    try:
+        pool.fill()
+        pool.maker.join(5)
+        assert not pool.maker.is_alive()
+        pool.fill()  # asked again: nobody is left to start it
+        taker, taken = taking(pool)
+        taker.join(5)
+        assert not taker.is_alive() and taken == []  # it raised (the start's own error)
+    finally:
+        pool.close()

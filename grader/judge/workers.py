@@ -129,8 +129,10 @@ class SparePool:
         """(a spare that is still alive, else a cold one, told to import `source`; was it warm)."""
         while True:
             with self.made:
-                while not self.spares and self.making and not self.closed.is_set():
-                    self.made.wait()
+                # (not for a maker thread that is gone: one a start raised in, say, no uid free)
+                while not self.spares and self.making and not self.closed.is_set() \
+                        and self.maker.is_alive():
+                    self.made.wait(0.5)
                 spare = self.spares.popleft() if self.spares else None
             warm = spare is not None
             if spare is None:
