@@ -99,6 +99,10 @@ class Student:
         # handed out are killed and no new one starts.  RLock: the SIGINT handler runs on the
         # main thread, possibly inside start().
         self.cancelled, self.adopted, self.lock = False, [], threading.RLock()
+        # The first requests of checks asked ahead, in one round trip (speculation.py): by the
+        # check's key, (the worker that answered, the calls, their timeout, the outcomes); and
+        # the one the running check may be answered from (expect).
+        self.ahead, self.planned, self.ahead_failed = {}, None, False
 
     @property
     def work_dir(self):
@@ -307,6 +311,7 @@ class Student:
         and is charged to its own kind.  Follow-ups of a `new` address the block it made."""
         if not 0 < len(calls) <= wire.MAX_CALLS:
             raise ValueError(f"a request carries 1 to {wire.MAX_CALLS} calls, not {len(calls)}")
+        ahead = self._answered_ahead(calls, timeout)  # only ever a check's first request
         if self.import_error is not None:
             raise self.import_error
         kinds = [f"{op}:{args.get('fn', args.get('action', ''))}" for op, args in calls]
@@ -317,10 +322,14 @@ class Student:
                     raise self.poisoned[blocker]
         answers = []
         try:
-            self._send(calls)
+            if ahead is None:
+                self._send(calls)
+            else:  # asked ahead of the check (ask_ahead): every answer is taken as if it came now
+                self._check_budget()
             for kind in kinds:
                 self.kind = kind
-                answers.append(self._reply(timeout, follow_up=bool(answers)))
+                answers.append(self._reply(timeout, follow_up=bool(answers)) if ahead is None
+                               else self._replay(ahead[len(answers)], timeout, bool(answers)))
         except WorkerFailure as failure:
             # which call was being waited for, and what the ones before it answered
             failure.call_index, failure.answers = len(answers), answers
@@ -342,13 +351,9 @@ class Student:
         self.start()
         if self.hello_pending:
             self._await_hello()
-        (op, args), more = calls[0], [{"op": o, "args": a} for o, a in calls[1:]]
-        request = {"id": self.next_id + 1, "op": op, "args": args}
-        if more:
-            request["more"] = more
         began = time.monotonic()
         try:
-            self.worker.channel.sendall(wire.encode(request))
+            self.worker.channel.sendall(request_frame(calls, self.next_id + 1))
         except OSError:
             self._exited()
         finally:
@@ -372,10 +377,101 @@ class Student:
         if not isinstance(reply, dict) or reply.get("id") != self.next_id:
             self._fail("protocol", "reply out of order or malformed", "应答的次序或格式不对")
         if "error" in reply:
-            error = StudentError(reply["error"])
-            if error.is_a("MemoryError") or "can't allocate memory" in error.message:
-                error.memory_limit = self.limits.memory_bytes  # the limit, not the student, said no
-            raise error
+            raise self._student_error(reply["error"])
+        if "ok" not in reply:
+            self._fail("protocol", "reply without a result", "应答里没有结果")
+        return reply["ok"]
+
+    def _student_error(self, info):
+        error = StudentError(info)
+        if error.is_a("MemoryError") or "can't allocate memory" in error.message:
+            error.memory_limit = self.limits.memory_bytes  # the limit, not the student, said no
+        return error
+
+    # -- asked ahead (speculation.py) ---------------------------------------------------------
+    def ask_ahead(self, plans, seconds):
+        """Send the requests of `plans` [(key, calls, timeout)] to the worker together (a round
+        trip for each AHEAD_BYTES of them) and keep what each call answered, for the check of
+        that key to be answered from (expect, request_all).  Only to a worker that has said
+        hello, for nothing is asked on the student's behalf before it.  Nothing is charged,
+        counted or reported here: where a call does not answer within its timeout or within
+        `seconds` for them all, or the worker dies or speaks nonsense, everything asked ahead is
+        forgotten, the worker stopped (not counted against max_starts) and the checks ask for
+        themselves as they would have; nothing is asked ahead for this submission again."""
+        self.ahead = {}
+        if not plans or not self.may_ask_ahead():
+            return
+        worker, events, deadline = self.worker, len(self.events), time.monotonic() + seconds
+        try:
+            for batch in _batches(plans, self.next_id + 1):
+                began = time.monotonic()
+                worker.channel.sendall(b"".join(frame for _, _, _, _, frame in batch))
+                self.round_trips += 1
+                for key, calls, timeout, first_id, _ in batch:
+                    outcomes = []
+                    for offset in range(len(calls)):
+                        self.next_id = first_id + offset
+                        wait = min(timeout or self.limits.call_seconds,
+                                   deadline - time.monotonic())
+                        if wait <= 0:
+                            raise WorkerFailure("timeout", "asked ahead for too long",
+                                                "提前发出的调用等得太久")
+                        reply = self._receive(wait, expect_id=self.next_id)
+                        outcomes.append((reply, time.monotonic() - began))
+                        began = time.monotonic()
+                        if not isinstance(reply, dict) or "ok" not in reply:
+                            break  # an error (the worker made no more of them) or nonsense
+                    self.ahead[key] = (worker, calls, timeout, outcomes)
+                    self.next_id = first_id + len(calls) - 1
+        except (WorkerFailure, OSError, wire.ProtocolError):
+            self.ahead = {}
+            del self.events[events:]  # the checks meet it again if it is the student's
+            if self.worker is worker:
+                self._stop()
+            self.max_starts += 1
+            self.ahead_failed = True
+
+    def may_ask_ahead(self):
+        """A worker that has said hello serves this submission, and nothing asked ahead of it
+        went wrong (ask_ahead asks only then)."""
+        return self.worker is not None and not self.hello_pending and self.import_error is None \
+            and not self.cancelled and not self.ahead_failed
+
+    def expect(self, key):
+        """The check of `key` is about to run: its first request may be answered from ahead."""
+        self.planned = self.ahead.pop(key, None)
+
+    def _answered_ahead(self, calls, timeout):
+        """The outcomes asked ahead for the running check, where this is its first request and
+        the same by value as the one asked ahead, of the worker still serving; else None."""
+        planned, self.planned = self.planned, None
+        if planned is None:
+            return None
+        from grader.judge import speculation
+
+        worker, asked, asked_timeout, outcomes = planned
+        if worker is not self.worker or asked_timeout != timeout \
+                or not speculation.same_calls(asked, calls):
+            return None
+        return outcomes
+
+    def _replay(self, outcome, timeout, follow_up):
+        """What _reply gives for an answer asked ahead: its time charged as the call's, a
+        follow-up refused once the budget is used up, the call failing as a timeout where it
+        took longer than the time left for it now, the student's error raised."""
+        reply, seconds = outcome
+        if follow_up and self._left() <= 0:
+            self._stop()
+            raise self._budget_used()
+        limit = max(min(timeout or self.limits.call_seconds, self._left()), 0.1)
+        if seconds > limit:
+            self._charge(limit)
+            self._fail("timeout", f"no answer within {limit:g} s", f"{limit:g} 秒内没有回答")
+        self._charge(seconds)
+        if not isinstance(reply, dict):
+            self._fail("protocol", "reply out of order or malformed", "应答的次序或格式不对")
+        if "error" in reply:
+            raise self._student_error(reply["error"])
         if "ok" not in reply:
             self._fail("protocol", "reply without a result", "应答里没有结果")
         return reply["ok"]
@@ -513,6 +609,43 @@ class Student:
         if self.worker is not None:
             parts.append((self.worker.stdout.text(), self.worker.stderr.text()))
         return "".join(out + err for out, err in parts)
+
+
+# What one round trip of ask_ahead sends at most: a frame of this size or less sent in one call
+# never waits for the worker to read (a stream socket's buffer here: 208 KiB), so the judge is
+# reading the answers before the worker could block on writing them.
+AHEAD_BYTES = 48 * 1024
+
+
+def request_frame(calls, first_id):
+    """The frame of one request carrying `calls` [(op, args)], its first call's id `first_id`."""
+    (op, args), more = calls[0], [{"op": o, "args": a} for o, a in calls[1:]]
+    request = {"id": first_id, "op": op, "args": args}
+    if more:
+        request["more"] = more
+    return wire.encode(request)
+
+
+def _batches(plans, first_id):
+    """`plans` [(key, calls, timeout)] as round trips of at most AHEAD_BYTES: each a list of
+    (key, calls, timeout, its first id, its frame); a plan whose frame cannot be made or is
+    larger than that alone is left to its check."""
+    batch, size = [], 0
+    for key, calls, timeout in plans:
+        try:
+            frame = request_frame(calls, first_id)
+        except (wire.ProtocolError, TypeError, ValueError):
+            continue
+        if len(frame) > AHEAD_BYTES:
+            continue
+        if size + len(frame) > AHEAD_BYTES:
+            yield batch
+            batch, size = [], 0
+        batch.append((key, calls, timeout, first_id, frame))
+        size += len(frame)
+        first_id += len(calls)
+    if batch:
+        yield batch
 
 
 def calling(fn, args, kwargs, views=()):
