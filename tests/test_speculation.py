@@ -142,24 +142,20 @@ def test_a_check_that_ends_before_asking_or_asks_afresh_is_not_asked_ahead(tmp_p
         assert speculation.first_request(check, ["student", "seed"], {}, student) is None
 
 
+def attend_call(op="call", fn="attend", first=None, mask=None, t=(1, 2.5)):
+    x = torch.arange(6.0).reshape(2, 3)
+    return [(op, {"fn": fn, "args": [x if first is None else first, x],
+                  "kwargs": {"mask": mask, "t": t}})]
+
+
 def test_same_calls_compares_every_argument_by_value():
     x = torch.arange(6.0).reshape(2, 3)
-    call = [("call", {"fn": "attend", "args": [x, x], "kwargs": {"mask": None, "t": (1, 2.5)}})]
-    same = [("call", {"fn": "attend", "args": [x.clone(), x.clone()],
-                      "kwargs": {"mask": None, "t": (1, 2.5)}})]
-    assert speculation.same_calls(call, same)
-    for changed in (
-            [("call", {"fn": "split_heads", "args": [x, x], "kwargs": {"mask": None, "t": (1, 2.5)}})],
-            [("call", {"fn": "attend", "args": [x + 1, x], "kwargs": {"mask": None, "t": (1, 2.5)}})],
-            [("call", {"fn": "attend", "args": [x.double(), x],
-                       "kwargs": {"mask": None, "t": (1, 2.5)}})],
-            [("call", {"fn": "attend", "args": [x.reshape(3, 2), x],
-                       "kwargs": {"mask": None, "t": (1, 2.5)}})],
-            [("call", {"fn": "attend", "args": [x, x], "kwargs": {"mask": None, "t": [1, 2.5]}})],
-            [("call", {"fn": "attend", "args": [x, x], "kwargs": {"mask": None, "t": (True, 2.5)}})],
-            [("call", {"fn": "attend", "args": [x, x], "kwargs": {"mask": False, "t": (1, 2.5)}})],
-            [("new", {"fn": "attend", "args": [x, x], "kwargs": {"mask": None, "t": (1, 2.5)}})],
-            call * 2):
+    call = attend_call()
+    assert speculation.same_calls(call, attend_call(first=x.clone()))
+    for changed in (attend_call(fn="split_heads"), attend_call(op="new"),
+                    attend_call(first=x + 1), attend_call(first=x.double()),
+                    attend_call(first=x.reshape(3, 2)), attend_call(t=[1, 2.5]),
+                    attend_call(t=(True, 2.5)), attend_call(mask=False), call * 2):
         assert not speculation.same_calls(call, changed)
     nan = [("call", {"args": [float("nan")]})]
     assert speculation.same_calls(nan, [("call", {"args": [float("nan")]})])
