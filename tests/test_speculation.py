@@ -113,7 +113,8 @@ def check_that_asks(student, seed):
 
 def test_the_dry_run_stops_at_the_first_request_and_touches_nothing(tmp_path):
     student = offline_student(tmp_path)
-    first = speculation.first_request(check_that_asks, ["student", "seed"], {}, student)
+    double = speculation.stand_in(student)
+    first = speculation.first_request(check_that_asks, ["student", "seed"], {}, double)
     assert first is not None
     calls, timeout = first
     assert [op for op, _ in calls] == ["call", "call"] and timeout is None
@@ -138,8 +139,13 @@ def test_a_check_that_ends_before_asking_or_asks_afresh_is_not_asked_ahead(tmp_p
     def asks_afresh(student, seed):
         return student.request("forward", afresh=True, handle=1, x=torch.zeros(1))
 
-    for check in (judged_before_asking, skipped, asks_nothing, asks_afresh):
-        assert speculation.first_request(check, ["student", "seed"], {}, student) is None
+    def asks_with_a_timeout_of_its_own(student, seed):
+        return student.train_copy(seed=0, n_heads=4, timeout=20)
+
+    double = speculation.stand_in(student)
+    for check in (judged_before_asking, skipped, asks_nothing, asks_afresh,
+                  asks_with_a_timeout_of_its_own):
+        assert speculation.first_request(check, ["student", "seed"], {}, double) is None
 
 
 def attend_call(op="call", fn="attend", first=None, mask=None, t=(1, 2.5)):
@@ -161,6 +167,7 @@ def test_same_calls_compares_every_argument_by_value():
     assert speculation.same_calls(nan, [("call", {"args": [float("nan")]})])
     with_nan = [("call", {"args": [torch.tensor([float("nan")])]})]
     assert not speculation.same_calls(with_nan, with_nan)  # never taken for the same: asked again
+    assert not speculation.same_calls(attend_call(), attend_call(first=x.to("meta")))
 
 
 # -- answering from what was asked ahead ------------------------------------------------------
@@ -236,3 +243,16 @@ def test_an_answer_slower_than_the_time_left_now_is_a_timeout(tmp_path):
     assert failed.value.kind == "timeout" and worker.killed and student.worker is None
     assert student.events == [{"kind": "timeout", "message": "no answer within 0.1 s"}]
     assert "call:attend" in student.poisoned  # a timeout poisons its kind, as asked now
+
+
+def test_answers_beyond_what_is_kept_are_asked_by_their_checks(monkeypatch):
+    # A file whose answers are large has only the first of them kept (the judge holds no more of
+    # them at once than when each check asks); the others' checks ask, with the same verdicts.
+    from grader.judge import student as student_module
+
+    _, whole = graded(SAMPLE["reference"], ask_ahead=True)
+    monkeypatch.setattr(student_module, "AHEAD_KEEP_BYTES", 3000)
+    capped, student = graded(SAMPLE["reference"], ask_ahead=True)
+    alone, _ = graded(SAMPLE["reference"], ask_ahead=False)
+    assert verdicts(capped) == verdicts(alone) and capped["score"] == alone["score"]
+    assert whole.round_trips < student.round_trips and not student.ahead_failed

@@ -182,10 +182,10 @@ class KitPlugin:
     def ask_ahead(self, student, items):
         """The first request of each of `items` the kit calls directly, asked of the worker
         together (speculation.py)."""
-        plans = []
+        plans, double = [], speculation.stand_in(student)
         for item in items:
             plan = self._plan(item)
-            first = plan and speculation.first_request(item.obj, plan[1], plan[2], student)
+            first = plan and speculation.first_request(item.obj, plan[1], plan[2], double)
             if first:
                 plans.append((item.nodeid, *first))
         student.ask_ahead(plans, speculation.AHEAD_SECONDS)

@@ -103,6 +103,7 @@ class Student:
         # check's key, (the worker that answered, the calls, their timeout, the outcomes); and
         # the one the running check may be answered from (expect).
         self.ahead, self.planned, self.ahead_failed = {}, None, False
+        self.frame_bytes = 0  # the size of the last frame received
 
     @property
     def work_dir(self):
@@ -270,7 +271,9 @@ class Student:
             return channel.recv_into(view, min(len(view), 1 << 20))
 
         try:
-            return wire.decode(*self.frames.read_frame(fill), expect_id=expect_id)
+            header, payload = self.frames.read_frame(fill)
+            self.frame_bytes = len(header) + len(payload)  # what ask_ahead keeps is capped
+            return wire.decode(header, payload, expect_id=expect_id)
         except socket.timeout:
             self._fail("timeout", f"no answer within {seconds:g} s", f"{seconds:g} 秒内没有回答")
         except (EOFError, ConnectionError, OSError):
@@ -402,13 +405,14 @@ class Student:
         if not plans or not self.may_ask_ahead():
             return
         worker, events, deadline = self.worker, len(self.events), time.monotonic() + seconds
+        kept = 0  # bytes of the answers kept
         try:
             for batch in _batches(plans, self.next_id + 1):
                 began = time.monotonic()
                 worker.channel.sendall(b"".join(frame for _, _, _, _, frame in batch))
                 self.round_trips += 1
                 for key, calls, timeout, first_id, _ in batch:
-                    outcomes = []
+                    outcomes, size = [], 0
                     for offset in range(len(calls)):
                         self.next_id = first_id + offset
                         wait = min(timeout or self.limits.call_seconds,
@@ -418,10 +422,13 @@ class Student:
                                                 "提前发出的调用等得太久")
                         reply = self._receive(wait, expect_id=self.next_id)
                         outcomes.append((reply, time.monotonic() - began))
+                        size += self.frame_bytes
                         began = time.monotonic()
                         if not isinstance(reply, dict) or "ok" not in reply:
                             break  # an error (the worker made no more of them) or nonsense
-                    self.ahead[key] = (worker, calls, timeout, outcomes)
+                    if kept + size <= AHEAD_KEEP_BYTES:  # else read, dropped, asked by its check
+                        self.ahead[key] = (worker, calls, timeout, outcomes)
+                        kept += size
                     self.next_id = first_id + len(calls) - 1
         except (WorkerFailure, OSError, wire.ProtocolError):
             self.ahead = {}
@@ -611,6 +618,10 @@ class Student:
         return "".join(out + err for out, err in parts)
 
 
+# What ask_ahead keeps of the answers at most (the reference's: ~55 KiB): a file that answers
+# larger has the rest asked by their checks, so the judge holds no more of its answers at once
+# than when each check asks (a call made twice: two frames; tests/bench_judge_memory.py).
+AHEAD_KEEP_BYTES = 1024 * 1024
 # What one round trip of ask_ahead sends at most: a frame of this size or less sent in one call
 # never waits for the worker to read (a stream socket's buffer here: 208 KiB), so the judge is
 # reading the answers before the worker could block on writing them.
