@@ -29,8 +29,8 @@ import copy
 import pytest
 
 # The most the worker may take for all the first requests asked ahead of one visibility's checks
-# (the reference's are answered in ~15 ms, public, and ~3.5, hidden): a file slower than that (a call that hangs, say) is
-# asked check by check, as without speculation, this much later.
+# (the reference answers its public ones in ~15 ms, its hidden ones in ~3.5): a file slower than
+# that (a call that hangs, say) is asked check by check, as without speculation, this much later.
 AHEAD_SECONDS = 1.0
 
 
