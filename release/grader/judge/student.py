@@ -379,17 +379,18 @@ class Student:
             self._charge(time.monotonic() - began)
         if not isinstance(reply, dict) or reply.get("id") != self.next_id:
             self._fail("protocol", "reply out of order or malformed", "应答的次序或格式不对")
+        return self._answer_in(reply)
+
+    def _answer_in(self, reply):
+        """A reply's answer; the student's error raised; a reply with neither, the worker's."""
         if "error" in reply:
-            raise self._student_error(reply["error"])
+            error = StudentError(reply["error"])
+            if error.is_a("MemoryError") or "can't allocate memory" in error.message:
+                error.memory_limit = self.limits.memory_bytes  # the limit, not the student, said no
+            raise error
         if "ok" not in reply:
             self._fail("protocol", "reply without a result", "应答里没有结果")
         return reply["ok"]
-
-    def _student_error(self, info):
-        error = StudentError(info)
-        if error.is_a("MemoryError") or "can't allocate memory" in error.message:
-            error.memory_limit = self.limits.memory_bytes  # the limit, not the student, said no
-        return error
 
     # -- asked ahead (speculation.py) ---------------------------------------------------------
     def ask_ahead(self, plans, seconds):
@@ -424,7 +425,7 @@ class Student:
                         outcomes.append((reply, time.monotonic() - began))
                         size += self.frame_bytes
                         began = time.monotonic()
-                        if not isinstance(reply, dict) or "ok" not in reply:
+                        if "ok" not in reply:  # a dict of this id (_receive made sure)
                             break  # an error (the worker made no more of them) or nonsense
                     if kept + size <= AHEAD_KEEP_BYTES:  # else read, dropped, asked by its check
                         self.ahead[key] = (worker, calls, timeout, outcomes)
@@ -475,13 +476,7 @@ class Student:
             self._charge(limit)
             self._fail("timeout", f"no answer within {limit:g} s", f"{limit:g} 秒内没有回答")
         self._charge(seconds)
-        if not isinstance(reply, dict):
-            self._fail("protocol", "reply out of order or malformed", "应答的次序或格式不对")
-        if "error" in reply:
-            raise self._student_error(reply["error"])
-        if "ok" not in reply:
-            self._fail("protocol", "reply without a result", "应答里没有结果")
-        return reply["ok"]
+        return self._answer_in(reply)
 
     # -- what the checks call -----------------------------------------------------------------
     def call(self, fn, *args, views=(), **kwargs):
