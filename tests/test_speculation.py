@@ -122,10 +122,9 @@ def check_that_asks(student, seed):
 def test_the_dry_run_stops_at_the_first_request_and_touches_nothing(tmp_path):
     student = offline_student(tmp_path)
     double = speculation.stand_in(student)
-    first = speculation.first_request(check_that_asks, ["student", "seed"], {}, double)
-    assert first is not None
-    calls, timeout = first
-    assert [op for op, _ in calls] == ["call", "call"] and timeout is None
+    calls = speculation.first_request(check_that_asks, ["student", "seed"], {}, double)
+    assert calls is not None
+    assert [op for op, _ in calls] == ["call", "call"]
     assert calls[0][1]["fn"] == "attend" and calls[0][1]["kwargs"]["return_weights"] is True
     # nothing was sent, started or recorded on the student itself
     assert student.worker is None and student.round_trips == 0 and student.next_id == 0
@@ -199,7 +198,7 @@ def answered_ahead(tmp_path, outcomes, limits=None):
     student = Student(str(tmp_path), limits=limits)
     student.worker, student.hello_pending = FakeWorker(), False
     calls = [("call", {"fn": "attend", "args": [torch.ones(2)], "kwargs": {}, "views": []})]
-    student.ahead = {"c": (student.worker, calls, None, outcomes)}
+    student.ahead = {"c": (student.worker, calls, outcomes)}
     return student
 
 

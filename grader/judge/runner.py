@@ -187,7 +187,7 @@ class KitPlugin:
             plan = self._plan(item)
             first = plan and speculation.first_request(item.obj, plan[1], plan[2], double)
             if first:
-                plans.append((item.nodeid, *first))
+                plans.append((item.nodeid, first))
         student.ask_ahead(plans, speculation.AHEAD_SECONDS)
 
     def run_directly(self, item, check_id, names, params):

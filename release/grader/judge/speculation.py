@@ -4,7 +4,7 @@ A round trip costs the judge and the worker ~0.2 ms of CPU each beyond the calls
 coldness after every switch between the two: `make bench`, cpu_per_call), and 41 of a grading's
 76 round trips are the first request of a check.  So before the checks of one visibility run
 (runner.KitPlugin), each check still to run is run dry against a stand-in for the student that
-stops it at its first request (`first_request`): what it would ask, with which timeout.  Those
+stops it at its first request (`first_request`): what it would ask.  Those
 requests go to the worker together, a round trip for each 48 KiB of them (Student.ask_ahead), and
 what each call answered is kept.  When the check then runs and its first request is the same by
 value (`same_calls`: every argument, every tensor's dtype, shape and values), it is answered from
@@ -59,7 +59,7 @@ def stand_in(student):
 
 
 def first_request(function, names, params, double):
-    """(calls, timeout) of the first request the check `function` makes, run with the kit's
+    """The calls [(op, args)] of the first request the check `function` makes, run with the kit's
     fixtures (`names`: its arguments, `params`: its parametrize values) against `double`, the
     student's stand_in; None where it asks nothing, or ends otherwise before it asks, or asks
     afresh or with a timeout of its own: a request the check expects to be slow (the copy task's
@@ -71,7 +71,7 @@ def first_request(function, names, params, double):
     except Planned as planned:
         if planned.afresh or planned.timeout is not None:
             return None
-        return planned.calls, planned.timeout
+        return planned.calls
     except (Exception, pytest.skip.Exception, pytest.fail.Exception):
         pass
     return None

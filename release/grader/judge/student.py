@@ -100,7 +100,7 @@ class Student:
         # main thread, possibly inside start().
         self.cancelled, self.adopted, self.lock = False, [], threading.RLock()
         # The first requests of checks asked ahead, in one round trip (speculation.py): by the
-        # check's key, (the worker that answered, the calls, their timeout, the outcomes); and
+        # check's key, (the worker that answered, the calls, the outcomes); and
         # the one the running check may be answered from (expect).
         self.ahead, self.planned, self.ahead_failed = {}, None, False
         self.frame_bytes = 0  # the size of the last frame received
@@ -394,7 +394,7 @@ class Student:
 
     # -- asked ahead (speculation.py) ---------------------------------------------------------
     def ask_ahead(self, plans, seconds):
-        """Send the requests of `plans` [(key, calls, timeout)] to the worker together (a round
+        """Send the requests of `plans` [(key, calls)] to the worker together (a round
         trip for each AHEAD_BYTES of them) and keep what each call answered, for the check of
         that key to be answered from (expect, request_all).  Only to a worker that has said
         hello, for nothing is asked on the student's behalf before it.  Nothing is charged,
@@ -410,14 +410,13 @@ class Student:
         try:
             for batch in _batches(plans, self.next_id + 1):
                 began = time.monotonic()
-                worker.channel.sendall(b"".join(frame for _, _, _, _, frame in batch))
+                worker.channel.sendall(b"".join(frame for _, _, _, frame in batch))
                 self.round_trips += 1
-                for key, calls, timeout, first_id, _ in batch:
+                for key, calls, first_id, _ in batch:
                     outcomes, size = [], 0
                     for offset in range(len(calls)):
                         self.next_id = first_id + offset
-                        wait = min(timeout or self.limits.call_seconds,
-                                   deadline - time.monotonic())
+                        wait = min(self.limits.call_seconds, deadline - time.monotonic())
                         if wait <= 0:
                             raise WorkerFailure("timeout", "asked ahead for too long",
                                                 "提前发出的调用等得太久")
@@ -428,7 +427,7 @@ class Student:
                         if "ok" not in reply:  # a dict of this id (_receive made sure)
                             break  # an error (the worker made no more of them) or nonsense
                     if kept + size <= AHEAD_KEEP_BYTES:  # else read, dropped, asked by its check
-                        self.ahead[key] = (worker, calls, timeout, outcomes)
+                        self.ahead[key] = (worker, calls, outcomes)
                         kept += size
                     self.next_id = first_id + len(calls) - 1
         except (WorkerFailure, OSError, wire.ProtocolError):
@@ -450,15 +449,16 @@ class Student:
         self.planned = self.ahead.pop(key, None)
 
     def _answered_ahead(self, calls, timeout):
-        """The outcomes asked ahead for the running check, where this is its first request and
-        the same by value as the one asked ahead, of the worker still serving; else None."""
+        """The outcomes asked ahead for the running check, where this is its first request, has
+        no timeout of its own (none is asked ahead: speculation.first_request) and is the same
+        by value as the one asked ahead, of the worker still serving; else None."""
         planned, self.planned = self.planned, None
         if planned is None:
             return None
         from grader.judge import speculation
 
-        worker, asked, asked_timeout, outcomes = planned
-        if worker is not self.worker or asked_timeout != timeout \
+        worker, asked, outcomes = planned
+        if timeout is not None or worker is not self.worker \
                 or not speculation.same_calls(asked, calls):
             return None
         return outcomes
@@ -633,11 +633,11 @@ def request_frame(calls, first_id):
 
 
 def _batches(plans, first_id):
-    """`plans` [(key, calls, timeout)] as round trips of at most AHEAD_BYTES: each a list of
-    (key, calls, timeout, its first id, its frame); a plan whose frame cannot be made or is
+    """`plans` [(key, calls)] as round trips of at most AHEAD_BYTES: each a list of
+    (key, calls, its first id, its frame); a plan whose frame cannot be made or is
     larger than that alone is left to its check."""
     batch, size = [], 0
-    for key, calls, timeout in plans:
+    for key, calls in plans:
         try:
             frame = request_frame(calls, first_id)
         except (wire.ProtocolError, TypeError, ValueError):
@@ -647,7 +647,7 @@ def _batches(plans, first_id):
         if size + len(frame) > AHEAD_BYTES:
             yield batch
             batch, size = [], 0
-        batch.append((key, calls, timeout, first_id, frame))
+        batch.append((key, calls, first_id, frame))
         size += len(frame)
         first_id += len(calls)
     if batch:
