@@ -8,7 +8,8 @@
   a block written the ordinary way (every file of tests/submissions/correct/);
 - no reader table, handle table or runtime module but `wire` is left where the student's file can
   reach it by a module attribute or an import, and patching that `wire` changes no reply (the
-  worker speaks through an instance of its own), in a real worker, cold and forked;
+  worker speaks through an instance of its own), in a real worker, cold, forked, and forked from
+  a class's zygote (which served rehearsal.py's requests first);
 - preparing a worker stays fast.
 """
 import glob
@@ -149,7 +150,7 @@ def _importable(name):
     except ImportError:
         return False
 
-RUNTIME = ("wire", "syscalls", "contract", "placement", "copytask", "facts", "worker")
+RUNTIME = ("wire", "syscalls", "contract", "placement", "copytask", "facts", "rehearsal", "worker")
 FOUND = {
     "tables": sorted(_tables(sys.modules["__main__"])),
     "in_sys_modules": sorted(n for n in RUNTIME if n in sys.modules),
@@ -174,15 +175,36 @@ if "wire" in sys.modules:
 '''
 
 
-def _found(tmp_path, fork):
-    folder = tmp_path / ("fork" if fork else "cold")
+def _fork_server(start):
+    """(the fork server a worker comes from, how it is closed): None for a cold worker, a judge's
+    own, or one of two judges' sharing a class's zygote (dispatch.SharedZygote)."""
+    if start == "cold":
+        return None, lambda: None
+    if start == "fork":
+        server = forkserver.ForkServer("process")
+        return server, server.close
+    proc, controls, runtime_dir, spool = forkserver.start_zygote("plain", 2)
+    servers = [forkserver.ForkServer("process", attach={
+        "fd": control.detach(), "runtime_dir": runtime_dir, "spool": spool, "tag": n})
+        for n, control in enumerate(controls, 1)]
+
+    def close():
+        for server in servers:
+            server.close()
+        forkserver.stop_zygote(proc, runtime_dir, spool)
+    return servers[0], close
+
+
+def _found(tmp_path, start):
+    folder = tmp_path / start
     folder.mkdir()
     source = (ROOT / "solutions" / "attention.py").read_text(encoding="utf-8") + PROBE
     (folder / "attention.py").write_text(source, encoding="utf-8")
-    server = forkserver.ForkServer("process") if fork else None
+    server, close = _fork_server(start)
     try:
         if server is not None:
             server.wait_ready()
+            assert server.rehearsed == (start == "class")
         sub, student = grading.start(str(folder), "process", None,
                                      forked(server) if server is not None else None)
         try:
@@ -192,16 +214,15 @@ def _found(tmp_path, fork):
         finally:
             student.close()
     finally:
-        if server is not None:
-            server.close()
+        close()
     return found, described
 
 
-@pytest.mark.parametrize("fork", [False, True], ids=["cold", "fork"])
-def test_nothing_the_verdict_relies_on_is_reachable_by_a_module_attribute(tmp_path, fork):
-    if fork and not forkserver.supported("process"):
+@pytest.mark.parametrize("start", ["cold", "fork", "class"])
+def test_nothing_the_verdict_relies_on_is_reachable_by_a_module_attribute(tmp_path, start):
+    if start != "cold" and not forkserver.supported("process"):
         pytest.skip("no fork server here")
-    found, described = _found(tmp_path, fork)
+    found, described = _found(tmp_path, start)
     assert found == {"tables": [], "in_sys_modules": ["wire"], "importable": ["wire"],
                      "main_names": []}
     assert described["tampered"] == [] and described["mask"]["registered"] == "buffer"

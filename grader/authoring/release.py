@@ -11,9 +11,12 @@ from grader.authoring.stubs import SOLUTION, make_stub
 ROOT = paths.KIT_ROOT
 RELEASE = os.path.join(ROOT, "release")
 RELEASE_TEMPLATES = os.path.join(paths.GRADER, "authoring", "release_templates")
-# The student bundle takes all of grader/ but these folders: the reference and its variants, the
-# hidden checks, the batch, the instructor's tools and the authoring package stay behind.
-NOT_RELEASED = ("judge/secret", "judge/checks/hidden", "batch", "instructor", "authoring")
+# The student bundle takes all of grader/ but these folders and files: the reference and its
+# variants, the hidden checks, the batch, the instructor's tools and the authoring package stay
+# behind, and so does the rehearsal a class's fork server serves (a block one mask and one scale
+# away from the exercise's answer; only the batch's fork server runs it).
+NOT_RELEASED = ("judge/secret", "judge/checks/hidden", "batch", "instructor", "authoring",
+                "sandbox/runtime/rehearsal.py")
 
 
 def _copy_tree(src, dst):
@@ -32,10 +35,13 @@ def released_grader_files():
     found = []
     for root, dirs, names in os.walk(paths.GRADER):
         rel_root = os.path.relpath(root, paths.GRADER).replace(os.sep, "/")
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__"
-                         and (d if rel_root == "." else f"{rel_root}/{d}") not in NOT_RELEASED)
+
+        def kept(name):
+            return (name if rel_root == "." else f"{rel_root}/{name}") not in NOT_RELEASED
+
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and kept(d))
         found += [os.path.normpath(os.path.join(rel_root, n)) for n in sorted(names)
-                  if n.endswith((".py", ".toml", ".ini"))]
+                  if n.endswith((".py", ".toml", ".ini")) and kept(n)]
     return sorted(found)
 
 

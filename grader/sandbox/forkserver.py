@@ -152,6 +152,7 @@ class ForkServer:
         self.replies = {}          # spawn id -> the zygote's answer to spawn
         self.answered = threading.Condition(self.lock)
         self.peak_child_kb, self.child_cpu_seconds, self.children_exited = 0, 0.0, 0
+        self.rehearsed = False  # its zygote served rehearsal.py's requests before any fork
         self.proc, self.control, self.log, self.tag, self.shared = None, None, None, "", False
         if attach is None:
             self._start()
@@ -191,6 +192,7 @@ class ForkServer:
                 if "ready" in message:
                     self.ready_error = None if message["ready"] is True else \
                         str(message.get("error") or "the fork server is not ready")
+                    self.rehearsed = message.get("rehearsed") is True  # (rehearsal.py)
                     ready.set()
                 elif "exited" in message:
                     worker = self.workers.pop(message["exited"], None)

@@ -32,7 +32,7 @@ __builtins__ = dict(vars(builtins))
 RUNTIME = os.path.dirname(os.path.abspath(__file__))
 # Out of sys.modules before the student's import: `wire` stays (what a student's code finds
 # there is not the instance the worker speaks through: private_wire).
-RUNTIME_MODULES = ("syscalls", "contract", "placement", "copytask", "facts", "worker")
+RUNTIME_MODULES = ("syscalls", "contract", "placement", "copytask", "facts", "rehearsal", "worker")
 sys.path.insert(0, RUNTIME)
 
 import facts  # noqa: E402
@@ -41,6 +41,7 @@ import wire  # noqa: E402
 
 # What prepare() made, handed once to serve() (which empties it before the student's import).
 _PREPARED = {}
+rehearsed = False  # prepare() served rehearsal.py's requests (a class's fork server)
 
 
 def endpoints(fd, speaking=wire, read_into=os.readv, write=os.write):
@@ -180,7 +181,7 @@ def block_operations(module, torch, kit):
             "contract": op_contract}
 
 
-def prepare(forks=False):
+def prepare(forks=False, rehearse=False):
     """What every worker does before it sees a student: torch on one thread, seeded, its fused
     attention disabled (contract.py), so a route through it breaks instead of passing, and meta's
     kernels loaded (placement.warm_meta): loaded later, they would need what the student's code
@@ -219,12 +220,46 @@ def prepare(forks=False):
         readers.update(placement.BLOCK_ACTIONS)
         _PREPARED.update(readers=readers, devices=placement.devices, call_on=placement.call_on,
                          train=copytask.train, wire=private_wire())
+        if rehearse:
+            global rehearsed
+            rehearsed = rehearse_serving(torch, _PREPARED)
         del sys.modules["contract"]
         gc.freeze()
     finally:
         if collecting:
             gc.enable()
     return torch
+
+
+def rehearse_serving(torch, kit, send=None):
+    """Serve rehearsal.py's requests once, on its block and functions, as a worker serves a
+    student's (rehearsal.py: what a fork then finds done); each reply is encoded and dropped (or
+    handed to `send`).  The CPU's generator is put back as it was.  False where rehearsal.py is
+    not there (the student bundle leaves it out: only a batch's fork server rehearses)."""
+    try:
+        import rehearsal
+    except ImportError:
+        return False
+
+    speaking = kit["wire"]
+    frames = memoryview(b"".join(speaking.encode(r) for r in rehearsal.requests()))
+
+    def fill(view):  # the frames, as the channel would hand them over
+        nonlocal frames
+        count = min(len(view), len(frames))
+        view[:count], frames = frames[:count], frames[count:]
+        return count
+
+    read_frame, generator = speaking.FrameReader().read_frame, torch.default_generator.get_state()
+    answer = answering(operations(rehearsal, torch, kit), send or speaking.encode,
+                       speaking.ProtocolError, rehearsal.__file__)
+    try:
+        while True:
+            answer(speaking.decode(*read_frame(fill)))
+    except EOFError:  # every frame read
+        return True
+    finally:
+        torch.default_generator.set_state(generator)
 
 
 def private_wire():
@@ -297,7 +332,8 @@ def serve(channel, student_file, torch):
     if "readers" not in kit:
         raise RuntimeError("worker.prepare() must run before serve()")
     send, receive = endpoints(channel.fd, kit["wire"])
-    protocol_error, describe, split = kit["wire"].ProtocolError, describe_exception, calls_of
+    protocol_error, describe = kit["wire"].ProtocolError, describe_exception
+    ops_of, make_answer = operations, answering
     _seal()
     try:
         module = import_telling_where(send, student_file)
@@ -305,13 +341,38 @@ def serve(channel, student_file, torch):
         send({"hello": False, "error": describe(exc, student_file)})
         return
     send({"hello": True, "names": sorted(n for n in vars(module) if not n.startswith("__"))})
-    ops = operations(module, torch, kit)
+    answer = make_answer(ops_of(module, torch, kit), send, protocol_error, student_file)
     del kit
     while True:
         try:
             request = receive()
         except EOFError:
             return
+        answer(request)
+
+
+# Several calls in one request: a round trip costs the two processes ~0.25 ms of CPU, more than
+# most calls themselves (`make bench`, cpu_per_call).
+def calls_of(request, most=wire.MAX_CALLS):
+    """[(reply id, call)]: the request's own call, then each of its `more` (each {op, args}), to
+    be made in order and answered one by one under consecutive ids, stopping at the first that
+    fails.  Each call's arguments are its own tensors (the judge encodes a repeated argument once
+    per call), so a call that changes its input in place changes nothing the next one gets."""
+    if not isinstance(request, dict):
+        return [(None, {})]
+    first_id, more = request.get("id"), request.get("more", [])
+    more = [c if isinstance(c, dict) else {} for c in more[:most - 1]] \
+        if isinstance(more, list) else []
+    step = 1 if type(first_id) is int else 0
+    return [(first_id + i * step, call) for i, call in enumerate([request] + more)]
+
+
+def answering(ops, send, protocol_error, student_file, describe=describe_exception,
+              split=calls_of):
+    """answer(request): each of its calls made through `ops` and answered with `send`, stopping
+    at the first that fails.  Made (like everything serving relies on) before the student's file
+    is imported: it looks nothing up in this module after that."""
+    def answer(request):
         made = None  # the handle a request's `new` returned: its follow-ups address that block
         for reply_id, call in split(request):
             try:
@@ -333,21 +394,7 @@ def serve(channel, student_file, torch):
             if op == "new" and made is None:
                 made = reply["ok"]
 
-
-# Several calls in one request: a round trip costs the two processes ~0.25 ms of CPU, more than
-# most calls themselves (`make bench`, cpu_per_call).
-def calls_of(request, most=wire.MAX_CALLS):
-    """[(reply id, call)]: the request's own call, then each of its `more` (each {op, args}), to
-    be made in order and answered one by one under consecutive ids, stopping at the first that
-    fails.  Each call's arguments are its own tensors (the judge encodes a repeated argument once
-    per call), so a call that changes its input in place changes nothing the next one gets."""
-    if not isinstance(request, dict):
-        return [(None, {})]
-    first_id, more = request.get("id"), request.get("more", [])
-    more = [c if isinstance(c, dict) else {} for c in more[:most - 1]] \
-        if isinstance(more, list) else []
-    step = 1 if type(first_id) is int else 0
-    return [(first_id + i * step, call) for i, call in enumerate([request] + more)]
+    return answer
 
 
 def main():

@@ -341,13 +341,15 @@ class Zygote:
     def run(self):
         # meta's kernels too: each fork has them; and all of it frozen for the collector, so that
         # a collection in a child never copies the pages it shares with this process.
-        self.torch = worker.prepare(forks=True)
+        # A class's zygote also serves once before its first fork (rehearsal.py).
+        self.torch = worker.prepare(forks=True, rehearse=self.collapse_after == 0)
         why_not = probe_namespaces() if self.mode == "namespaces" else None
         if self.collapse_after == 0:  # before any child shares a page with it (hugepages.py)
             while self.collapser.pending():
                 self.collapser.step()
         for control in self.controls:
-            self.send(control, {"ready": why_not is None, "mode": self.mode, "error": why_not})
+            self.send(control, {"ready": why_not is None, "mode": self.mode, "error": why_not,
+                                "rehearsed": worker.rehearsed})
         if why_not is not None:
             return
         while self.controls:
