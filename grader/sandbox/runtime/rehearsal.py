@@ -10,9 +10,11 @@ fork, every worker finds it done (~2 ms of a worker's ~70 here).  Only a fork se
 serves a class does it (zygote.py): its ~30 ms are paid back after some fifteen workers.
 
 Nothing here is the lesson's attention: the block mixes positions with the operations a
-student's block uses (Linear, views, matmul, masked_fill, softmax), and its mask is wrong on
-purpose (every later position, never an earlier one).  What the rehearsal leaves behind (the
-CPU's generator) is put back as it was (worker.rehearse_serving).
+student's block uses (Linear, views, matmul, masked_fill, softmax), with its scores unscaled and
+its mask wrong on purpose (a position reads itself and the later ones, never an earlier one).
+Being that close to the exercise's answer, it stays out of the student bundle (release.py).
+What the rehearsal leaves behind (the CPU's generator) is put back as it was
+(worker.rehearse_serving).
 """
 import torch
 from torch import nn
@@ -74,10 +76,12 @@ def requests(d_model=12, n_heads=3, positions=5):
     def contract(action, **args):
         return "contract", dict(args, action=action)
 
-    asked = [
-        [("call", {"fn": "split", "args": [x, n_heads]}), ("call", {"fn": "split", "args": [x, 0]})],
+    asked = [  # the second split and the last new refuse, as a student's code does
+        [("call", {"fn": "split", "args": [x, n_heads]}),
+         ("call", {"fn": "split", "args": [x, 0]})],
         [("call", {"fn": "merge", "args": [h], "views": [[0, 2, 3]]})],
-        [("call", {"fn": "mix", "args": [h, h, h], "kwargs": {"mask": mask, "return_weights": True}}),
+        [("call", {"fn": "mix", "args": [h, h, h],
+                   "kwargs": {"mask": mask, "return_weights": True}}),
          ("call", {"fn": "mix", "args": [h, h, h]})],
         [("devices", {}), ("call_on", {"fn": "mix", "device": "meta", "args": [h, h, h],
                                        "kwargs": {"return_weights": True}})],
