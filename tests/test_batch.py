@@ -125,7 +125,8 @@ def test_the_two_judges_fork_their_workers_from_one_zygote(mixed):
     if forkserver.supported(launch.choose_isolation("auto")) is None:
         pytest.skip("no fork server here: every worker starts cold")
     assert "with 2 processes" in mixed["proc"].stderr
-    assert "zygotes: 2 shared" in mixed["proc"].stderr  # each judge's own report
+    # each judge's own report; the shared zygote served rehearsal.py's requests before any fork
+    assert "zygotes: 2 shared (rehearsed)" in mixed["proc"].stderr
 
 
 def test_every_entry_gets_a_row_and_the_right_outcome(mixed):

@@ -44,15 +44,27 @@ def keep(reply):  # as the worker's send: encoded (a reply that cannot be is an 
     kit["wire"].encode(reply)
     replies.append(reply)
 
-worker.rehearse_serving(torch, kit, send=keep)
+rehearsed = worker.rehearse_serving(torch, kit, send=keep)
+after_draw = torch.rand(3).tolist()
+torch.default_generator.set_state(state)
+real_requests, rehearsal.requests = rehearsal.requests, lambda: iter([
+    {"id": 1, "op": "train_copy", "args": {"seed": 0, "n_heads": 4}}])
+
+def breaks(reply):  # the training has drawn from the generator; then something of ours fails
+    raise RuntimeError("a reply the kit made wrong")
+
+broken = worker.rehearse_serving(torch, kit, send=breaks)
+rehearsal.requests = real_requests
 print(json.dumps({
+    "rehearsed": rehearsed, "broken": broken,
+    "same_draw_after_broken": torch.rand(3).tolist() == first_draw,
     "ops": sorted(worker.operations(rehearsal, torch, kit)), "asked": sorted(asked),
     "actions": sorted(set(contract.ACTIONS) | set(placement.BLOCK_ACTIONS)),
     "asked_actions": sorted(actions),
     "errors": [[r["id"], r["error"]["type"], r["error"]["message"]] for r in replies
                if "error" in r],
     "answered": sum("ok" in r for r in replies),
-    "same_draw": torch.rand(3).tolist() == first_draw,
+    "same_draw": after_draw == first_draw,
     "grad": torch.is_grad_enabled(), "dtype": str(torch.get_default_dtype()),
 }))
 """
@@ -80,8 +92,16 @@ def test_each_call_is_answered_and_only_the_planned_ones_raise(rehearsed):
 
 
 def test_the_rehearsal_leaves_torch_as_it_found_it(rehearsed):
+    assert rehearsed["rehearsed"] is True
     assert rehearsed["same_draw"]  # the CPU's generator: the worker's first draw is unchanged
     assert rehearsed["grad"] and rehearsed["dtype"] == "torch.float32"
+
+
+def test_a_rehearsal_made_wrong_is_only_a_warm_up_lost(rehearsed):
+    # an error of the kit's own halfway: the fork server says it did not rehearse and serves on,
+    # with torch as it found it (the training before it drew from the generator)
+    assert rehearsed["broken"] is False
+    assert rehearsed["same_draw_after_broken"]
 
 
 def outcome(data):

@@ -243,7 +243,8 @@ def _stats(judge, graded):
 
     server = judge.workers.server
     # the batch's shared zygote served it to the end (one of its own replaces one that died)
-    zygote = "none" if server is None else "shared" if server.shared else "own"
+    zygote = "none" if server is None else "own" if not server.shared else \
+        "shared (rehearsed)" if server.rehearsed else "shared"  # rehearsal.py
     judge.close()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     worker_kb, worker_cpu = children.ru_maxrss, children.ru_utime + children.ru_stime
