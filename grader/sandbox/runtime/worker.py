@@ -191,7 +191,8 @@ def prepare(forks=False, rehearse=False):
     before the student's import.  The fork server (zygote.py) runs this once, with `forks`, and
     forks: it also runs each operation of a block on meta once (placement.warm_operations, ~10
     ms), which every fork would otherwise pay for again; a cold worker, which runs this itself
-    on the way to its hello, leaves that to the checks that need it.
+    on the way to its hello, leaves that to the checks that need it.  With `rehearse` (the fork
+    server of a class) it then serves rehearsal.py's requests once (rehearse_serving).
 
     Python's cyclic collector is off meanwhile (it took a fifth of the CPU of these imports), and
     what is alive at the end is frozen (as in the judge: grader/collector.py): a collection in
