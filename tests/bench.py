@@ -320,6 +320,7 @@ SPEED_LINE = re.compile(
 
 PROCESSES = re.compile(r"graded \d+ in [\d.]+ s \([\d.]+/min, (\d+) processes\)")
 FINGERPRINTER = re.compile(r"near-copies: the fingerprinter used ([\d.]+) s of CPU")
+ZYGOTES = re.compile(r"zygotes: ([^;\n]+)")  # "2 shared (rehearsed)": rehearsal.py
 
 
 def machine_seconds():
@@ -355,6 +356,8 @@ def run_batch(folder, out, *flags):
     stats["processes"] = int(processes.group(1)) if processes else 1
     fingerprinter = FINGERPRINTER.search(result.stderr)
     stats["fingerprinter_cpu"] = float(fingerprinter.group(1)) if fingerprinter else 0.0
+    zygotes = ZYGOTES.search(result.stderr)
+    stats["zygotes"] = zygotes.group(1).strip() if zygotes else "none said"
     stats["machine"] = None if before is None or after is None else \
         tuple(b - a for a, b in zip(before, after))
     return seconds, stats
@@ -692,7 +695,7 @@ def machine_split(stats):
            f"{busy + idle:.1f} core-seconds ({100 * share:.0f} %): the gradings (judge + worker, "
            f"{stats['graded']:.0f} submissions) {graded:.1f} s, the judges' starts {starts:.1f} s, "
            f"the near-copies' fingerprinter {prints:.1f} s, the rest {rest:.1f} s (the fork "
-           f"server's start and forks, the parent, the system)")
+           f"server's start and forks, the parent, the system); zygotes: {stats['zygotes']}")
     FIGURES["cpu_machine_rest"], FIGURES["cpu_fingerprinter"] = rest, prints
 
 

@@ -52,6 +52,6 @@ def test_every_part_of_the_bench_produces_its_figures(tmp_path):
                   "student notebook, top to bottom", "batch vs nbgrader",
                   "from one run to the next", "peak memory: judge",
                   "the copy task's training", "the near-copies", "near-copies of a class of",
-                  "--jobs 1:"):
+                  "zygotes: ", "--jobs 1:"):
         assert words in result.stdout, words
     assert result.stdout.count("(target ") >= 10
