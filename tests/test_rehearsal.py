@@ -114,7 +114,9 @@ def outcome(data):
 def test_a_rehearsed_zygote_grades_as_a_bare_one(mode):
     """A class's zygote (shared by two judges) rehearses, a judge's own does not; forks of each
     give the same verdicts, numbers included, on files whose verdicts follow the worker's random
-    state (dropout left on, a Linear made in forward) and on a spread of others."""
+    state (dropout left on, a Linear made in forward) and on a spread of others.  (These verdicts
+    stayed the same with the generator left as the rehearsal moved it: that restore is held by
+    test_the_rehearsal_leaves_torch_as_it_found_it.)"""
     proc, controls, runtime_dir, spool = forkserver.start_zygote(forkserver.supported(mode), 2)
     shared = [forkserver.ForkServer(mode, attach={
         "fd": control.detach(), "runtime_dir": runtime_dir, "spool": spool, "tag": n})
