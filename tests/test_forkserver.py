@@ -21,6 +21,7 @@ from grader.judge import grading
 from grader.judge import service  # noqa: E402
 from grader.sandbox.launch import Limits
 from grader import rubric, safefs
+from zygotes import shared_zygote
 
 FULL = sum(c.points for c in rubric.load().checks)  # the rubric's total, not a literal
 
@@ -219,16 +220,6 @@ def test_the_zygote_heap_is_in_huge_pages_where_the_machine_allows(mode):
         assert huge_kb >= 16 * 1024  # 90-96 MiB of ~180 here
     finally:
         fs.close()
-
-
-def shared_zygote(mode):
-    """((its process, runtime folder, spool), (two fork servers attached to it)): a zygote
-    started for two judges, as a batch's parent starts one (dispatch.SharedZygote)."""
-    proc, controls, runtime_dir, spool = forkserver.start_zygote(forkserver.supported(mode), 2)
-    servers = tuple(forkserver.ForkServer(mode, attach={
-        "fd": control.detach(), "runtime_dir": runtime_dir, "spool": spool, "tag": n})
-        for n, control in enumerate(controls, 1))
-    return (proc, runtime_dir, spool), servers
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -13,6 +13,7 @@ from grader.authoring import stubs as authoring
 from grader.sandbox import forkserver, launch as sandbox
 from grader.judge import grading
 from grader.judge.workers import forked
+from zygotes import shared_zygote
 
 ROOT = authoring.ROOT
 WRONG = os.path.join(ROOT, "tests", "submissions", "wrong")
@@ -117,10 +118,7 @@ def test_a_rehearsed_zygote_grades_as_a_bare_one(mode):
     state (dropout left on, a Linear made in forward) and on a spread of others.  (These verdicts
     stayed the same with the generator left as the rehearsal moved it: that restore is held by
     test_the_rehearsal_leaves_torch_as_it_found_it.)"""
-    proc, controls, runtime_dir, spool = forkserver.start_zygote(forkserver.supported(mode), 2)
-    shared = [forkserver.ForkServer(mode, attach={
-        "fd": control.detach(), "runtime_dir": runtime_dir, "spool": spool, "tag": n})
-        for n, control in enumerate(controls, 1)]
+    (proc, runtime_dir, spool), shared = shared_zygote(mode)
     alone = forkserver.ForkServer(mode)
     names = sorted(n for n in os.listdir(WRONG) if n.endswith(".py"))
     random = ["attend_dropout_functional.py", "block_dropout_active.py",
@@ -137,7 +135,7 @@ def test_a_rehearsed_zygote_grades_as_a_bare_one(mode):
             assert [g["metadata"]["worker_start"] for g in got] == ["fork", "fork"]
             assert outcome(got[0]) == outcome(got[1]), os.path.basename(path)
     finally:
-        for server in shared + [alone]:
+        for server in shared + (alone,):
             server.close()
         forkserver.stop_zygote(proc, runtime_dir, spool)
 

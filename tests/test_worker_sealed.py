@@ -25,6 +25,7 @@ if str(ROOT) not in sys.path:
 
 from grader.judge import grading  # noqa: E402
 from loading import load_file  # noqa: E402
+from zygotes import shared_zygote  # noqa: E402
 from grader.judge.workers import forked  # noqa: E402
 from grader.sandbox import forkserver  # noqa: E402
 from grader.sandbox.runtime import contract  # noqa: E402
@@ -183,10 +184,7 @@ def _fork_server(start):
     if start == "fork":
         server = forkserver.ForkServer("process")
         return server, server.close
-    proc, controls, runtime_dir, spool = forkserver.start_zygote("plain", 2)
-    servers = [forkserver.ForkServer("process", attach={
-        "fd": control.detach(), "runtime_dir": runtime_dir, "spool": spool, "tag": n})
-        for n, control in enumerate(controls, 1)]
+    (proc, runtime_dir, spool), servers = shared_zygote("process")
 
     def close():
         for server in servers:
