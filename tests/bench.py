@@ -25,7 +25,8 @@ jobs     BENCH_JOBS_N submissions graded with --jobs 1 .. cores + 1: the rule be
 
 BENCH_PART=single|student|batch|jobs runs one part; BENCH_TINY=1 shrinks every size (the smoke
 test, tests/test_bench_smoke.py, which checks every figure is produced, never its value);
-BENCH_JSON=path also writes the figures as JSON.  Targets are printed, never asserted.
+BENCH_JSON=path also writes the figures as JSON.  Targets are printed, never asserted: each on
+its figure's line, and all of them again at the end, met or missed, with the margin of each.
 """
 import concurrent.futures
 import glob
@@ -64,6 +65,7 @@ JOBS_ROUNDS = setting("BENCH_JOBS_ROUNDS", 3, 1)
 # same --jobs 2) at 0.88 of --jobs 2 with 3 rounds; more rounds, as they cost little.
 SMALL_ROUNDS = setting("BENCH_SMALL_ROUNDS", 7, 1)
 FIGURES = {}  # name -> number: what BENCH_JSON writes and the smoke test reads
+TARGETS = []  # (name, value, sign, bound, met): the closing summary (summary)
 
 
 def figure(name, value, text, target=None):
@@ -74,6 +76,7 @@ def figure(name, value, text, target=None):
         sign, bound = target
         ok = value <= bound if sign == "<=" else value >= bound
         verdict = f"  (target {sign} {bound:g}: {'ok' if ok else 'MISSED'})"
+        TARGETS.append((name, value, sign, bound, ok))
     print(f"  {text}{verdict}", flush=True)
 
 
@@ -748,6 +751,30 @@ def bench_jobs():
            (">=", 0.9))
 
 
+def summary(targets, tiny=TINY):
+    """The closing lines: every target of this run, met or missed, each with its margin (how far
+    the figure lies from its bound on the good side, as a share of the bound; negative when
+    missed), so a missed one is not lost in the lines above, and a thin margin shows where the
+    next slowdown would miss.  At tiny sizes (the smoke test) the figures say nothing of the
+    targets: they are listed, not judged."""
+    if not targets:
+        return []
+    missed = [t for t in targets if not t[4]]
+    if tiny:
+        head = f"targets: {len(targets)} figures with a target, not judged at tiny sizes"
+    elif missed:
+        head = f"targets: {len(missed)} of {len(targets)} MISSED"
+    else:
+        head = f"targets: all {len(targets)} met"
+    lines = [head]
+    for name, value, sign, bound, met in targets:
+        spare = (bound - value if sign == "<=" else value - bound) / abs(bound or 1.0)
+        state = "-" if tiny else ("ok" if met else "MISSED")
+        lines.append(f"  {state:6s} {name}: {value:.3g} (target {sign} {bound:g}; margin "
+                     f"{spare:+.0%})")
+    return lines
+
+
 PARTS = {"single": bench_single, "student": bench_student, "batch": bench_batch,
          "jobs": bench_jobs}
 
@@ -760,6 +787,8 @@ def main():
     for name, run in PARTS.items():
         if part in ("all", name):
             run()
+    print()
+    print("\n".join(summary(TARGETS)), flush=True)
     bad = {k: v for k, v in FIGURES.items() if not (isinstance(v, float) and math.isfinite(v))}
     if os.environ.get("BENCH_JSON"):
         with open(os.environ["BENCH_JSON"], "w", encoding="utf-8") as handle:

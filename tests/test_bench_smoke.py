@@ -55,3 +55,25 @@ def test_every_part_of_the_bench_produces_its_figures(tmp_path):
                   "zygotes: ", "--jobs 1:"):
         assert words in result.stdout, words
     assert result.stdout.count("(target ") >= 10
+    # ...and all of them again at the end, listed but not judged at tiny sizes.
+    closing = result.stdout[result.stdout.rindex("targets: "):]
+    assert closing.startswith("targets: ") and "not judged at tiny sizes" in closing
+    assert closing.count("(target ") == result.stdout.count("(target ") // 2
+
+
+def test_the_closing_summary_names_each_missed_target_with_its_margin():
+    import bench
+
+    targets = [("batch_vs_nbgrader", 48.0, ">=", 50, False), ("grade_x", 0.84, "<=", 1.05, True),
+               ("judge_mb", 262.5, "<=", 350, True)]
+    lines = bench.summary(targets, tiny=False)
+    assert lines[0] == "targets: 1 of 3 MISSED"
+    assert lines[1].split() == ["MISSED", "batch_vs_nbgrader:", "48", "(target", ">=", "50;",
+                                "margin", "-4%)"]
+    assert lines[2].split()[:2] == ["ok", "grade_x:"] and lines[2].endswith("margin +20%)")
+    assert lines[3].endswith("margin +25%)")
+    met = bench.summary(targets[1:], tiny=False)
+    assert met[0] == "targets: all 2 met" and "MISSED" not in "\n".join(met)
+    tiny = bench.summary(targets, tiny=True)
+    assert "not judged" in tiny[0] and "MISSED" not in "\n".join(tiny)
+    assert bench.summary([], tiny=False) == []
