@@ -68,6 +68,15 @@ FIGURES = {}  # name -> number: what BENCH_JSON writes and the smoke test reads
 TARGETS = []  # (name, value, sign, bound, met): the closing summary (summary)
 
 
+def cores():
+    """The cores the batch may use here (dispatch.usable_cores: the affinity mask and a cgroup's
+    quota), which is what --jobs' default and these figures are about; os.cpu_count() counts the
+    host's (2 under `taskset -c 0`)."""
+    from grader.batch import dispatch
+
+    return dispatch.usable_cores()
+
+
 def figure(name, value, text, target=None):
     """Record a figure and print its line; target = ("<=" or ">=", bound)."""
     FIGURES[name] = value
@@ -135,7 +144,7 @@ def bench_single():
     median = {name: statistics.median(values) for name, values in times.items()}
     floor = median["import torch"]
     _FLOOR[:] = [floor]
-    print(f"\none submission ({ROUNDS} interleaved rounds, {os.cpu_count()} cores); bare "
+    print(f"\none submission ({ROUNDS} interleaved rounds, {cores()} cores); bare "
           f"`import torch` {floor:.2f} s")
     figure("grade_x", median["grade"] / floor,
            f"grade (every check): {median['grade']:.2f} s = {median['grade'] / floor:.2f}x",
@@ -598,7 +607,7 @@ def bench_batch():
     nbgrader_seconds = statistics.mean(nbgraders)
     per_batch, per_nbgrader = batch_seconds / N, nbgrader_seconds / sample
     print(f"\na class: {N} submissions ({len(fixtures)} distinct fixtures, copied), default flags "
-          f"({os.cpu_count()} cores); the slow ways on the first {sample}; bare `import torch` "
+          f"({cores()} cores); the slow ways on the first {sample}; bare `import torch` "
           f"{floor:.2f} s")
     figure("batch_per_submission_x", per_batch / floor,
            f"batch: {batch_seconds:.1f} s (three runs, taken in turns with nbgrader's two: "
@@ -709,9 +718,9 @@ def bench_jobs():
     default that was the very same --jobs 1."""
     from grader.batch import dispatch
 
-    cores, default = os.cpu_count() or 1, dispatch.default_jobs(JOBS_N)
-    counts = sorted({1, default, cores, cores + 1}) if not TINY else sorted({1, default})
-    small_counts = sorted({1, min(2, cores)})
+    usable, default = cores(), dispatch.default_jobs(JOBS_N)
+    counts = sorted({1, default, usable, usable + 1}) if not TINY else sorted({1, default})
+    small_counts = sorted({1, min(2, usable)})
     fixtures = class_fixtures()
     runs, small_runs = {}, {}
     with tempfile.TemporaryDirectory(prefix="attn-bench-jobs-") as folder:
@@ -733,7 +742,7 @@ def bench_jobs():
     rates = {jobs: statistics.median(values) for jobs, values in runs.items()}
     small = {jobs: statistics.median(values) for jobs, values in small_runs.items()}
     best = max(rates, key=rates.get)
-    print(f"\n--jobs on {JOBS_N} submissions ({cores} cores; the default is {default}; median of "
+    print(f"\n--jobs on {JOBS_N} submissions ({usable} cores; the default is {default}; median of "
           f"{JOBS_ROUNDS} interleaved rounds):")
     for jobs, rate in rates.items():
         figure(f"jobs_{jobs}_per_min", rate, f"--jobs {jobs}: {rate:.1f} submissions/min"
