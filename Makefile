@@ -119,7 +119,6 @@ test: setup sandbox browser
 
 bench: setup sandbox
 	$(PY) tests/bench.py
-	$(PY) tests/bench_judge_memory.py
 
 clean:
 	rm -rf $(VENV)

@@ -22,8 +22,11 @@ jobs     BENCH_JOBS_N submissions graded with --jobs 1 .. cores + 1: the rule be
          BENCH_SMALL_N (a rerun's few late files) with --jobs 1, 2 and default flags; each
          setting BENCH_JOBS_ROUNDS times (the few files BENCH_SMALL_ROUNDS), interleaved, its
          median kept
+memory   tests/bench_judge_memory.py in a process of its own: the judge's peak grading the
+         reference twice, then a submission answering the largest frames the wire lets through
+         (a growth over two frames is a broken bound: the run fails)
 
-BENCH_PART=single|student|batch|jobs runs one part; BENCH_TINY=1 shrinks every size (the smoke
+BENCH_PART=single|student|batch|jobs|memory runs one part; BENCH_TINY=1 shrinks every size (the smoke
 test, tests/test_bench_smoke.py, which checks every figure is produced, never its value);
 BENCH_JSON=path also writes the figures as JSON.  Targets are printed, never asserted: each on
 its figure's line, and all of them again at the end, met or missed, with the margin of each.
@@ -66,6 +69,7 @@ JOBS_ROUNDS = setting("BENCH_JOBS_ROUNDS", 3, 1)
 SMALL_ROUNDS = setting("BENCH_SMALL_ROUNDS", 7, 1)
 FIGURES = {}  # name -> number: what BENCH_JSON writes and the smoke test reads
 TARGETS = []  # (name, value, sign, bound, met): the closing summary (summary)
+BROKEN = []  # what makes the run fail: a bound broken (not a target: a host's speed), a part lost
 
 
 def cores():
@@ -784,8 +788,40 @@ def summary(targets, tiny=TINY):
     return lines
 
 
+# -- memory: the judge under the largest frames ------------------------------------------------
+def bench_memory():
+    """tests/bench_judge_memory.py in a process of its own (its peak is its process's): the
+    judge grading the reference twice, then a submission whose every answer is as large as the
+    wire lets through.  Its growth over two frames is a broken bound, not a slow host: the run
+    then ends in failure (BROKEN), after the summary."""
+    with tempfile.TemporaryDirectory(prefix="attn-bench-memory-") as folder:
+        figures = os.path.join(folder, "memory.json")
+        result = subprocess.run([PY, os.path.join(ROOT, "tests", "bench_judge_memory.py"),
+                                 "--json", figures], cwd=ROOT, capture_output=True, text=True)
+        found = None
+        if os.path.exists(figures):
+            with open(figures, encoding="utf-8") as handle:
+                found = json.load(handle)
+    print("\nthe judge's memory, one process (grading the reference twice, then a submission "
+          "answering the largest frames the wire lets through):")
+    if found is None:
+        BROKEN.append(f"the judge's memory bench ended without figures (exit {result.returncode}): "
+                      + (result.stdout + result.stderr)[-600:])
+        return
+    growth = found["largest_frames_mb"] - found["reference_mb"]
+    figure("judge_peak_reference_mb", found["reference_mb"],
+           f"judge peak grading the reference: {found['reference_mb']:.0f} MiB")
+    figure("judge_peak_largest_frames_mb", found["largest_frames_mb"],
+           f"judge peak after the largest frames: {found['largest_frames_mb']:.0f} MiB "
+           f"(+{growth:.0f} MiB, bound two frames {found['bound_mb']:.0f} MiB; its score "
+           f"{found['score']:g})", ("<=", found["target_mb"]))
+    if result.returncode != 0:
+        BROKEN.append(f"the judge grew {growth:.0f} MiB under the largest frames, over its "
+                      f"bound of two frames ({found['bound_mb']:.0f} MiB)")
+
+
 PARTS = {"single": bench_single, "student": bench_student, "batch": bench_batch,
-         "jobs": bench_jobs}
+         "jobs": bench_jobs, "memory": bench_memory}
 
 
 def main():
@@ -798,11 +834,13 @@ def main():
             run()
     print()
     print("\n".join(summary(TARGETS)), flush=True)
+    for line in BROKEN:
+        print(f"BROKEN: {line}", flush=True)
     bad = {k: v for k, v in FIGURES.items() if not (isinstance(v, float) and math.isfinite(v))}
     if os.environ.get("BENCH_JSON"):
         with open(os.environ["BENCH_JSON"], "w", encoding="utf-8") as handle:
             json.dump(FIGURES, handle, indent=1)
-    return 1 if bad else 0
+    return 1 if bad or BROKEN else 0
 
 
 if __name__ == "__main__":

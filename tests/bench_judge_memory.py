@@ -3,8 +3,10 @@ submission whose every answer is as large as the wire lets through (tests/submis
 huge_replies.py), in one process; the growth must stay within two frames of
 wire.JUDGE_FRAME_BYTES (both answers of a call made twice).
 
-Usage: python tests/bench_judge_memory.py [--isolation process|bubblewrap]
+Usage: python tests/bench_judge_memory.py [--isolation process|bubblewrap] [--json PATH]
+(`make bench` runs it as its part "memory": tests/bench.py reads the figures from --json's file.)
 """
+import json
 import os
 import resource
 import sys
@@ -47,6 +49,10 @@ def main():
           f"submission answering {wire.MAX_PAYLOAD // 2 ** 20} MiB + {wire.MAX_HEADER // 1024} KiB "
           f"frames (+{hostile - honest:.0f} MiB; bound two frames, {bound:.0f} MiB)  "
           f"(target <= {TARGET_MIB}: {target}); its score {data['score']:g}")
+    if "--json" in sys.argv:
+        with open(sys.argv[sys.argv.index("--json") + 1], "w", encoding="utf-8") as handle:
+            json.dump({"reference_mb": honest, "largest_frames_mb": hostile, "bound_mb": bound,
+                       "target_mb": TARGET_MIB, "score": data["score"]}, handle)
     return 0 if hostile - honest <= bound else 1
 
 if __name__ == "__main__":

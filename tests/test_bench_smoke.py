@@ -31,6 +31,8 @@ EXPECTED = {
     "cpu_big_class_pairs_in_runs",
     # jobs
     "jobs_1_per_min", "jobs_default_vs_best", "jobs_small_default_vs_best",
+    # memory
+    "judge_peak_reference_mb", "judge_peak_largest_frames_mb",
 }
 
 
@@ -52,7 +54,7 @@ def test_every_part_of_the_bench_produces_its_figures(tmp_path):
                   "student notebook, top to bottom", "batch vs nbgrader",
                   "from one run to the next", "peak memory: judge",
                   "the copy task's training", "the near-copies", "near-copies of a class of",
-                  "zygotes: ", "--jobs 1:"):
+                  "zygotes: ", "--jobs 1:", "judge peak after the largest frames"):
         assert words in result.stdout, words
     assert result.stdout.count("(target ") >= 10
     # ...and all of them again at the end, listed but not judged at tiny sizes.
@@ -77,3 +79,19 @@ def test_the_closing_summary_names_each_missed_target_with_its_margin():
     tiny = bench.summary(targets, tiny=True)
     assert "not judged" in tiny[0] and "MISSED" not in "\n".join(tiny)
     assert bench.summary([], tiny=False) == []
+
+
+def test_a_memory_bench_that_ends_without_its_figures_fails_the_run(monkeypatch, tmp_path):
+    """Its figures come from a process of its own: one that dies says so and fails `make bench`
+    (after the summary), never passes for a run with nothing to report."""
+    import bench
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "bench_judge_memory.py").write_text(
+        "import sys\nprint('killed halfway')\nsys.exit(3)\n", encoding="utf-8")
+    monkeypatch.setattr(bench, "PY", sys.executable)
+    monkeypatch.setattr(bench, "ROOT", str(tmp_path))
+    monkeypatch.setattr(bench, "BROKEN", [])
+    bench.bench_memory()
+    assert len(bench.BROKEN) == 1
+    assert "without figures (exit 3)" in bench.BROKEN[0] and "killed halfway" in bench.BROKEN[0]
