@@ -783,8 +783,9 @@ def summary(targets, tiny=TINY):
     for name, value, sign, bound, met in targets:
         spare = (bound - value if sign == "<=" else value - bound) / abs(bound or 1.0)
         state = "-" if tiny else ("ok" if met else "MISSED")
+        shown = f"{spare:+.1%}" if abs(spare) < 0.01 else f"{spare:+.0%}"  # never a "-0%" miss
         lines.append(f"  {state:6s} {name}: {value:.3g} (target {sign} {bound:g}; margin "
-                     f"{spare:+.0%})")
+                     f"{shown})")
     return lines
 
 

@@ -79,6 +79,8 @@ def test_the_closing_summary_names_each_missed_target_with_its_margin():
     tiny = bench.summary(targets, tiny=True)
     assert "not judged" in tiny[0] and "MISSED" not in "\n".join(tiny)
     assert bench.summary([], tiny=False) == []
+    hair = bench.summary([("check_x", 1.004, "<=", 1.0, False)], tiny=False)
+    assert hair[1].endswith("margin -0.4%)")
 
 
 def test_a_memory_bench_that_ends_without_its_figures_fails_the_run(monkeypatch, tmp_path):
