@@ -1,4 +1,4 @@
-"""make bench, the judge's memory: its peak (ru_maxrss) grading the reference (twice), then a
+"""make bench, the judge's memory: its peak (its own high-water mark) grading the reference (twice), then a
 submission whose every answer is as large as the wire lets through (tests/submissions/isolation/
 huge_replies.py), in one process; the growth must stay within two frames of
 wire.JUDGE_FRAME_BYTES (both answers of a call made twice).
@@ -8,7 +8,6 @@ Usage: python tests/bench_judge_memory.py [--isolation process|bubblewrap] [--js
 """
 import json
 import os
-import resource
 import sys
 import tempfile
 
@@ -21,7 +20,11 @@ TARGET_MIB = 350  # the judge's peak under any submission (issue 24)
 
 
 def peak_mib():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """Its own peak (memory.peak_resident_mib: run by `make bench`, ~1 GiB after the near-copies
+    of its class of 1000, ru_maxrss read that process's 1019 MiB)."""
+    from grader.judge import memory
+
+    return memory.peak_resident_mib()
 
 
 def main():

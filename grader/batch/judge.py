@@ -236,10 +236,12 @@ def _complete_or_report(started, config, judge, split):
 
 
 def _stats(judge, graded):
-    """Peak resident memory (ru_maxrss, KiB on Linux) and CPU: this judge, and its largest worker
-    (a forked worker's is reported by the zygote, which waits for it; shared pages count in
-    full).  Closes the judge."""
+    """Peak resident memory and CPU: this judge (its own high-water mark: memory.py), and its
+    largest worker (ru_maxrss, KiB on Linux: a forked worker's is reported by the zygote, which
+    waits for it; shared pages count in full).  Closes the judge."""
     import resource
+
+    from grader.judge import memory
 
     server = judge.workers.server
     # the batch's shared zygote served it to the end (one of its own replaces one that died)
@@ -251,6 +253,6 @@ def _stats(judge, graded):
     if server is not None:
         worker_kb, worker_cpu = server.peak_child_kb, server.child_cpu_seconds
     own = resource.getrusage(resource.RUSAGE_SELF)
-    return {"judge_mb": own.ru_maxrss / 1024, "worker_mb": worker_kb / 1024,
+    return {"judge_mb": memory.peak_resident_mib(), "worker_mb": worker_kb / 1024,
             "judge_cpu": own.ru_utime + own.ru_stime, "worker_cpu": worker_cpu,
             "graded": graded, "zygote": zygote}

@@ -1,4 +1,5 @@
-"""The judge gives a large answer's memory back to the system as soon as it is freed.
+"""The judge gives a large answer's memory back to the system as soon as it is freed; and how
+its peak is read (peak_resident_mib).
 
 glibc serves an allocation of 128 KiB or more with its own mmap and unmaps it when freed, but
 after the first such free it raises that threshold to the freed block's size (up to 32 MiB): a
@@ -12,6 +13,8 @@ frame-sized block back when freed.  Where there is no glibc (macOS, musl) nothin
 """
 import ctypes
 import functools
+import resource
+import sys
 
 M_MMAP_THRESHOLD = -3  # glibc's malloc.h; setting it also turns the dynamic threshold off
 THRESHOLD_BYTES = 1 << 20
@@ -39,3 +42,20 @@ def _set_threshold():
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     return mallopt(M_MMAP_THRESHOLD, THRESHOLD_BYTES) == 1
+
+
+def peak_resident_mib():
+    """This process's peak resident memory, in MiB: its memory map's high-water mark (VmHWM),
+    which starts afresh at exec.  ru_maxrss does not: Linux carries over the peak of the process
+    that execed, so a process started from a large one (a judge from a parent that had grown, the
+    memory bench from `make bench`'s own ~1 GiB) read that one's peak.  ru_maxrss where there is
+    no /proc (macOS: bytes there, KiB on Linux)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2 ** 20 if sys.platform == "darwin" else peak / 1024
