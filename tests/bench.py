@@ -26,8 +26,8 @@ memory   tests/bench_judge_memory.py in a process of its own: the judge's peak g
          reference twice, then a submission answering the largest frames the wire lets through
          (a growth over two frames is a broken bound: the run fails)
 
-BENCH_PART=single|student|batch|jobs|memory runs one part; BENCH_TINY=1 shrinks every size (the smoke
-test, tests/test_bench_smoke.py, which checks every figure is produced, never its value);
+BENCH_PART=single|student|batch|jobs|memory runs one part; BENCH_TINY=1 shrinks every size (the
+smoke test, tests/test_bench_smoke.py, which checks every figure is produced, never its value);
 BENCH_JSON=path also writes the figures as JSON.  Targets are printed, never asserted: each on
 its figure's line, and all of them again at the end, met or missed, with the margin of each.
 """

@@ -1,7 +1,7 @@
-"""make bench, the judge's memory: its peak (its own high-water mark) grading the reference (twice), then a
-submission whose every answer is as large as the wire lets through (tests/submissions/isolation/
-huge_replies.py), in one process; the growth must stay within two frames of
-wire.JUDGE_FRAME_BYTES (both answers of a call made twice).
+"""make bench, the judge's memory: its peak (its own high-water mark) grading the reference
+(twice), then a submission whose every answer is as large as the wire lets through
+(tests/submissions/isolation/huge_replies.py), in one process; the growth must stay within two
+frames of wire.JUDGE_FRAME_BYTES (both answers of a call made twice).
 
 Usage: python tests/bench_judge_memory.py [--isolation process|bubblewrap] [--json PATH]
 (`make bench` runs it as its part "memory": tests/bench.py reads the figures from --json's file.)
