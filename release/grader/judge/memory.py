@@ -13,8 +13,6 @@ frame-sized block back when freed.  Where there is no glibc (macOS, musl) nothin
 """
 import ctypes
 import functools
-import resource
-import sys
 
 M_MMAP_THRESHOLD = -3  # glibc's malloc.h; setting it also turns the dynamic threshold off
 THRESHOLD_BYTES = 1 << 20
@@ -57,5 +55,8 @@ def peak_resident_mib():
                     return int(line.split()[1]) / 1024
     except (OSError, ValueError, IndexError):
         pass
+    import resource  # only where there is no /proc
+    import sys
+
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2 ** 20 if sys.platform == "darwin" else peak / 1024
