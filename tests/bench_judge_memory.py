@@ -19,16 +19,11 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 TARGET_MIB = 350  # the judge's peak under any submission (issue 24)
 
 
-def peak_mib():
-    """Its own peak (memory.peak_resident_mib: run by `make bench`, ~1 GiB after the near-copies
-    of its class of 1000, ru_maxrss read that process's 1019 MiB)."""
-    from grader.judge import memory
-
-    return memory.peak_resident_mib()
-
-
 def main():
     from grader.judge import service  # noqa: E402
+    # Its own peak, never ru_maxrss: run by `make bench` (~1 GiB after the near-copies of its
+    # class of 1000), ru_maxrss read that process's 1019 MiB (memory.peak_resident_mib).
+    from grader.judge.memory import peak_resident_mib as peak_mib
     from grader.sandbox.runtime import wire
     from test_hostile import attack
 
