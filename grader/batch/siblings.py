@@ -91,6 +91,9 @@ class SiblingPipes:
 # -- the first judge's side ----------------------------------------------------------------------
 def preload():
     """What a judge imports before its first submission (the heavy part of its start)."""
+    from grader import collector
+
+    collector.importing()  # its imports without what quickimport.py skips (collector.py)
     import torch  # noqa: F401
     import pytest  # noqa: F401
 

@@ -140,6 +140,9 @@ def find_submission(folder):
 def _harden(root):
     """Before any student code runs: reference, checks and variants in memory; solutions/ off the
     disk of this throwaway container; the judge non-dumpable (no /proc/<pid>/mem for a worker)."""
+    from grader import collector
+
+    collector.importing()  # the judge's imports come first here: no worker to wait for
     import pytest  # noqa: F401
     import torch  # noqa: F401
 

@@ -32,7 +32,8 @@ __builtins__ = dict(vars(builtins))
 RUNTIME = os.path.dirname(os.path.abspath(__file__))
 # Out of sys.modules before the student's import: `wire` stays (what a student's code finds
 # there is not the instance the worker speaks through: private_wire).
-RUNTIME_MODULES = ("syscalls", "contract", "placement", "copytask", "facts", "rehearsal", "worker")
+RUNTIME_MODULES = ("syscalls", "contract", "placement", "copytask", "facts", "rehearsal",
+                   "quickimport", "worker")
 sys.path.insert(0, RUNTIME)
 
 import facts  # noqa: E402
@@ -203,6 +204,9 @@ def prepare(forks=False, rehearse=False):
     """
     collecting = gc.isenabled()
     gc.disable()
+    import quickimport
+
+    quickimport.begin()  # until meta's kernels are in: dataclasses and inspect put back after
     try:
         import torch
 
@@ -215,6 +219,7 @@ def prepare(forks=False, rehearse=False):
         import placement
 
         placement.warm_meta()  # before the freeze: it finds torch's wrappers through the collector
+        quickimport.end()
         if forks:
             placement.warm_operations()
         readers = dict(contract.ACTIONS)
@@ -227,6 +232,7 @@ def prepare(forks=False, rehearse=False):
         del sys.modules["contract"]
         gc.freeze()
     finally:
+        quickimport.end()  # where an import above failed (a no-op after the one above)
         if collecting:
             gc.enable()
     return torch
