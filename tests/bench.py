@@ -4,7 +4,7 @@ Absolute times on a shared machine mean little; ratios measured side by side do.
 
 single   interleaved rounds (drift hits all alike; the order rotated) of `import torch`, `grade`
          (every check), `make check` (public checks) and the Gradescope autograder's run on one
-         submission
+         submission; how many of dataclasses' methods a worker's start reads compiled
 student  `make watch` with forked workers and with spares only (what an ordinary user with
          bubblewrap gets), BENCH_SAVES saves BENCH_PAUSE s apart; the student notebook of a fresh
          bundle, top to bottom (to the last cell's answer) in BENCH_NOTEBOOK_RUNS fresh kernels,
@@ -160,6 +160,28 @@ def bench_single():
            f"Gradescope autograder run, one submission: {median['gradescope']:.2f} s = "
            f"{median['gradescope'] / floor:.2f}x, {median['gradescope'] / median['grade']:.2f}x "
            f"grade")
+    methods_at_a_workers_start()
+
+
+def methods_at_a_workers_start():
+    """How many of dataclasses' methods a worker's start finds compiled in `make setup`'s file
+    (grader/sandbox/runtime/quickimport.py): every one where the file is current, and ~60 ms of
+    each cold start where it is not."""
+    runtime = os.path.join(ROOT, "grader", "sandbox", "runtime")
+    done = subprocess.run(
+        [PY, "-c", "import json, sys\n"
+         f"sys.path.insert(0, {runtime!r})\n"
+         "import quickimport, worker\n"
+         "kept, ends, end = quickimport.load(), [], quickimport.end\n"
+         "quickimport.end = lambda: ends.append(end()) or ends[-1]\n"
+         "worker.prepare()\n"
+         "ran = ends[0]\n"
+         "print(json.dumps([len(ran), sum(text in kept for text in ran)]))\n"],
+        cwd=ROOT, capture_output=True, text=True, check=True)
+    ran, found = json.loads(done.stdout.splitlines()[-1])
+    figure("worker_methods_kept", found / max(ran, 1),
+           f"a worker's start: {found} of the {ran} different methods dataclasses writes there "
+           f"read compiled from `make setup`'s file, {ran - found} compiled afresh")
 
 
 # -- student: watch and the notebook -------------------------------------------------------------

@@ -7,9 +7,10 @@
   package's bytecode. A text is its own key, so a text the file lacks is compiled as before:
   another torch, or a class of the student's.
 - **torch.library asks inspect.getmodule for the module of every caller that registers a fake
-  kernel** (~250 at import). getmodule's first answer maps the file of every module loaded so far
-  through os.path.realpath: ~10,000 stat calls, ~40 ms. The module a frame runs in is the one its
-  globals name, which is taken directly where that module's file is the frame's.
+  kernel** (a few hundred calls at import, through inspect.getframeinfo too). getmodule maps the
+  file of every module loaded since its last answer through os.path.realpath: ~10,000 stat calls,
+  ~40 ms. The module a frame runs in is the one its globals name, which is taken directly where
+  that module's file is the frame's.
 
 Both are on only while a kit's process imports: worker.prepare, and a judge's start
 (collector.py). Then dataclasses and inspect are put back as they were, so the student's code,
@@ -26,7 +27,7 @@ import threading
 CODEGEN = os.path.join(sys.prefix, f"kit-codegen.{sys.implementation.cache_tag}.marshal")
 
 _lock = threading.Lock()
-_active = {}  # while on: the originals put back by end(), the codes, the texts compiled anew
+_active = {}  # while on: inspect's getmodule and dataclasses' exec as set, what ran meanwhile
 
 
 def header():
@@ -113,8 +114,9 @@ def begin(path=CODEGEN):
     with _lock:
         if _active:
             return
-        _active.update(getmodule=inspect.getmodule, ran={})
-        dataclasses.exec = compiling_once(load(path), _active["ran"])  # found before the builtin
+        ran = {}
+        _active.update(getmodule=inspect.getmodule, exec=compiling_once(load(path), ran), ran=ran)
+        dataclasses.exec = _active["exec"]  # a module's global is found before the builtin
         inspect.getmodule = frames_module(inspect.getmodule)
 
 
@@ -124,7 +126,9 @@ def end():
     with _lock:
         if not _active:
             return {}
-        vars(sys.modules["dataclasses"]).pop("exec", None)
+        made = vars(sys.modules["dataclasses"])
+        if made.get("exec") is _active["exec"]:
+            del made["exec"]
         sys.modules["inspect"].getmodule = _active["getmodule"]
         ran = _active["ran"]
         _active.clear()
