@@ -12,7 +12,7 @@ from grader.authoring import release
 
 GRADER = paths.GRADER
 # Lowest first.  A module may import grader modules of its own layer or a lower one, never higher.
-LAYERS = ["base", "runtime", "sandbox", "render", "judge", "options", "tools", "batch", "authoring",
+LAYERS = ["runtime", "base", "sandbox", "render", "judge", "options", "tools", "batch", "authoring",
           "instructor", "cli"]
 BASE = {"grader", "grader.paths", "grader.rubric", "grader.statefile", "grader.fastexit",
         "grader.inert", "grader.safefs", "grader.scratch", "grader.threads", "grader.words",

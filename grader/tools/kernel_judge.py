@@ -183,6 +183,9 @@ def serve():
     judge = Judge(sandbox.Limits(), "auto", start=os.environ.get(WORKER_START_ENV, "auto"),
                   spares=SPARES)
     judge.workers.fill()  # its torch import overlaps with ours
+    from grader import collector
+
+    collector.importing()  # ours without what quickimport.py skips, the workers on their way
     # Our own imports (torch, pytest) and the public checks collected now, on the session's
     # thread, while the kernel runs the notebook's first cells: the first %check used to start
     # them, a torch import after the kernel's own (~1 s of a notebook's ~4).

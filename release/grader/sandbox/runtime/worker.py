@@ -204,22 +204,8 @@ def prepare(forks=False, rehearse=False):
     """
     collecting = gc.isenabled()
     gc.disable()
-    import quickimport
-
-    quickimport.begin()  # until meta's kernels are in: dataclasses and inspect put back after
     try:
-        import torch
-
-        torch.set_num_threads(1)
-        torch.manual_seed(0)
-        import contract
-
-        contract.disable_library_attention(torch)
-        import copytask
-        import placement
-
-        placement.warm_meta()  # before the freeze: it finds torch's wrappers through the collector
-        quickimport.end()
+        torch, contract, copytask, placement = import_torch()
         if forks:
             placement.warm_operations()
         readers = dict(contract.ACTIONS)
@@ -232,10 +218,34 @@ def prepare(forks=False, rehearse=False):
         del sys.modules["contract"]
         gc.freeze()
     finally:
-        quickimport.end()  # where an import above failed (a no-op after the one above)
         if collecting:
             gc.enable()
     return torch
+
+
+def import_torch():
+    """torch on one thread, seeded, its fused attention disabled, and meta's kernels loaded
+    (placement.warm_meta, before prepare's freeze: it finds torch's wrappers through the
+    collector); (torch, contract, copytask, placement).  quickimport.py is on meanwhile, and
+    dataclasses and inspect are put back before this returns, whatever happened."""
+    import quickimport
+
+    quickimport.begin()
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+        torch.manual_seed(0)
+        import contract
+
+        contract.disable_library_attention(torch)
+        import copytask
+        import placement
+
+        placement.warm_meta()
+    finally:
+        quickimport.end()
+    return torch, contract, copytask, placement
 
 
 def rehearse_serving(torch, kit, send=None):
