@@ -4,8 +4,8 @@
   ~1150 of them (`__init__`, `__eq__`, `__repr__`, ...: 568 different texts), and parsing and
   compiling them takes ~60 ms of an ~0.82 s import. The compiled code of each text is kept in the
   venv (CODEGEN). `make setup` writes it once (grader/tools/bytecode.py), as pip writes a
-  package's bytecode. A text is its own key, so a text the file lacks is compiled as before:
-  another torch, or a class of the student's.
+  package's bytecode. A text is its own key, so a text the file lacks (another torch's, one
+  never seen) is compiled as before.
 - **torch.library asks inspect.getmodule for the module of every caller that registers a fake
   kernel** (a few hundred calls at import, through inspect.getframeinfo too). getmodule maps the
   file of every module loaded since its last answer through os.path.realpath: ~10,000 stat calls,
