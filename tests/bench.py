@@ -167,21 +167,29 @@ def methods_at_a_workers_start():
     """How many of dataclasses' methods a worker's start finds compiled in `make setup`'s file
     (grader/sandbox/runtime/quickimport.py): every one where the file is current, and ~60 ms of
     each cold start where it is not."""
+    ran, compiled = worker_start_methods(PY)
+    figure("worker_methods_kept", (ran - compiled) / max(ran, 1),
+           f"a worker's start: {ran - compiled} of the {ran} different methods dataclasses writes "
+           f"there read compiled from `make setup`'s file, {compiled} compiled afresh")
+
+
+def worker_start_methods(python, env=None):
+    """(different methods dataclasses writes in a worker's prepare, how many of them `make
+    setup`'s file lacks), from `python` in a process of its own (tests/test_bytecode.py too)."""
     runtime = os.path.join(ROOT, "grader", "sandbox", "runtime")
     done = subprocess.run(
-        [PY, "-c", "import json, sys\n"
+        [python, "-I", "-c", "import json, sys\n"
          f"sys.path.insert(0, {runtime!r})\n"
          "import quickimport, worker\n"
          "kept, ends, end = quickimport.load(), [], quickimport.end\n"
          "quickimport.end = lambda: ends.append(end()) or ends[-1]\n"
          "worker.prepare()\n"
-         "ran = ends[0]\n"
-         "print(json.dumps([len(ran), sum(text in kept for text in ran)]))\n"],
-        cwd=ROOT, capture_output=True, text=True, check=True)
-    ran, found = json.loads(done.stdout.splitlines()[-1])
-    figure("worker_methods_kept", found / max(ran, 1),
-           f"a worker's start: {found} of the {ran} different methods dataclasses writes there "
-           f"read compiled from `make setup`'s file, {ran - found} compiled afresh")
+         "print(json.dumps([len(ends[0]), sum(text not in kept for text in ends[0])]))\n"],
+        capture_output=True, text=True, timeout=120, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-2000:])
+    ran, compiled = json.loads(done.stdout.splitlines()[-1])
+    return ran, compiled
 
 
 # -- student: watch and the notebook -------------------------------------------------------------

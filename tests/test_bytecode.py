@@ -1,7 +1,6 @@
 """The kit's bytecode (grader/tools/bytecode.py): written by `make setup`, read by every later run,
 including a cold worker's fresh copy of the runtime, where PYTHONDONTWRITEBYTECODE is set."""
 import glob
-import json
 import os
 import shutil
 import subprocess
@@ -76,17 +75,8 @@ def test_stale_bytecode_in_the_copy_is_compiled_over_not_run(written):
 def test_a_workers_start_finds_every_method_dataclasses_writes_kept(written):
     """What `make setup` keeps (grader/sandbox/runtime/quickimport.py) covers a worker's whole
     start, torch's import and meta's kernels: not one of its methods is compiled again."""
-    runtime = paths.RUNTIME
-    done = subprocess.run(
-        [PY, "-I", "-c", "import json, sys\n"
-         f"sys.path.insert(0, {runtime!r})\n"
-         "import quickimport, worker\n"
-         "kept, ends, end = quickimport.load(), [], quickimport.end\n"
-         "quickimport.end = lambda: ends.append(end()) or ends[-1]\n"
-         "worker.prepare()\n"
-         "print(json.dumps([len(ends[0]), sum(text not in kept for text in ends[0])]))\n"],
-        capture_output=True, text=True, timeout=120,
-        env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stderr[-2000:]
-    ran, compiled = json.loads(done.stdout.splitlines()[-1])
+    import bench
+
+    ran, compiled = bench.worker_start_methods(PY, env={
+        "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"})
     assert ran > 300 and compiled == 0
