@@ -164,7 +164,7 @@ def test_pairs_are_computed_once_and_the_same_in_every_process(tmp_path):
     grown = sources + [a_source("late", disguise(texts[STYLES[0]]))]
     third = similarity.analyse(str(tmp_path), grown)
     assert third["computed"] == 5 and third["reused"] == 10
-    # copydetect's own k-gram hash is salted per process; ours is not: another process with
+    # copydetect's k-gram hash is salted per process, its figures are not: another process with
     # another salt computes the same figures.
     code = ("import json, sys; sys.path.insert(0, sys.argv[1]); from grader.batch import similarity as s;"
             "d = json.load(open(sys.argv[2]));"
@@ -177,181 +177,6 @@ def test_pairs_are_computed_once_and_the_same_in_every_process(tmp_path):
                               env=dict(os.environ, PYTHONHASHSEED=seed))
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout) == json.loads(json.dumps(third["rows"]))
-
-
-def test_forked_fingerprinters_give_the_same_figures(tmp_path, monkeypatch):
-    sources = [a_source(Path(n).stem, (CORRECT / n).read_text(encoding="utf-8")) for n in STYLES]
-    sources.append(a_source("copy", disguise(sources[0]["source"])))
-    alone = similarity.analyse(str(tmp_path / "one"), sources, jobs=1)
-    monkeypatch.setattr(similarity, "PARALLEL_FROM", 1)
-    forked = similarity.analyse(str(tmp_path / "two"), sources, jobs=2)
-    # every two codes, and each code with itself (two students may hand in the same code)
-    assert forked["computed"] == alone["computed"] == len(sources) * (len(sources) + 1) // 2
-    assert forked["rows"] == alone["rows"] and forked["groups"] == alone["groups"]
-    assert forked["pairs"] == alone["pairs"]  # the regions shown side by side too
-
-
-def _entries_of(folder, texts):
-    folder.mkdir()
-    for name, text in texts.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    return entries.list_entries(str(folder))
-
-
-def _wait_until_ended(pid, seconds=120):
-    """Until `pid` is a zombie: done, not yet reaped."""
-    import time
-
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
-                return
-        time.sleep(0.02)
-    raise AssertionError("the fingerprinter did not finish")
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="made ahead on Linux only")
-def test_fingerprints_made_during_the_grading_give_the_same_figures(tmp_path):
-    """ahead.py's fingerprints (a forked process at nice 19, while the judges grade) are the
-    ones analyse() makes itself: the same rows, groups and pairs shown; a copy is made once."""
-    from grader.batch import ahead
-
-    texts = {n: (CORRECT / n).read_text(encoding="utf-8") for n in STYLES}
-    texts["copy.py"] = disguise(texts[STYLES[0]])
-    texts["same.py"] = texts[STYLES[1]]  # two students, one code: fingerprinted once
-    found = _entries_of(tmp_path / "class", texts)
-    hashes = {similarity.code_hash(t) for t in texts.values()}
-    early = ahead.Fingerprints.start(str(tmp_path / "out"), found)
-    made = early.collect()  # asked to stop at once: whatever it made must be right
-    assert set(made.prints) <= hashes and made.analysis is None  # no threshold, no analysis
-    early = ahead.Fingerprints.start(str(tmp_path / "out"), found)
-    _wait_until_ended(early.pid)  # let it finish (not reaped: collect() does that)
-    made = early.collect()
-    assert set(made.prints) == hashes and made.analysis is None
-    # its CPU, read as it is reaped (make bench splits the machine's CPU with it): a number, and
-    # more than none (it imported copydetect and fingerprinted every code)
-    assert isinstance(made.cpu_seconds, float) and made.cpu_seconds > 0
-    assert set(made.figured) == {f"{a}:{b}" for a, b in similarity.pair_keys(hashes)}
-    for entry in found:  # each student's code kept by it, for the parent to read back
-        kept = similarity.read_source(str(tmp_path / "out"), entry.student)
-        assert kept["digest"] == entry.digest and kept["hash"] in made.prints
-    sources = [similarity.keep_source(str(tmp_path / "out"), e) for e in found]
-    alone = similarity.analyse(str(tmp_path / "one"), sources)
-    given = similarity.analyse(str(tmp_path / "two"), sources, prints=made.prints,
-                               figured=made.figured)
-    assert given["computed"] == alone["computed"]
-    assert given["rows"] == alone["rows"] and given["groups"] == alone["groups"]
-    assert given["pairs"] == alone["pairs"]
-    assert any(r["flagged"] for r in given["rows"])  # the disguised copy is found
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="made ahead on Linux only")
-def test_the_analysis_made_during_the_grading_is_the_one_made_after_it(tmp_path):
-    """Given the threshold, the fingerprinter goes on to the analysis and the similarity CSV:
-    the very ones analyse() and the CSV writer make of the same codes afterwards, the parent
-    needing no fingerprint (copydetect is not imported to read them).  They are taken only for
-    the same sources at the same threshold: a student left out (an entry the grading wrote no
-    record for), another code for a student, or another threshold, and the parent makes its own."""
-    from grader.batch import ahead, classpage
-
-    texts = {n: (CORRECT / n).read_text(encoding="utf-8") for n in STYLES}
-    texts["copy.py"] = disguise(texts[STYLES[0]])
-    found = _entries_of(tmp_path / "class", texts)
-    early = ahead.Fingerprints.start(str(tmp_path / "out"), found, 0.7)
-    _wait_until_ended(early.pid)
-    made = early.collect()
-    assert made._prints is None  # nothing unpickled yet
-    sources = [similarity.read_source(str(tmp_path / "out"), e.student) for e in found]
-    view, table = made.analysis_for(sources, 0.7)
-    alone = similarity.analyse(str(tmp_path / "alone"), sources, 0.7)
-    assert table == classpage.similarity_csv(alone.pop("rows"))
-    assert view == alone and view["flagged"] >= 1 and view["pairs"][0]["regions"]
-    assert made._prints is None
-    assert made.analysis_for(sources[1:], 0.7) is None
-    assert made.analysis_for(sources, 0.8) is None
-    other = [dict(sources[0], hash="0" * 32)] + sources[1:]
-    assert made.analysis_for(other, 0.7) is None
-    cached = similarity.load_pairs(str(tmp_path / "out"),
-                                   similarity.settings_key(similarity.boilerplate_hashes()))
-    assert len(cached) == len(similarity.pair_keys({s["hash"] for s in sources}))
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="made ahead on Linux only")
-def test_a_stop_during_the_analysis_waits_for_it(tmp_path, monkeypatch):
-    """The grading ends while the fingerprinter makes the analysis: the parent waits for it
-    past the usual STOP_SECONDS (making it again would be no faster) and takes it."""
-    import time
-
-    from grader.batch import ahead
-
-    real = similarity.analyse
-
-    def slow(*args, **kwargs):  # in the forked fingerprinter: longer than the stop allows
-        time.sleep(1.0)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(similarity, "analyse", slow)
-    monkeypatch.setattr(ahead, "STOP_SECONDS", 0.2)
-    texts = {n: (CORRECT / n).read_text(encoding="utf-8") for n in STYLES[:3]}
-    found = _entries_of(tmp_path / "class", texts)
-    early = ahead.Fingerprints.start(str(tmp_path / "out"), found, 0.7)
-    deadline = time.monotonic() + 120
-    while not ahead._analysing(early.results.fileno()):
-        assert time.monotonic() < deadline, "the fingerprinter never began its analysis"
-        time.sleep(0.01)
-    began = time.monotonic()
-    made = early.collect()
-    assert time.monotonic() - began > 0.2  # waited past STOP_SECONDS
-    sources = [similarity.read_source(str(tmp_path / "out"), e.student) for e in found]
-    assert made.analysis_for(sources, 0.7) is not None
-
-
-def test_pairs_figured_ahead_in_runs_are_the_pairs_figured_at_once(tmp_path):
-    """The fingerprinter figures the pairs in runs (it stops between two), each from one index
-    of the whole class: the figures are those of one call over every pair; a pair the cache
-    already holds is not figured again, and one the run left out is figured by analyse()."""
-    from grader.batch import ahead
-
-    texts = {n: (CORRECT / n).read_text(encoding="utf-8") for n in STYLES}
-    texts["copy.py"] = disguise(texts[STYLES[0]])
-    boilerplate = similarity.boilerplate_hashes()
-    prints = {similarity.code_hash(t): similarity.fingerprint(t, boilerplate)
-              for t in texts.values()}
-    pairs = similarity.pair_keys(prints)
-    runs = list(ahead._chunks(pairs, size=3))
-    assert len(runs) > 2 and [p for run in runs for p in run] == pairs
-    assert all(run[0][0] != before[-1][0] for before, run in zip(runs, runs[1:]))
-    index = similarity.hash_index(prints)
-    in_runs = {}
-    for run in runs:
-        in_runs.update(similarity.class_figures(prints, run, index))
-    assert in_runs == similarity.class_figures(prints, pairs)
-    sources = [{"student": f"s{i}", "hash": similarity.code_hash(t), "source": t}
-               for i, t in enumerate(texts.values())]
-    alone = similarity.analyse(str(tmp_path / "one"), sources)
-    partial = {f"{a}:{b}": in_runs[a, b] for a, b in pairs[:len(pairs) // 2]}
-    given = similarity.analyse(str(tmp_path / "two"), sources, figured=partial)
-    assert given["rows"] == alone["rows"] and given["computed"] == alone["computed"]
-
-
-def test_a_fingerprint_record_cut_short_is_left_out():
-    import pickle
-
-    from grader.batch import ahead
-
-    records = b"".join(len(d).to_bytes(8, "little") + d
-                       for d in (pickle.dumps(("print", "a", b"1")),
-                                 pickle.dumps(("print", "b", b"2")),
-                                 pickle.dumps(("pairs", {"a:b": 3})),
-                                 pickle.dumps(("analysis", [["s", "d", "a"]], 0.7, {}, "csv"))))
-    assert ahead._read(records) == ({"a": b"1", "b": b"2"}, {"a:b": 3},
-                                    ([["s", "d", "a"]], 0.7, {}, "csv"))
-    assert ahead._read(records[:-3]) == ({"a": b"1", "b": b"2"}, {"a:b": 3}, None)
-    assert ahead._read(b"") == ({}, {}, None)
-    analysing = pickle.dumps(("analysing",))
-    marked = len(analysing).to_bytes(8, "little") + analysing
-    assert ahead._read(marked) == ({}, {}, None)  # an analysis begun is no analysis
 
 
 def test_the_class_figures_are_copydetects_on_the_whole_corpus():
@@ -379,17 +204,16 @@ def test_the_class_figures_are_copydetects_on_the_whole_corpus():
     assert similarity.class_figures({0: prints[0], 5: prints[5]}, [(0, 5)])[0, 5] == quick[0, 5]
 
 
-def test_codes_with_the_same_fingerprint_are_figured_once_and_alike():
+def test_codes_with_the_same_fingerprint_are_figured_alike():
     """A copy whose names, comments and spacing alone were changed has the fingerprint of its
-    original: the two are figured as one code, and every pair gets the figures compare() gives
-    it, the pair of the two included (the figures of a code with itself)."""
+    original: every pair gets the figures compare() gives it, the pair of the two the figures of
+    a code with itself."""
     texts = [(CORRECT / n).read_text(encoding="utf-8") for n in STYLES[:3]]
     renamed = re.sub(r"#[^\n]*", "# mine", texts[0].replace("scores", "logits"))
     texts += [renamed, renamed.replace(" = ", "  =  ") + "\n# the end\n", texts[1]]
     boilerplate = similarity.boilerplate_hashes()
     prints = {f"c{i}": similarity.fingerprint(t, boilerplate) for i, t in enumerate(texts)}
-    same_as = similarity.hash_index(prints).same_as
-    assert same_as == {"c0": "c0", "c1": "c1", "c2": "c2", "c3": "c0", "c4": "c0", "c5": "c1"}
+    assert prints["c3"].filtered_code == prints["c4"].filtered_code == prints["c0"].filtered_code
     pairs = similarity.pair_keys(prints)
     quick = similarity.class_figures(prints, pairs)
     for a, b in pairs:
@@ -401,21 +225,19 @@ def test_codes_with_the_same_fingerprint_are_figured_once_and_alike():
     assert quick["c0", "c4"]["share"][0] != -1.0
 
 
-@pytest.mark.parametrize("few", [0, 10 ** 6])
-def test_both_ways_of_finding_the_held_kgrams_give_copydetects_figures(monkeypatch, few):
-    """overlaps finds a code's many partners at once from the holders of its hashes (a row) and
-    reads a code with few partners off each partner's column (every code against that one):
-    each way alone, forced, gives the figures compare() gets, pair by pair."""
-    monkeypatch.setattr(similarity, "FEW_PARTNERS", few)
-    paths = sorted(SUBMISSIONS.glob("*/*.py"))[::3] + [ROOT / "exercises" / "attention.py"]
-    texts = [p.read_text(encoding="utf-8") for p in paths]
+def test_every_kgram_of_the_boilerplate_is_left_out():
+    """The stub handed in as it is has nothing left to compare, and a k-gram the code repeats
+    keeps every place it is at unless it is boilerplate (copydetect's own boilerplate argument
+    would drop one of each repeated k-gram's places)."""
+    stub = (ROOT / "exercises" / "attention.py").read_text(encoding="utf-8")
     boilerplate = similarity.boilerplate_hashes()
-    prints = {i: similarity.fingerprint(t, boilerplate) for i, t in enumerate(texts)}
-    pairs = similarity.pair_keys(prints)
-    quick = similarity.class_figures(prints, pairs)
-    for a, b in pairs:
-        full = similarity.compare(prints[a], prints[b])
-        assert (quick[a, b]["share"], quick[a, b]["shared"]) == (full["share"], full["shared"])
+    empty = similarity.fingerprint(stub, boilerplate)
+    assert not empty.hashes and not empty.hash_idx and empty.token_coverage == 0
+    text = (CORRECT / STYLES[0]).read_text(encoding="utf-8")
+    whole, kept = similarity.fingerprint(text), similarity.fingerprint(text, boilerplate)
+    assert kept.hashes == whole.hashes - boilerplate
+    assert kept.hash_idx == {h: at for h, at in whole.hash_idx.items() if h not in boilerplate}
+    assert any(len(at) > 1 for at in kept.hash_idx.values())
 
 
 def test_the_pairs_cache_is_written_only_when_it_would_change(tmp_path, monkeypatch):
@@ -433,7 +255,7 @@ def test_the_pairs_cache_is_written_only_when_it_would_change(tmp_path, monkeypa
     similarity.analyse(out, sources[:2])  # a student gone: the cache loses that code's pairs
     assert written == [6, 3]
     assert len(similarity.load_pairs(out, similarity.settings_key(
-        similarity.boilerplate_hashes()))) == 3
+        similarity.boilerplate_texts()))) == 3
     similarity.analyse(out, sources)  # back: its pairs are computed and written again
     assert written == [6, 3, 6]
 

@@ -14,13 +14,15 @@ import sys
 import threading
 import time
 from grader import paths, threads
-from grader.batch import siblings
 from grader.sandbox.runtime.facts import accelerator_nodes
 
 from grader.inert import one_line
 from grader.render.report import class_points
 
 ROOT = paths.KIT_ROOT
+# What a judge process runs.
+JUDGE_CODE = ("import sys; from grader.batch.judge import judge_main; "
+              "from grader.fastexit import exit_now; exit_now(judge_main(sys.argv[1:]))")
 
 
 class Progress:
@@ -137,61 +139,36 @@ class SharedZygote:
 
 
 class _Judge:
-    """A judge as the parent sees it: a process (subprocess.Popen, or a SiblingProcess the first
-    judge forked), the pipe its tasks go down and the one its answers come up."""
+    """A judge as the parent sees it: its process, the pipe its tasks go down and the one its
+    answers come up."""
 
-    def __init__(self, number, proc, tasks, answers, events):
-        self.number, self.proc, self.tasks = number, proc, tasks
-        self.outstanding, self.open = {}, True
-        threading.Thread(target=self._read, args=(answers, events), daemon=True).start()
-
-    @classmethod
-    def start(cls, first_number, config, events, log, zygotes):
-        """Start len(zygotes) judges (each item: a shared zygote's (attach settings, control
-        socket), or None): one process, which forks the others once it has imported
-        (siblings.py).  Returns the judges."""
+    def __init__(self, number, config, events, log, zygote):
+        """Start judge `number`; `zygote`: a shared zygote's (attach settings, control socket),
+        or None."""
         env = threads.pin_environment(dict(os.environ))  # one compute thread (threads.py)
         env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        attaches = [zygote[0] if zygote else None for zygote in zygotes]
-        controls = [zygote[1] for zygote in zygotes if zygote]
-        pipes = [siblings.SiblingPipes(attach, judge_core(first_number + offset))
-                 for offset, attach in enumerate(attaches[1:], 1)]
-        handed = [control.fileno() for control in controls]
-        handed += [fd for sibling in pipes for fd in sibling.judge_ends]
+        attach, control = zygote or (None, None)
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-c", siblings.JUDGE_CODE,
-                 json.dumps(dict(config, zygote=attaches[0], core=judge_core(first_number),
-                                 siblings=[sibling.config for sibling in pipes]))],
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", JUDGE_CODE,
+                 json.dumps(dict(config, zygote=attach, core=judge_core(number)))],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=ROOT, env=env,
-                text=True, encoding="utf-8", pass_fds=handed)
-        except BaseException:
-            for sibling in pipes:
-                sibling.close_parent_ends()
-            raise
-        finally:  # the judges hold them now: their closing is the EOF the zygote and the
-            for control in controls:  # parent wait for
+                text=True, encoding="utf-8", pass_fds=[control.fileno()] if control else ())
+        finally:  # the judge holds it now: its closing is the EOF the zygote waits for
+            if control is not None:
                 control.close()
-            for sibling in pipes:
-                sibling.close_judge_ends()
-        judges = [cls(first_number, proc, proc.stdin, proc.stdout, events)]
-        for offset, sibling in enumerate(pipes, 1):
-            judges.append(cls(first_number + offset, siblings.SiblingProcess(), sibling.tasks,
-                              sibling.answers, events))
-        return judges
+        self.number, self.tasks = number, self.proc.stdin
+        self.outstanding, self.open = {}, True
+        threading.Thread(target=self._read, args=(self.proc.stdout, events), daemon=True).start()
 
     def _read(self, answers, events):
-        takes = getattr(self.proc, "takes", None)
         for line in answers:
             try:
                 message = json.loads(line)
             except ValueError:
                 continue
-            if takes is None or not takes(message):
-                events.put((self, message))
+            events.put((self, message))
         answers.close()
-        if takes is not None:
-            self.proc.ended.set()
         events.put((self, None))
 
     def send(self, task):
@@ -256,17 +233,12 @@ class _Dispatch:
         live = [j for j in self.judges if j.proc.poll() is None or j.outstanding]
         open_judges = [j for j in live if j.open]
         wanted = min(self.jobs, len(self.pending)) - len(open_judges)
-        if wanted > 0:
-            # The first start forks its siblings (siblings.py); a judge started later, in place
-            # of one that died, is a process of its own.
-            together = wanted if self.count == 0 and siblings.supported() else 1
-            for _ in range(0, wanted, together):
-                zygotes = [self.zygote.hand_out() if self.zygote else None
-                           for _ in range(together)]
-                started = _Judge.start(self.count + 1, self.config, self.events, self.log, zygotes)
-                self.count += len(started)
-                self.judges += started
-                open_judges += started
+        for _ in range(max(0, wanted)):
+            self.count += 1
+            judge = _Judge(self.count, self.config, self.events, self.log,
+                           self.zygote.hand_out() if self.zygote else None)
+            self.judges.append(judge)
+            open_judges.append(judge)
         for judge in open_judges:
             while self.pending and len(judge.outstanding) < self.per_judge:
                 judge.send(self.pending.popleft())
@@ -327,15 +299,10 @@ GPU_JOB_BYTES = 2400 * 2 ** 20
 CPU_MAX, MEMINFO = "/sys/fs/cgroup/cpu.max", "/proc/meminfo"  # cgroup v2's CPU quota; Linux's
 
 
-# A judge that imports for itself (torch, pytest, the checks collected: ~1 s of CPU, at a start
-# where every core is busy) is paid back by the submissions it grades; with fewer than this many
-# per judge, one judge fewer finished sooner (2 cores: 6 submissions 6.2 s on one judge, 7.3 s on
-# two; 32: 19.2 s on one, 13.8 s on two).  Where the first judge forks the others once it has
-# imported (siblings.py, Linux), a second judge costs its pytest session only and already pays
-# from two submissions on (2 cores, two interleaved rounds, --jobs 1 vs 2: 2 submissions 1.88 and
-# 1.81 s vs 1.77 and 1.77 s; 3: 1.99 and 1.89 vs 1.82 and 1.69; 6: 2.39 and 2.36 vs 1.93 and
-# 1.84).  A rerun that finds a few late files is such a class; `make bench` (part jobs) times a
-# small class both ways.
+# A judge's start (torch, pytest, the checks collected: ~1 s of CPU, at a start where every core
+# is busy) is paid back by the submissions it grades; with fewer than this many per judge, one
+# judge fewer finished sooner (2 cores: 6 submissions 6.2 s on one judge, 7.3 s on two; 32:
+# 19.2 s on one, 13.8 s on two).
 TASKS_PER_JUDGE = 8
 
 
@@ -358,15 +325,10 @@ def judge_core(number):
     return cores[(number - 1) % len(cores)]
 
 
-def tasks_per_judge():
-    """The fewest submissions that pay for one more judge's start, here."""
-    return 1 if siblings.supported() else TASKS_PER_JUDGE
-
-
 def default_jobs(tasks=None):
     """--jobs' default: one job per core this process may use, fewer where memory is short (a
     GPU machine's jobs hold more: GPU_JOB_BYTES), and for `tasks` submissions no more judges
-    than they pay the start of (tasks_per_judge each).
+    than they pay the start of (TASKS_PER_JUDGE each).
 
     Measured (`make bench`, part jobs): a judge and its worker take turns (the judge waits while
     its worker computes, and the next worker is forked meanwhile), so one job keeps about one
@@ -375,7 +337,7 @@ def default_jobs(tasks=None):
     per_job = GPU_JOB_BYTES if accelerator_nodes() else JOB_BYTES
     jobs = max(1, min(usable_cores(), _available_bytes() // per_job or 1))
     if tasks is not None:
-        jobs = min(jobs, max(1, -(-tasks // tasks_per_judge())))
+        jobs = min(jobs, max(1, -(-tasks // TASKS_PER_JUDGE)))
     return jobs
 
 

@@ -33,19 +33,17 @@ The `override` and `recipes` subcommands are registered here; their code is in o
 recipes.py.  Nothing is ever written inside DIR: entries are only read (zips in memory, folders
 by their attention file).
 """
-import collections
 import hashlib
 import json
 import os
 import sys
 import time
 
-from grader.batch import ahead
 from grader.batch.dispatch import Progress, SharedZygote, default_jobs, dispatch
 from grader.batch.entries import Entry, hash_file, list_entries, parse_shard, shard_of
 from grader.batch.records import (FORMAT, MANIFEST, MARKDOWN, PAGE, REPORT, STUDENTS, is_current,
                                   read_record, records_in, remove_leftovers)
-from grader.batch import scheduling, similarity
+from grader.batch import similarity
 from grader.batch.similarity import THRESHOLD, keep_source
 from grader import options, paths
 from grader.inert import json_text
@@ -131,15 +129,14 @@ def run(args):
               "limits": limits.describe(), "fingerprint": fingerprint,
               "prefetch": max(0, args.prefetch), "fork_server": not args.cold_workers}
     jobs = max(1, args.jobs or default_jobs(len(todo)))  # an explicit --jobs is obeyed
-    with scheduling.batch_policy() as policy:  # inherited by every process it starts
-        _announce(entries, todo, manifest, config, jobs, policy)
-        answers, made = _grade_and_fingerprint(entries, todo, config, jobs, args.similarity)
+    _announce(entries, todo, manifest, config, jobs)
+    answers = _grade(todo, config, jobs)
     if answers is None:
         return 130
     for entry in entries:  # the code as the grader read it: the near-copies compare these
         keep_source(outdir, entry)
     records = [read_record(outdir, e.student) or _missing(e) for e in entries]
-    gradebook.write_class_outputs(outdir, records, args.lang, args.similarity, jobs, made)
+    gradebook.write_class_outputs(outdir, records, args.lang, args.similarity)
     errors = [a for a in answers.values() if a["status"] == "error"]
     ungradable = sum(1 for r in records if r["status"] == "ungradable")
     print(f"{outdir}/gradebook.csv: {len(records)} rows ({ungradable} ungradable, "
@@ -148,7 +145,7 @@ def run(args):
     return 1 if errors else 0
 
 
-def _announce(entries, todo, manifest, config, jobs, policy):
+def _announce(entries, todo, manifest, config, jobs):
     from grader.sandbox import forkserver
 
     where = f" (shard {manifest['shard']})" if manifest["shard"] else ""
@@ -158,32 +155,11 @@ def _announce(entries, todo, manifest, config, jobs, policy):
                and forkserver.supported(config["isolation"]) else "one cold start per submission")
     print(f"{len(entries)} entries{where}: {len(entries) - len(todo)} up to date, grading "
           f"{len(todo)} with {processes or 0} processes; isolation "
-          f"{config['isolation']}, workers {workers}, scheduling {policy}", file=sys.stderr)
+          f"{config['isolation']}, workers {workers}", file=sys.stderr)
     if config["isolation"] != "bubblewrap" and todo:
         print("warning: isolation process: submissions run as plain subprocesses, which can read "
               "what this user can read (docs/security.md); --require-sandbox refuses instead",
               file=sys.stderr)
-
-
-def _grade_and_fingerprint(entries, todo, config, jobs, threshold):
-    """(_grade's answers, what was made for the near-copies while the class was graded: an
-    ahead.Made, or None where there are no near-copies to find)."""
-    early = None
-    if todo and threshold is not None:
-        early = ahead.Fingerprints.start(config["outdir"], entries, threshold)
-    try:
-        answers = _grade(todo, config, jobs)
-    except BaseException:
-        if early:
-            early.cancel()
-        raise
-    if not early:
-        return answers, None
-    made = early.collect()
-    if made.cpu_seconds is not None:  # `make bench` splits the machine's CPU with it
-        print(f"near-copies: the fingerprinter used {made.cpu_seconds:.2f} s of CPU",
-              file=sys.stderr)
-    return answers, made
 
 
 def _grade(todo, config, jobs):
@@ -228,16 +204,7 @@ def _cpu_split(stats):
             f"{(sum(s['judge_cpu'] for s in stats) - startup) / graded:.3f} s (checks "
             f"{each('check_cpu'):.3f} s, pages {each('render_cpu'):.3f} s) + worker "
             f"{each('worker_cpu'):.3f} s, after a start of {startup / len(stats):.2f} s per "
-            f"judge; compute threads per judge {max((s.get('threads') or 0) for s in stats)}; "
-            f"calls into a worker per submission {each('calls'):.0f} in "
-            f"{each('round_trips'):.0f} round trips; zygotes: {_kinds(stats, 'zygote', 'none')}"
-            f"; judges: {_kinds(stats, 'start', 'own')}")
-
-
-def _kinds(stats, key, default):
-    """"2 shared", "1 forked, 1 own": how many judges said each value of `key`."""
-    return ", ".join(f"{n} {kind}" for kind, n in sorted(collections.Counter(
-        s.get(key, default) for s in stats).items()))
+            f"judge; compute threads per judge {max((s.get('threads') or 0) for s in stats)}")
 
 
 def _missing(entry, why="not graded (grader error; run again)"):
@@ -332,7 +299,7 @@ def merge(args):
                 "entries": [dict(chosen[s][1]) for s in sorted(chosen)]}
     write_atomic(os.path.join(outdir, MANIFEST),
                  json_text(manifest, ensure_ascii=False, indent=1) + "\n")
-    gradebook.write_class_outputs(outdir, records, lang, threshold, default_jobs())
+    gradebook.write_class_outputs(outdir, records, lang, threshold)
     missing = [r for r in records if r["status"] == "missing"]
     for r in missing:
         print(f"! {r['student']}: {r['error']}", file=sys.stderr)

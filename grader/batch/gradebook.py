@@ -240,17 +240,16 @@ def summary_html(summary, lang):
         head=classhtml.STYLE)
 
 
-def write_class_outputs(outdir, records, lang, threshold=None, jobs=1, made=None):
+def write_class_outputs(outdir, records, lang, threshold=None):
     """gradebook.csv, mistakes.csv, similarity.csv and the summary (JSON, Markdown, HTML), from
     the records with the folder's overrides applied; the pages of the students an override
-    touches (now or in its history) redrawn.  `made`: what was made for the near-copies while
-    the class was graded (ahead.Made)."""
+    touches (now or in its history) redrawn."""
     the_rubric = rubric_module.load()
     items = overrides_module.load(outdir)
     history = overrides_module.load_history(outdir)
     records = [overrides_module.apply(r, items) for r in records]
     near, table = (None, None) if threshold is None else \
-        _near_copies(outdir, records, threshold, jobs, made)
+        _near_copies(outdir, records, threshold)
     summary = summarize(the_rubric, records, near)
     summary["override_history"] = history
     write_atomic(os.path.join(outdir, "gradebook.csv"), gradebook_csv(the_rubric, records, lang))
@@ -269,23 +268,15 @@ def write_class_outputs(outdir, records, lang, threshold=None, jobs=1, made=None
     return summary
 
 
-def _near_copies(outdir, records, threshold, jobs, made=None):
+def _near_copies(outdir, records, threshold):
     """(the near-copies among the records whose code was kept (similarity/sources), the
-    similarity CSV): the analysis made while the class was graded where it is of these very
-    codes (ahead.py), else made here from what was made then."""
+    similarity CSV)."""
     sources = []
     for r in records:
         saved = similarity.read_source(outdir, r["student"])
         if saved is not None and saved.get("digest") == r.get("digest"):
             sources.append(saved)
-    early = made.analysis_for(sources, threshold) if made else None
-    if early is not None:
-        near, table = early
-        similarity.log_counts(sys.stderr, len(sources), near)
-        return near, table
-    near = similarity.analyse(outdir, sources, threshold, log=sys.stderr, jobs=jobs,
-                              prints=made.prints if made else None,
-                              figured=made.figured if made else None)
+    near = similarity.analyse(outdir, sources, threshold, log=sys.stderr)
     return near, classpage.similarity_csv(near["rows"])
 
 

@@ -11,14 +11,12 @@ page's attention heatmaps are the weights the checks judged (support.record_judg
 """
 import collections
 import json
-import os
 import queue
 import sys
 import threading
 import time
 
 from grader import collector, words
-from grader.batch import siblings
 from grader.batch.records import FORMAT, write_student
 from grader.judge import serving
 from grader.sandbox.runtime import facts
@@ -88,7 +86,7 @@ def _begin(task, judge):
 
 def _complete(started, config, judge, split=None):
     """Grade a started submission and write its files; `split` (the judge's CPU split) gets
-    the CPU of drawing its heatmaps' data and writing its pages, and its calls into the worker."""
+    the CPU of drawing its heatmaps' data and writing its pages."""
     task = started.task
     if started.crash is not None:
         raise started.crash
@@ -109,9 +107,6 @@ def _complete(started, config, judge, split=None):
 
             flag_identity(package, task["student"])  # the entry's name is who it is
         data = judge.finish(started.sub, started.student, entry=task["entry"])  # closes the worker
-        if split is not None:  # each round trip wakes the worker from sleep (one or more calls)
-            split["calls"] += started.student.next_id
-            split["round_trips"] += started.student.round_trips
         drawing = time.thread_time()
         record.update(_graded(started, data))
     record["seconds"] = round(time.monotonic() - started.began, 3)
@@ -133,16 +128,12 @@ def _graded(started, data):
 
 def judge_main(argv):
     """Read tasks (JSON lines) on stdin, grade them, write the files, answer on stdout."""
-    collector.hold()  # until the checks are collected (collector.py), in the siblings too
-    # The batch's first judge forks its siblings once it has imported (siblings.py); each of
-    # them goes on from here with its own config.
-    config, wait_for_siblings = siblings.start_siblings(json.loads(argv[0]))
+    collector.hold()  # until the checks are collected (collector.py)
+    config = json.loads(argv[0])
     # On its core (dispatch.judge_core) before any thread: each one it starts runs there too, and
     # so do the workers it starts itself; a forked worker is asked to by its spawn request.
     facts.pin_to(config.get("core"))
     answers = serving.reply_channel()
-    if config.get("sibling"):
-        _answer(answers, {"pid": os.getpid()})  # for the parent, whose child it is not
     from grader.sandbox import launch as sandbox
     from grader.judge.service import Judge
 
@@ -160,12 +151,10 @@ def judge_main(argv):
     session = judge.session(("public", "hidden"))
     judge.workers.ready()
     session.ready.wait(timeout=120)  # a session that failed to start says so at its first run
-    split = {"startup_cpu": _process_cpu(), "render_cpu": 0.0, "calls": 0, "round_trips": 0}
+    split = {"startup_cpu": _process_cpu(), "render_cpu": 0.0}
     graded = _grade_tasks(_task_inbox(), config, judge, answers, split)
     split.update(check_cpu=session.check_cpu, threads=session.threads_given)
-    _answer(answers, {"stats": dict(_stats(judge, graded), start=config.get("sibling", "own"),
-                                    **split)})
-    wait_for_siblings()
+    _answer(answers, {"stats": dict(_stats(judge, graded), **split)})
     # The judge is closed (_stats); dispatch.py ends this process without the interpreter's
     # teardown (a full collection and torch's unloading took ~0.9 s of CPU per judge, at the end
     # of every batch).
@@ -244,9 +233,6 @@ def _stats(judge, graded):
     from grader.judge import memory
 
     server = judge.workers.server
-    # the batch's shared zygote served it to the end (one of its own replaces one that died)
-    zygote = "none" if server is None else "own" if not server.shared else \
-        "shared (rehearsed)" if server.rehearsed else "shared"  # rehearsal.py
     judge.close()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     worker_kb, worker_cpu = children.ru_maxrss, children.ru_utime + children.ru_stime
@@ -255,4 +241,4 @@ def _stats(judge, graded):
     own = resource.getrusage(resource.RUSAGE_SELF)
     return {"judge_mb": memory.peak_resident_mib(), "worker_mb": worker_kb / 1024,
             "judge_cpu": own.ru_utime + own.ru_stime, "worker_cpu": worker_cpu,
-            "graded": graded, "zygote": zygote}
+            "graded": graded}
