@@ -10,7 +10,7 @@ LANG_ARG ?= zh
 
 .PHONY: setup sandbox browser check watch hint submit grade batch gradescope demo release stubs test bench clean
 
-setup: $(VENV)/.installed $(VENV)/.bytecode $(VENV)/etc/ipython/ipython_kernel_config.py
+setup: $(VENV)/.installed $(VENV)/etc/ipython/ipython_kernel_config.py
 
 # The instructor's venv: the student's requirements, Jupyter, nbgrader and the test tools.
 REQUIREMENTS := requirements.txt requirements-notebook.txt requirements-instructor.txt requirements-dev.txt
@@ -18,12 +18,6 @@ $(VENV)/.installed: $(REQUIREMENTS)
 	@echo "setting up $(VENV) (pinned requirements) ..." >&2
 	@$(PYTHON) -m venv $(VENV) >&2
 	@$(VENV)/bin/pip install --quiet --disable-pip-version-check $(addprefix -r ,$(REQUIREMENTS)) >&2
-	@touch $@
-
-# The kit's bytecode, written again once a source of it is newer (grader/tools/bytecode.py).
-# It only saves time: where it cannot be written, every run compiles the kit as before.
-$(VENV)/.bytecode: $(VENV)/.installed $(wildcard grader/*.py grader/*/*.py grader/*/*/*.py grader/*/*/*/*.py)
-	@$(PY) -m grader.tools.bytecode >&2 || echo "bytecode not written: each run compiles the kit (slower, the same grades)" >&2
 	@touch $@
 
 # IPython reads the venv's etc/ipython/ as each of its kernels starts: a kernel beside the kit

@@ -17,20 +17,12 @@ Only the processes that start a judge hold it (grade, check, watch, hint, submit
 judges, the notebook kernel's judge, Gradescope's); a test process that makes a Judge never
 does, so release() is a no-op there.  The worker and the fork server do the same in
 worker.prepare (the sandbox's runtime imports nothing of the kit).
-
-`importing` (while held, once a judge's worker is on its way) also has dataclasses read its
-methods compiled, and inspect name a frame's module directly, until release()
-(sandbox/runtime/quickimport.py: ~0.1 s of torch's import).  It waits for the worker's start,
-which it would otherwise delay by its own ~17 ms (what it imports, the compiled methods read).
 """
 import gc
 import threading
 
-from grader.sandbox.runtime import quickimport
-
 _lock = threading.Lock()
 _holding = False
-_importing = False
 
 
 def hold():
@@ -42,23 +34,10 @@ def hold():
             _holding = True
 
 
-def importing():
-    """While held: torch's and pytest's imports without the costs quickimport.py skips, until
-    release() (nothing changes where nothing is held)."""
-    global _importing
-    with _lock:
-        if _holding and not _importing:
-            quickimport.begin()
-            _importing = True
-
-
 def release():
     """Freeze what is alive and collect automatically again; a no-op unless hold() held it."""
-    global _holding, _importing
+    global _holding
     with _lock:
-        if _importing:
-            quickimport.end()
-            _importing = False
         if _holding:
             gc.freeze()
             gc.enable()

@@ -160,36 +160,6 @@ def bench_single():
            f"Gradescope autograder run, one submission: {median['gradescope']:.2f} s = "
            f"{median['gradescope'] / floor:.2f}x, {median['gradescope'] / median['grade']:.2f}x "
            f"grade")
-    methods_at_a_workers_start()
-
-
-def methods_at_a_workers_start():
-    """How many of dataclasses' methods a worker's start finds compiled in `make setup`'s file
-    (grader/sandbox/runtime/quickimport.py): every one where the file is current, and ~60 ms of
-    each cold start where it is not."""
-    ran, compiled = worker_start_methods(PY)
-    figure("worker_methods_kept", (ran - compiled) / max(ran, 1),
-           f"a worker's start: {ran - compiled} of the {ran} different methods dataclasses writes "
-           f"there read compiled from `make setup`'s file, {compiled} compiled afresh")
-
-
-def worker_start_methods(python, env=None):
-    """(different methods dataclasses writes in a worker's prepare, how many of them `make
-    setup`'s file lacks), from `python` in a process of its own (tests/test_bytecode.py too)."""
-    runtime = os.path.join(ROOT, "grader", "sandbox", "runtime")
-    done = subprocess.run(
-        [python, "-I", "-c", "import json, sys\n"
-         f"sys.path.insert(0, {runtime!r})\n"
-         "import quickimport, worker\n"
-         "kept, ends, end = quickimport.load(), [], quickimport.end\n"
-         "quickimport.end = lambda: ends.append(end()) or ends[-1]\n"
-         "worker.prepare()\n"
-         "print(json.dumps([len(ends[0]), sum(text not in kept for text in ends[0])]))\n"],
-        capture_output=True, text=True, timeout=120, env=env)
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr[-2000:])
-    ran, compiled = json.loads(done.stdout.splitlines()[-1])
-    return ran, compiled
 
 
 # -- student: watch and the notebook -------------------------------------------------------------
@@ -232,10 +202,6 @@ def student_notebook(folder):
     from grader.authoring import notebook_build, release
 
     bundle = release.build_release(os.path.join(folder, "bundle"))
-    # What the bundle's `make notebook` sets up before JupyterLab starts: the kit's bytecode (and
-    # the kernel config that starts the judge with the kernel: `make setup` put it in this venv).
-    subprocess.run([PY, "-m", "grader.tools.bytecode"], cwd=bundle, check=True,
-                   stdout=subprocess.DEVNULL)
     with open(os.path.join(bundle, "attention.ipynb"), encoding="utf-8") as handle:
         released = json.load(handle)
     with open(release.SOLUTION, encoding="utf-8") as handle:
@@ -366,7 +332,7 @@ SPEED_LINE = re.compile(
 
 PROCESSES = re.compile(r"graded \d+ in [\d.]+ s \([\d.]+/min, (\d+) processes\)")
 FINGERPRINTER = re.compile(r"near-copies: the fingerprinter used ([\d.]+) s of CPU")
-ZYGOTES = re.compile(r"zygotes: ([^;\n]+)")  # "2 shared (rehearsed)": rehearsal.py
+ZYGOTES = re.compile(r"zygotes: ([^;\n]+)")  # "2 shared"
 
 
 def machine_seconds():
@@ -726,8 +692,8 @@ def cpu_split(stats, outputs, near, reference):
 def machine_split(stats):
     """The whole machine while the class was graded (the batch before nbgrader's run): how busy
     its cores were, and what of it the judges' and workers' own figures and the near-copies'
-    fingerprinter account for.  The rest is the fork server (its start: torch, meta's kernels,
-    the collapse into huge pages; its forks), the parent, the kernel's threads: what a change to
+    fingerprinter account for.  The rest is the fork server (its start: torch, meta's kernels;
+    its forks), the parent, the kernel's threads: what a change to
     the batch's processes, not to a grading, moves."""
     if stats["machine"] is None:
         return

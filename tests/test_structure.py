@@ -15,7 +15,7 @@ GRADER = paths.GRADER
 LAYERS = ["runtime", "base", "sandbox", "render", "judge", "options", "tools", "batch", "authoring",
           "instructor", "cli"]
 BASE = {"grader", "grader.paths", "grader.rubric", "grader.statefile", "grader.fastexit",
-        "grader.inert", "grader.safefs", "grader.scratch", "grader.threads", "grader.words",
+        "grader.inert", "grader.safefs", "grader.threads", "grader.words",
         "grader.collector"}
 SHIMS = {"grader.notebook", "grader.classroom"}  # old names students' files use: tools level
 # Only these may import the secret part (the reference, the wrong variants).

@@ -9,7 +9,7 @@
 - no reader table, handle table or runtime module but `wire` is left where the student's file can
   reach it by a module attribute or an import, and patching that `wire` changes no reply (the
   worker speaks through an instance of its own), in a real worker, cold, forked, and forked from
-  a class's zygote (which served rehearsal.py's requests first);
+  a class's zygote;
 - preparing a worker stays fast.
 """
 import glob
@@ -151,7 +151,7 @@ def _importable(name):
     except ImportError:
         return False
 
-RUNTIME = ("wire", "syscalls", "contract", "placement", "copytask", "facts", "rehearsal", "worker")
+RUNTIME = ("wire", "syscalls", "contract", "placement", "copytask", "facts", "worker")
 FOUND = {
     "tables": sorted(_tables(sys.modules["__main__"])),
     "in_sys_modules": sorted(n for n in RUNTIME if n in sys.modules),
@@ -202,7 +202,6 @@ def _found(tmp_path, start):
     try:
         if server is not None:
             server.wait_ready()
-            assert server.rehearsed == (start == "class")
         sub, student = grading.start(str(folder), "process", None,
                                      forked(server) if server is not None else None)
         try:

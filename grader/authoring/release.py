@@ -13,10 +13,8 @@ RELEASE = os.path.join(ROOT, "release")
 RELEASE_TEMPLATES = os.path.join(paths.GRADER, "authoring", "release_templates")
 # The student bundle takes all of grader/ but these folders and files: the reference and its
 # variants, the hidden checks, the batch, the instructor's tools and the authoring package stay
-# behind, and so does the rehearsal a class's fork server serves (a block one mask and one scale
-# away from the exercise's answer; only the batch's fork server runs it).
-NOT_RELEASED = ("judge/secret", "judge/checks/hidden", "batch", "instructor", "authoring",
-                "sandbox/runtime/rehearsal.py")
+# behind.
+NOT_RELEASED = ("judge/secret", "judge/checks/hidden", "batch", "instructor", "authoring")
 
 
 def _copy_tree(src, dst):

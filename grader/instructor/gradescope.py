@@ -58,9 +58,6 @@ fi
 /autograder/venv/bin/pip install --quiet --disable-pip-version-check \
   --extra-index-url https://download.pytorch.org/whl/cpu -r /autograder/source/requirements.txt
 /autograder/venv/bin/python -c "import torch, pytest; print('torch', torch.__version__)"
-# The kit's bytecode, once (grader/tools/bytecode.py): each submission's run reads it.
-cd /autograder/source && /autograder/venv/bin/python -m grader.tools.bytecode \
-  || echo "bytecode not written: each run compiles the kit (slower, the same grades)"
 """
 
 RUN_AUTOGRADER = r"""#!/usr/bin/env bash
@@ -140,9 +137,6 @@ def find_submission(folder):
 def _harden(root):
     """Before any student code runs: reference, checks and variants in memory; solutions/ off the
     disk of this throwaway container; the judge non-dumpable (no /proc/<pid>/mem for a worker)."""
-    from grader import collector
-
-    collector.importing()  # the judge's imports come first here: no worker to wait for
     import pytest  # noqa: F401
     import torch  # noqa: F401
 

@@ -4,7 +4,7 @@ The worker is started before the judge imports torch and pytest, so the two impo
 """
 import platform
 
-from grader import collector, threads
+from grader import threads
 from grader.sandbox import launch as sandbox
 from grader.judge import submission
 from grader.judge.student import Student
@@ -21,7 +21,6 @@ def start(path, isolation="auto", limits=None, workers=None):
     student = Student(lambda: sub.work_dir, limits=limits or sandbox.Limits(), isolation=isolation,
                       workers=workers, source=sub.source)
     student.start()
-    collector.importing()  # the worker is on its way: the judge's imports come next
     return sub, student
 
 

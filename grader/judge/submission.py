@@ -10,10 +10,11 @@ import json
 import os
 import re
 import stat
+import tempfile
 import time
 import zlib
 
-from grader import safefs, scratch
+from grader import safefs
 
 STUDENT_FILE = "attention.py"
 MAX_BYTES = safefs.MAX_SOURCE_BYTES
@@ -75,7 +76,7 @@ class Submission:
         if self._work_dir is None:
             if self._cleaned:
                 raise RuntimeError("the submission is cleaned up: it has no work folder")
-            folder = scratch.mkdtemp("attn-work-")
+            folder = tempfile.mkdtemp(prefix="attn-work-")
             path = os.path.join(folder, STUDENT_FILE)
             with open(path, "w", encoding="utf-8", errors="surrogatepass") as handle:
                 handle.write(self.source)

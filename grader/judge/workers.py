@@ -22,10 +22,10 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 
-from grader import scratch
 from grader.sandbox import launch as sandbox
 from grader.judge.submission import STUDENT_FILE
 
@@ -36,7 +36,7 @@ class Spare(sandbox.WorkerProcess):
     """A worker started before its student's file exists: torch imported, waiting for go."""
 
     def __init__(self, limits, isolation):
-        self.work_dir = scratch.mkdtemp("attn-spare-")
+        self.work_dir = tempfile.mkdtemp(prefix="attn-spare-")
         self.started_at = time.monotonic()
         os.chmod(self.work_dir, 0o777)  # the sandboxed worker runs as another uid
         try:

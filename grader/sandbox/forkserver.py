@@ -16,12 +16,13 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 
 from grader.sandbox import launch as sandbox
 from grader.sandbox.runtime import facts
 from grader.sandbox.launch import WorkerFailure
-from grader import safefs, scratch
+from grader import safefs
 from grader.sandbox import uidpool
 
 READY_SECONDS = 120.0
@@ -87,20 +88,11 @@ class ForkedWorker:
         return sandbox.describe_exit(self.proc.poll(), lang)
 
 
-# glibc (2.35 and later) asks the kernel for huge pages for the zygote's heap as torch fills it
-# (madvise, which is what a Linux of transparent huge pages set to "madvise" waits for; "always"
-# needs nothing, "never" and an older glibc ignore it).  A fork then copies a page-table entry
-# per 2 MiB of that heap instead of one per 4 KiB, and a child's exit tears down as few: measured
-# here, 96 of the zygote's 181 MiB of heap in huge pages, and per fork 7.1 -> 3.6 ms of the
-# child's CPU and 4.9 -> 2.3 ms of the zygote's (3 alternating runs, a child that exits at once).
-ZYGOTE_ENV = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
-
-
 def start_zygote(mode, judges=1):
     """A zygote serving `judges` judges: (its process, a control socket per judge, the runtime
     folder and the spool it was started with)."""
     runtime_dir = sandbox.make_runtime_dir()
-    spool = scratch.mkdtemp("attn-spool-") if mode == "namespaces" else None
+    spool = tempfile.mkdtemp(prefix="attn-spool-") if mode == "namespaces" else None
     if spool:
         os.chmod(spool, 0o755)
     pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(judges)]
@@ -114,7 +106,7 @@ def start_zygote(mode, judges=1):
     proc = subprocess.Popen(
         prefix + [python, "-I", "-u", zygote_py, ",".join(map(str, ends)), mode],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        pass_fds=ends, env=dict(sandbox.minimal_env("/tmp"), **ZYGOTE_ENV),
+        pass_fds=ends, env=sandbox.minimal_env("/tmp"),
         start_new_session=True, close_fds=True)
     for _, zygote_end in pairs:
         zygote_end.close()
@@ -152,7 +144,6 @@ class ForkServer:
         self.replies = {}          # spawn id -> the zygote's answer to spawn
         self.answered = threading.Condition(self.lock)
         self.peak_child_kb, self.child_cpu_seconds, self.children_exited = 0, 0.0, 0
-        self.rehearsed = False  # its zygote served rehearsal.py's requests before any fork
         self.proc, self.control, self.log, self.tag, self.shared = None, None, None, "", False
         if attach is None:
             self._start()
@@ -192,7 +183,6 @@ class ForkServer:
                 if "ready" in message:
                     self.ready_error = None if message["ready"] is True else \
                         str(message.get("error") or "the fork server is not ready")
-                    self.rehearsed = message.get("rehearsed") is True  # (rehearsal.py)
                     ready.set()
                 elif "exited" in message:
                     worker = self.workers.pop(message["exited"], None)

@@ -9,7 +9,6 @@ On a machine with an NVIDIA GPU the worker also gets its device nodes, and its m
 the memory it writes (RLIMIT_DATA) instead of its address space, which CUDA reserves by the
 hundred GiB: the device checks then run on CUDA too (check_device.py).
 """
-import importlib.util
 import os
 import select
 import shutil
@@ -87,22 +86,11 @@ def choose_isolation(requested="auto"):
 
 def make_runtime_dir():
     """A private copy of the runtime folder (everything that runs inside the sandbox, copied
-    whole), so the worker never sees grader/.  Each module's bytecode goes along where the kit
-    has it (grader/tools/bytecode.py writes it), with the source's modification time, which is what
-    Python checks it against: the worker may not write to this folder, so without it a cold
-    worker compiles every module again (~10 ms of CPU at each start).  Bytecode that is stale
-    for its source is checked, refused and compiled over by Python itself, as if absent."""
+    whole), so the worker never sees grader/."""
     runtime = tempfile.mkdtemp(prefix="attn-runtime-")
-    cache = os.path.join(runtime, "__pycache__")
-    os.mkdir(cache)
     for name in sorted(os.listdir(paths.RUNTIME)):
         if name.endswith(".py"):
-            source = os.path.join(paths.RUNTIME, name)
-            shutil.copy2(source, os.path.join(runtime, name))
-            compiled = importlib.util.cache_from_source(source)
-            if os.path.isfile(compiled):
-                shutil.copy(compiled, os.path.join(cache, os.path.basename(compiled)))
-    os.chmod(cache, 0o755)
+            shutil.copy(os.path.join(paths.RUNTIME, name), os.path.join(runtime, name))
     os.chmod(runtime, 0o755)
     return runtime
 
@@ -200,8 +188,7 @@ def bubblewrap_argv(work_dir, runtime_dir, spool=None, uid=UNPRIVILEGED,
     argv += _system_and_python_binds()
     argv += ["--ro-bind", runtime_dir, SANDBOX_RUNTIME, "--setenv", "HOME", "/tmp"]
     if spool is not None:
-        return argv + _huge_page_settings() + ["--bind", spool, "/spool", "--dir", SANDBOX_WORK,
-                                               "--chdir", "/"]
+        return argv + ["--bind", spool, "/spool", "--dir", SANDBOX_WORK, "--chdir", "/"]
     argv += ["--ro-bind", work_dir, SANDBOX_WORK, "--chdir", SANDBOX_WORK]
     if as_root:
         argv += [shutil.which("setpriv"), f"--reuid={uid}", f"--regid={uid}",
@@ -209,16 +196,6 @@ def bubblewrap_argv(work_dir, runtime_dir, spool=None, uid=UNPRIVILEGED,
     else:
         argv += ["--uid", str(UNPRIVILEGED), "--gid", str(UNPRIVILEGED)]
     return argv
-
-
-THP_SETTINGS = "/sys/kernel/mm/transparent_hugepage"
-
-
-def _huge_page_settings():
-    """The kernel's transparent huge page settings, read-only, for the fork server: glibc reads
-    them to follow forkserver.ZYGOTE_ENV's tunable, and without them (no /sys in the sandbox)
-    quietly gives the zygote's heap no huge page at all."""
-    return ["--ro-bind", THP_SETTINGS, THP_SETTINGS] if os.path.isdir(THP_SETTINGS) else []
 
 
 def _namespace_unsharer():

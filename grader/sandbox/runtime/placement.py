@@ -81,11 +81,11 @@ def devices():
 
 def warm_meta():
     """torch loads its meta kernels (torch._meta_registrations, torch._refs, sympy) on the first
-    operations on `meta`, about as long as `import torch` itself: every worker does it before the
-    student's code (worker.prepare), never inside a student's call."""
+    operations on `meta`, and torch._dynamo on the first of its reference kernels (a masked_fill,
+    a where): every worker does it before the student's code (worker.prepare), never inside a
+    student's call, whose /tmp and time it would spend."""
     x = torch.ones(2, 2, device="meta")
     x @ x  # the meta kernels are imported now
-    _no_dynamo_import()
     torch.softmax((x @ x / 2).masked_fill(torch.ones(2, 2, dtype=torch.bool, device="meta"), 0), -1)
 
 
@@ -131,29 +131,6 @@ def warm_operations():
             except Exception:
                 refused.append(index)
     return refused
-
-
-def _no_dynamo_import():
-    """torch wraps its Python reference kernels (what `meta` runs for a masked_fill, a where) in
-    `torch._disable_dynamo`, whose wrapper imports torch._dynamo on its first call (about 1 s and
-    40 MiB: twice the rest of the warm-up) only to keep torch.compile from tracing into them.
-    Nothing here compiles them: each wrapper is handed, in the attribute it caches, its own
-    function as the "disabled" one, so it calls it as it is.  Where a torch release wraps them
-    otherwise, nothing is found and torch imports torch._dynamo as before."""
-    import gc
-
-    try:
-        code = torch._compile._disable_dynamo(lambda: None).__code__
-        slot = code.co_freevars.index("fn")
-    except (AttributeError, ValueError):
-        return
-    # The wrappers are the functions whose code is `code`: the objects referring to it, found by
-    # the collector in C (17 ms here, where a loop over all 200,000 objects took 42 ms).
-    for obj in gc.get_referrers(code):
-        if type(obj) is type(_no_dynamo_import) and obj.__code__ is code and obj.__closure__:
-            fn = obj.__closure__[slot].cell_contents
-            if getattr(fn, "__dynamo_disable", None) is None:
-                fn.__dynamo_disable = fn
 
 
 def _dtype(name):

@@ -67,37 +67,9 @@ def _torch():
     return torch
 
 
-def _json_dumps():
-    """json.dumps(tree, ensure_ascii=True, allow_nan=True) made by CPython's C encoder, bound at
-    import: nothing in `json` (a module any code can import and patch) is looked up per frame.
-    json.dumps itself where the C encoder is missing or answers otherwise."""
-    def plain(tree):
-        return json.dumps(tree, ensure_ascii=True, allow_nan=True)
-
-    def unencodable(value):
-        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-    try:
-        from _json import encode_basestring_ascii, make_encoder
-
-        encoder = make_encoder(None, unencodable, encode_basestring_ascii, None, ": ", ", ",
-                               False, False, True)
-    except (ImportError, TypeError):
-        return plain
-    join = "".join
-
-    def dumps(tree):
-        return join(encoder(tree, 0))
-
-    sample = {"a": [1, -2.5, 1e300, float("nan"), float("-inf"), None, True, "\u00e9\x01\"q\""],
-              "b": {"c": -0.0, "$$d": []}}
-    try:
-        return dumps if dumps(sample) == plain(sample) else plain
-    except Exception:  # an encoder of another signature
-        return plain
-
-
-_DUMPS = _json_dumps()
+# json.dumps(tree, ensure_ascii=True, allow_nan=True), its encoder made at import: `json.dumps`,
+# a name any code can rebind, is not looked up per frame.
+_DUMPS = json.JSONEncoder(ensure_ascii=True, allow_nan=True).encode
 _TENSORS = []  # [how a tensor becomes bytes], made once (arm)
 
 

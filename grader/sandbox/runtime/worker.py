@@ -32,8 +32,7 @@ __builtins__ = dict(vars(builtins))
 RUNTIME = os.path.dirname(os.path.abspath(__file__))
 # Out of sys.modules before the student's import: `wire` stays (what a student's code finds
 # there is not the instance the worker speaks through: private_wire).
-RUNTIME_MODULES = ("syscalls", "contract", "placement", "copytask", "facts", "rehearsal",
-                   "quickimport", "worker")
+RUNTIME_MODULES = ("syscalls", "contract", "placement", "copytask", "facts", "worker")
 sys.path.insert(0, RUNTIME)
 
 import facts  # noqa: E402
@@ -42,7 +41,6 @@ import wire  # noqa: E402
 
 # What prepare() made, handed once to serve() (which empties it before the student's import).
 _PREPARED = {}
-rehearsed = False  # prepare() served rehearsal.py's requests (a class's fork server)
 
 
 def endpoints(fd, speaking=wire, read_into=os.readv, write=os.write):
@@ -182,7 +180,7 @@ def block_operations(module, torch, kit):
             "contract": op_contract}
 
 
-def prepare(forks=False, rehearse=False):
+def prepare(forks=False):
     """What every worker does before it sees a student: torch on one thread, seeded, its fused
     attention disabled (contract.py), so a route through it breaks instead of passing, and meta's
     kernels loaded (placement.warm_meta): loaded later, they would need what the student's code
@@ -192,8 +190,7 @@ def prepare(forks=False, rehearse=False):
     before the student's import.  The fork server (zygote.py) runs this once, with `forks`, and
     forks: it also runs each operation of a block on meta once (placement.warm_operations, ~10
     ms), which every fork would otherwise pay for again; a cold worker, which runs this itself
-    on the way to its hello, leaves that to the checks that need it.  With `rehearse` (the fork
-    server of a class) it then serves rehearsal.py's requests once (rehearse_serving).
+    on the way to its hello, leaves that to the checks that need it.
 
     Python's cyclic collector is off meanwhile (it took a fifth of the CPU of these imports), and
     what is alive at the end is frozen (as in the judge: grader/collector.py): a collection in
@@ -204,33 +201,6 @@ def prepare(forks=False, rehearse=False):
     """
     collecting = gc.isenabled()
     gc.disable()
-    try:
-        torch, contract, copytask, placement = import_torch()
-        if forks:
-            placement.warm_operations()
-        readers = dict(contract.ACTIONS)
-        readers.update(placement.BLOCK_ACTIONS)
-        _PREPARED.update(readers=readers, devices=placement.devices, call_on=placement.call_on,
-                         train=copytask.train, wire=private_wire())
-        if rehearse:
-            global rehearsed
-            rehearsed = rehearse_serving(torch, _PREPARED)
-        del sys.modules["contract"]
-        gc.freeze()
-    finally:
-        if collecting:
-            gc.enable()
-    return torch
-
-
-def import_torch():
-    """torch on one thread, seeded, its fused attention disabled, and meta's kernels loaded
-    (placement.warm_meta, before prepare's freeze: it finds torch's wrappers through the
-    collector); (torch, contract, copytask, placement).  quickimport.py is on meanwhile, and
-    dataclasses and inspect are put back before this returns, whatever happened."""
-    import quickimport
-
-    quickimport.begin()
     try:
         import torch
 
@@ -243,44 +213,18 @@ def import_torch():
         import placement
 
         placement.warm_meta()
+        if forks:
+            placement.warm_operations()
+        readers = dict(contract.ACTIONS)
+        readers.update(placement.BLOCK_ACTIONS)
+        _PREPARED.update(readers=readers, devices=placement.devices, call_on=placement.call_on,
+                         train=copytask.train, wire=private_wire())
+        del sys.modules["contract"]
+        gc.freeze()
     finally:
-        quickimport.end()
-    return torch, contract, copytask, placement
-
-
-def rehearse_serving(torch, kit, send=None):
-    """Serve rehearsal.py's requests once, on its block and functions, as a worker serves a
-    student's (rehearsal.py: what a fork then finds done); each reply is encoded and dropped (or
-    handed to `send`).  The CPU's generator is put back as it was.  False where rehearsal.py is
-    not there (the student bundle leaves it out: only a batch's fork server rehearses) or a
-    request of it could not be made: only the speed-up is lost (the batch's log says "shared",
-    not "shared (rehearsed)"; tests/test_rehearsal.py fails)."""
-    try:
-        import rehearsal
-    except ImportError:
-        return False
-
-    speaking, generator = kit["wire"], torch.default_generator.get_state()
-    try:
-        frames = memoryview(b"".join(speaking.encode(r) for r in rehearsal.requests()))
-
-        def fill(view):  # the frames, as the channel would hand them over
-            nonlocal frames
-            count = min(len(view), len(frames))
-            view[:count], frames = frames[:count], frames[count:]
-            return count
-
-        read_frame = speaking.FrameReader().read_frame
-        answer = answering(operations(rehearsal, torch, kit), send or speaking.encode,
-                           speaking.ProtocolError, rehearsal.__file__)
-        while True:
-            answer(speaking.decode(*read_frame(fill)))
-    except EOFError:  # every frame read
-        return True
-    except Exception:  # a request the kit made wrong: the rehearsal is only a warm-up
-        return False
-    finally:
-        torch.default_generator.set_state(generator)
+        if collecting:
+            gc.enable()
+    return torch
 
 
 def private_wire():

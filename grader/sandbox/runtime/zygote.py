@@ -8,7 +8,7 @@ import, and nothing one student's code did can be seen by the next (the child's 
 Usage: python -I -u zygote.py CONTROL_FD[,CONTROL_FD...] MODE  (one control socket per judge)
 
 MODE "namespaces" (bubblewrap as root; this process is root inside the sandbox, with no network):
-each child is born (one clone: fork_into_namespaces) in a mount, a PID, an IPC and a network
+each child (fork_into_namespaces) lives in a mount, a PID (as its PID 1), an IPC and a network
 namespace of its own, sees only its own submission, read-only, at /submission (the spool of all
 submissions is hidden under an empty tmpfs), gets a fresh /tmp of a bounded size and a fresh
 /proc, drops every capability and becomes the uid the judge claimed for it (uidpool.py) before it
@@ -31,10 +31,8 @@ When a judge closes its channel, every child of that judge is killed; when every
 zygote exits.
 """
 import ctypes
-import errno
 import json
 import os
-import platform
 import resource
 import select
 import signal
@@ -45,7 +43,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import facts  # noqa: E402
-import hugepages  # noqa: E402
 import syscalls  # noqa: E402
 import worker  # noqa: E402
 from facts import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID,  # noqa: E402
@@ -54,13 +51,9 @@ from facts import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID,  # noq
 SPOOL, SUBMISSION = "/spool", "/submission"
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 4096, 16384, 1 << 18, 2
-PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 24, 36, 38
 
 libc = ctypes.CDLL(None, use_errno=True)
-_PYTHON = ctypes.pythonapi
-_KEEPING_GIL = ctypes.PyDLL(None, use_errno=True)  # its calls do not release the GIL
-_KEEPING_GIL.syscall.restype = ctypes.c_long
-SYS_CLONE = {"x86_64": 56, "aarch64": 220}  # flags come first on both; the other arguments are 0
 NAMESPACES = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET
 
 
@@ -107,28 +100,44 @@ def runtime_under_tmp():
 
 
 def fork_into_namespaces():
-    """os.fork, with the child born in a mount, a PID (as its PID 1), an IPC and a network namespace
-    of its own: one clone where fork, unshare and fork took a middle process, whose copy of this
-    process's page tables and its teardown cost ~10 ms of CPU per worker (make bench).
-
-    Python's own bookkeeping around a fork (PyOS_BeforeFork and PyOS_AfterFork_*, what os.fork
-    does) is done here around the raw system call, through a call that keeps the GIL, so the child
-    wakes up holding it.  glibc's fork handlers are not run: sound only in a process of one thread
-    (no lock can be held by another), which probe_namespaces makes sure of before any child."""
-    number = SYS_CLONE.get(platform.machine())
-    if number is None:
-        raise OSError(errno.ENOSYS, f"clone: no system call number known on {platform.machine()}")
-    _PYTHON.PyOS_BeforeFork()
-    pid = _KEEPING_GIL.syscall(ctypes.c_long(number), ctypes.c_ulong(NAMESPACES | signal.SIGCHLD),
-                               None, None, None, None)
-    if pid == 0:
-        _PYTHON.PyOS_AfterFork_Child()
-        return 0
-    err = ctypes.get_errno()
-    _PYTHON.PyOS_AfterFork_Parent()
-    if pid < 0:
-        raise OSError(err, f"clone: {os.strerror(err)}")
-    return pid
+    """os.fork, with the child in a mount, a PID (as its PID 1), an IPC and a network namespace of
+    its own; 0 in the child, else its pid.  A middle process unshares them (a new PID namespace
+    takes only the children forked after it), forks the child and exits: the child is then the
+    zygote's own (PR_SET_CHILD_SUBREAPER, Zygote.__init__), whose wait4 reports its exit.  The
+    child goes on only once the middle process is reaped, so that the parent-death signal it sets
+    (drop_privileges) is tied to the zygote, not to the middle process's exit."""
+    said_read, said_write = os.pipe()
+    go_read, go_write = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        os.close(said_read)
+        code = SANDBOX_FAILED
+        try:
+            _check(libc.unshare(NAMESPACES), "unshare")
+            pid = os.fork()
+            if pid == 0:
+                os.close(said_write)
+                os.close(go_write)
+                while os.read(go_read, 1):  # its end: the middle process is reaped
+                    pass
+                os.close(go_read)
+                return 0
+            os.write(said_write, str(pid).encode())
+            code = 0
+        except BaseException as exc:
+            os.write(said_write, f"{type(exc).__name__}: {exc}".encode(errors="replace"))
+        os._exit(code)
+    for fd in (said_write, go_read):
+        os.close(fd)
+    try:
+        with os.fdopen(said_read, "rb") as reader:
+            said = reader.read(2000).decode(errors="replace")
+        os.waitpid(middle, 0)
+    finally:
+        os.close(go_write)
+    if not said.isdigit():
+        raise OSError(said or "the middle process ended without a word")
+    return int(said)
 
 
 def private_mounts(spool_dir, keep, tmp_bytes=TMP_BYTES):
@@ -210,12 +219,9 @@ def child(request, fds, mode, closing, torch):
 def probe_namespaces(spool=SPOOL):
     """Can a child here be born in its own namespaces, mount its files and drop to uid 65534?
     Tried once at start-up, so that a machine where it cannot (a seccomp profile, missing
-    capabilities, a CPU whose clone call is not known here) makes the judge fall back to cold
+    capabilities) makes the judge fall back to cold
     workers, instead of every submission's worker failing to start and being graded as a crash.
     Returns None, or why not."""
-    threads = len(os.listdir("/proc/self/task"))
-    if threads != 1:  # fork_into_namespaces skips glibc's fork handlers: one thread only
-        return f"the fork server runs {threads} threads, where a child may only be cloned from one"
     probe = os.path.join(spool, ".probe")
     os.makedirs(probe, exist_ok=True)
     read_end, write_end = os.pipe()
@@ -253,12 +259,9 @@ class Zygote:
     def __init__(self, control_fds, mode):
         self.controls = [socket.socket(fileno=fd) for fd in control_fds]
         self.mode = mode
+        # the children of fork_into_namespaces' middle processes are reparented here
+        _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "subreaper")
         self.children = {}  # pid -> (its judge's control, spawn id)
-        self.spawned = 0
-        self.collapser = hugepages.Collapser()  # its memory into huge pages, while it waits
-        # A zygote shared by several judges serves a batch's class: it collapses at once, before
-        # it is ready (run); one judge's own waits for AFTER_WORKERS workers (hugepages.py).
-        self.collapse_after = 0 if len(self.controls) > 1 else hugepages.AFTER_WORKERS
         self.deadlines = {}  # pid -> when it is killed (its judge has let it go)
         self.wake_read, self.wake_write = os.pipe()
         os.set_blocking(self.wake_write, False)
@@ -291,7 +294,6 @@ class Zygote:
                   self.torch)
         for fd in fds:
             os.close(fd)
-        self.spawned += 1
         self.children[pid] = (control, request.get("id"))
         self.send(control, {"spawned": request.get("id"), "pid": pid})
 
@@ -341,27 +343,17 @@ class Zygote:
     def run(self):
         # meta's kernels too: each fork has them; and all of it frozen for the collector, so that
         # a collection in a child never copies the pages it shares with this process.
-        # A class's zygote also serves once before its first fork (rehearsal.py).
-        self.torch = worker.prepare(forks=True, rehearse=self.collapse_after == 0)
+        self.torch = worker.prepare(forks=True)
         why_not = probe_namespaces() if self.mode == "namespaces" else None
-        if self.collapse_after == 0:  # before any child shares a page with it (hugepages.py)
-            while self.collapser.pending():
-                self.collapser.step()
         for control in self.controls:
-            self.send(control, {"ready": why_not is None, "mode": self.mode, "error": why_not,
-                                "rehearsed": worker.rehearsed})
+            self.send(control, {"ready": why_not is None, "mode": self.mode, "error": why_not})
         if why_not is not None:
             return
         while self.controls:
             timeout = (max(min(self.deadlines.values()) - time.monotonic(), 0)
                        if self.deadlines else None)
-            collapsing = self.spawned >= self.collapse_after and self.collapser.pending()
-            readable, _, _ = select.select(self.controls + [self.wake_read], [], [],
-                                           0 if collapsing else timeout)
+            readable, _, _ = select.select(self.controls + [self.wake_read], [], [], timeout)
             self.kill_overdue()
-            if collapsing and not readable:  # nobody waits: one range, then look again
-                self.collapser.step()
-                continue
             if self.wake_read in readable:
                 os.read(self.wake_read, 4096)
                 self.reap()
