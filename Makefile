@@ -10,7 +10,7 @@ LANG_ARG ?= zh
 
 .PHONY: setup sandbox browser check watch hint submit grade batch gradescope demo release stubs test bench clean
 
-setup: $(VENV)/.installed $(VENV)/etc/ipython/ipython_kernel_config.py
+setup: $(VENV)/.installed
 
 # The instructor's venv: the student's requirements, Jupyter, nbgrader and the test tools.
 REQUIREMENTS := requirements.txt requirements-notebook.txt requirements-instructor.txt requirements-dev.txt
@@ -19,12 +19,6 @@ $(VENV)/.installed: $(REQUIREMENTS)
 	@$(PYTHON) -m venv $(VENV) >&2
 	@$(VENV)/bin/pip install --quiet --disable-pip-version-check $(addprefix -r ,$(REQUIREMENTS)) >&2
 	@touch $@
-
-# IPython reads the venv's etc/ipython/ as each of its kernels starts: a kernel beside the kit
-# (the exercise's notebook) starts the kit's judge there, not at the notebook's first cell.
-$(VENV)/etc/ipython/ipython_kernel_config.py: grader/tools/ipython_kernel_config.py $(VENV)/.installed
-	@mkdir -p $(@D)
-	@cp $< $@
 
 # bubblewrap gives the grader a real sandbox; without it the grader falls back to a plain
 # subprocess with resource limits and says so.  Installed only where we are root with apt.
