@@ -39,13 +39,8 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
     from grader import rubric as rubric_module
     from grader.render import report
     from grader.judge import runner
-    from grader.sandbox.runtime import copytask
 
-    # The CPU's generator, which is all the judge draws from (its inputs come from generators of
-    # their own): torch.manual_seed would queue one more formatted stack a submission.
-    copytask.seed_cpu(SEED)
-    student.seed = sub.seed  # the checks' `seed` fixture: fresh inputs, recorded below
-    threads.one_thread_here()  # tiny tensors: a pool per op only fights the other processes
+    prepare(sub, student)
     rubric = rubric_module.load()
     try:
         checks = in_scope(rubric, rubric.select(visibilities), exercises)
@@ -74,6 +69,18 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
     if getattr(sub, "package", None) is not None:  # a `make submit` zip: its manifest, verified
         metadata["package"] = sub.package
     return report.build(rubric, checks, parts, metadata)
+
+
+def prepare(sub, student):
+    """What the judge sets before the checks of one submission run (every door, and plain
+    pytest on the checks: checks/conftest.py)."""
+    from grader.sandbox.runtime import copytask
+
+    # The CPU's generator, which is all the judge draws from (its inputs come from generators of
+    # their own): torch.manual_seed would queue one more formatted stack a submission.
+    copytask.seed_cpu(SEED)
+    student.seed = sub.seed  # the checks' `seed` fixture: fresh inputs, recorded in the report
+    threads.one_thread_here()  # tiny tensors: a pool per op only fights the other processes
 
 
 def in_scope(rubric, checks, exercises=None):
