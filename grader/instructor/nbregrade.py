@@ -5,30 +5,29 @@ Why a regrade.  In nbgrader the student's code and the tests share one kernel: a
 replace the test helpers, monkeypatch torch, blank later cells with an input transformer, or kill
 the kernel (`os._exit`), and nbgrader believes what the kernel printed.  So after `nbgrader
 autograde` (grader/instructor/nbgrade.py runs it), every submitted notebook is graded again by the kit
-(grader.grading on the .ipynb, the worker sandboxed, the judge in its own process), and where the
-two disagree on a check the kit's score is written to the gradebook through nbgrader's API
+(the kit's cells left out, as a class through the batch: workers sandboxed, judges in processes
+of their own), and where the two disagree on a check the kit's score is written to the gradebook through nbgrader's API
 (`Grade.manual_score`; `auto_score` keeps what the kernel claimed).  `regrade.md` / `regrade.json`
 in the course folder list the notebooks that disagreed and why.  The autograded notebooks are then
 rewritten to show the grade that counts (grader/instructor/nbfeedback.py).
 """
-import concurrent.futures
 import json
 import os
-import queue
 import re
-import shutil
+import subprocess
+import sys
 import tempfile
 
+from grader import paths
 from grader.authoring.course import ASSIGNMENT, COURSE, COURSE_ID, NOTEBOOK, db_url
+from grader.batch.entries import assign_ids
+from grader.batch.records import read_record
 from grader.instructor.nbfeedback import rebuilt_story, rewrite_autograded
 from grader.render.report import points
-from grader.tools.kernel_judge import KernelJudge
-from grader.tools.notebook import KIT_LINE, judge_env
+from grader.tools.notebook import KIT_LINE
 from grader.authoring.notebook_build import build, cell_grade_id, cell_text, grade_id_of
 
 EPSILON = 1e-6
-# What a regrade may take at most (the grader's own budget is 120 s of calls per submission).
-REGRADE_TIMEOUT = 300
 
 # ------------------------------------------------------------------------------------------------
 # The regrade: every submitted notebook through the kit's grader, outside any kernel
@@ -77,53 +76,43 @@ def clean_submission(raw, source):
     return {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
 
 
-def regrade_one(path, source, judge):
-    """The kit's report data for one submitted notebook, graded by `judge` (a KernelJudge)."""
-    folder = tempfile.mkdtemp(prefix="attn-regrade-")
-    try:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                raw = json.load(handle)
-        except (OSError, ValueError) as exc:
-            return {"error": f"not a readable notebook ({type(exc).__name__})"}
-        cleaned = os.path.join(folder, NOTEBOOK + ".ipynb")
-        with open(cleaned, "w", encoding="utf-8") as handle:
-            json.dump(clean_submission(raw, source), handle, ensure_ascii=False)
-        try:
-            return judge.grade(cleaned, hidden=True, timeout=REGRADE_TIMEOUT)
-        except TimeoutError:  # the judge was stopped; the next notebook gets a new one
-            return {"error": f"the regrade took longer than {REGRADE_TIMEOUT} s"}
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
 def regrade_all(found, source, jobs=2, nice=0):
-    """{student: report data} for the notebooks `found`, graded by `jobs` long-lived judge
-    processes (tools/kernel_judge.py, as a notebook kernel's own: torch imported once per judge,
-    each notebook's worker forked from its warm zygote), each taking the next notebook as it is
-    done.  It used to be one judge process per notebook, with a cold worker: a torch import in
-    each for every notebook.  `nice` lowers the judges' priority (and their workers')."""
-    todo = queue.Queue()
-    for item in found.items():
-        todo.put(item)
+    """{student: report data, or {"error": why}} for the notebooks `found`: each cleaned
+    (clean_submission) into one class folder and graded by the batch (`python -m grader batch`,
+    --jobs `jobs`), as any class is.  `nice` lowers the batch's priority (and its workers')."""
     results = {}
-
-    def serve():
-        judge = KernelJudge(env=judge_env(), nice=nice)
-        try:
-            while True:
-                try:
-                    student, path = todo.get_nowait()
-                except queue.Empty:
-                    return
-                results[student] = regrade_one(path, source, judge)
-        finally:
-            judge.stop()
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for done in [pool.submit(serve) for _ in range(max(1, min(jobs, len(found))))]:
-            done.result()
+    with tempfile.TemporaryDirectory(prefix="attn-regrade-") as folder:
+        notebooks, out = os.path.join(folder, "notebooks"), os.path.join(folder, "graded")
+        os.makedirs(notebooks)
+        names = {}
+        for student, path in found.items():
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    raw = json.load(handle)
+            except (OSError, ValueError) as exc:
+                results[student] = {"error": f"not a readable notebook ({type(exc).__name__})"}
+                continue
+            names[student] = student + ".ipynb"
+            with open(os.path.join(notebooks, names[student]), "w", encoding="utf-8") as handle:
+                json.dump(clean_submission(raw, source), handle, ensure_ascii=False)
+        if names:
+            code = subprocess.run(
+                [sys.executable, "-m", "grader", "batch", notebooks, "--out", out,
+                 "--jobs", str(max(1, jobs))], cwd=paths.KIT_ROOT, stdin=subprocess.DEVNULL,
+                preexec_fn=(lambda: os.nice(nice)) if nice else None).returncode
+            ids = assign_ids(list(names.values()))
+            for student, name in names.items():
+                results[student] = _report_of(read_record(out, ids[name]), code)
     return {student: results[student] for student in found}
+
+
+def _report_of(record, code):
+    """A batch record's report data, or {"error": why} where it holds none."""
+    if record is None:
+        return {"error": f"the batch did not grade it (exit {code})"}
+    if record["status"] != "graded":
+        return {"error": record["error"]}
+    return record["report"]
 
 
 # ------------------------------------------------------------------------------------------------
