@@ -16,8 +16,7 @@ batch    BENCH_N copies of the corpus's fixtures graded by `python -m grader bat
          one `grader grade` process each; the judges' and workers' peak memory; where a
          submission's CPU goes (judge: checks, pages; worker; the copy task's training; the
          class outputs; near-copies), and the CPU per submission of BENCH_REF_N copies of the
-         reference; the near-copies of BENCH_BIG_N different codes, at once and in the
-         fingerprinter's runs
+         reference; the near-copies of BENCH_BIG_N different codes
 jobs     BENCH_JOBS_N submissions graded with --jobs 1 .. cores + 1: the rule behind the default;
          BENCH_SMALL_N (a rerun's few late files) with --jobs 1, 2 and default flags; each
          setting BENCH_JOBS_ROUNDS times (the few files BENCH_SMALL_ROUNDS), interleaved, its
@@ -326,13 +325,10 @@ def make_class(folder, count, fixtures):
 SPEED_LINE = re.compile(
     r"graded (\d+) in ([\d.]+) s.*?peak memory: judge (\d+) MiB, worker (\d+) MiB; "
     r"CPU per submission: judge ([\d.]+) s \(checks ([\d.]+) s, pages ([\d.]+) s\) "
-    r"\+ worker ([\d.]+) s, after a start of ([\d.]+) s per judge"
-    r".*?calls into a worker per submission (\d+) in (\d+) round trips")
+    r"\+ worker ([\d.]+) s, after a start of ([\d.]+) s per judge")
 
 
 PROCESSES = re.compile(r"graded \d+ in [\d.]+ s \([\d.]+/min, (\d+) processes\)")
-FINGERPRINTER = re.compile(r"near-copies: the fingerprinter used ([\d.]+) s of CPU")
-ZYGOTES = re.compile(r"zygotes: ([^;\n]+)")  # "2 shared"
 
 
 def machine_seconds():
@@ -360,16 +356,12 @@ def run_batch(folder, out, *flags):
     if result.returncode != 0 or not found:
         raise RuntimeError(result.stderr[-2000:])
     keys = ("graded", "grading_seconds", "judge_mb", "worker_mb", "judge_cpu", "check_cpu",
-            "page_cpu", "worker_cpu", "startup_cpu", "calls", "round_trips")
+            "page_cpu", "worker_cpu", "startup_cpu")
     stats = dict(zip(keys, map(float, found.groups())))
     # outside the grading: the parent's start before it, the class outputs after it
     stats["rest_seconds"] = seconds - stats["grading_seconds"]
     processes = PROCESSES.search(result.stderr)
     stats["processes"] = int(processes.group(1)) if processes else 1
-    fingerprinter = FINGERPRINTER.search(result.stderr)
-    stats["fingerprinter_cpu"] = float(fingerprinter.group(1)) if fingerprinter else 0.0
-    zygotes = ZYGOTES.search(result.stderr)
-    stats["zygotes"] = zygotes.group(1).strip() if zygotes else "none said"
     stats["machine"] = None if before is None or after is None else \
         tuple(b - a for a, b in zip(before, after))
     return seconds, stats
@@ -541,23 +533,21 @@ def class_outputs_cpu(out, count):
         entries = json.load(handle)["entries"]
     loaded = [records.read_record(out, e["student"]) for e in entries]
     sources = [s for s in (similarity.read_source(out, e["student"]) for e in entries) if s]
-    jobs = engine.default_jobs()
     os.remove(pairs)
     began = cpu_now()
-    gradebook.write_class_outputs(out, loaded, "zh", similarity.THRESHOLD, jobs)
+    gradebook.write_class_outputs(out, loaded, "zh", similarity.THRESHOLD)
     whole = cpu_now() - began
     os.remove(pairs)
     began = cpu_now()
-    similarity.analyse(out, sources, similarity.THRESHOLD, jobs=jobs)
+    similarity.analyse(out, sources, similarity.THRESHOLD)
     return whole / count, (cpu_now() - began) / count
 
 
 def big_class_near_copies():
-    """(CPU of the near-copies of BIG_N different codes, once they are fingerprinted: every pair
-    at once, as after a class's grading; the same pairs in the fingerprinter's runs, as while it
-    is graded), the fingerprints' CPU per code.  Each code is a fixture with a line of code of
-    its own, so no two codes have the same fingerprint: the quadratic part at its largest."""
-    from grader.batch import ahead, similarity
+    """(CPU of the near-copies of BIG_N different codes, fingerprints included, as after a
+    class's grading; the fingerprints' CPU per code).  Each code is a fixture with a line of code
+    of its own, so no two codes have the same fingerprint: the quadratic part at its largest."""
+    from grader.batch import similarity
 
     fixtures = class_fixtures()
     sources = []
@@ -568,16 +558,13 @@ def big_class_near_copies():
                         "hash": similarity.code_hash(text), "source": text})
     boilerplate = similarity.boilerplate_hashes()
     began = cpu_now()
-    prints = {s["hash"]: similarity.fingerprint(s["source"], boilerplate) for s in sources}
+    for s in sources:
+        similarity.fingerprint(s["source"], boilerplate)
     per_print = (cpu_now() - began) / BIG_N
     with tempfile.TemporaryDirectory(prefix="attn-bench-big-") as folder:
         began = cpu_now()
-        similarity.analyse(folder, sources, similarity.THRESHOLD, prints=prints)
-        at_once = cpu_now() - began
-    index, began = similarity.hash_index(prints), cpu_now()
-    for run in ahead._chunks(similarity.pair_keys(prints)):
-        similarity.class_figures(prints, run, index)
-    return at_once, cpu_now() - began, per_print
+        similarity.analyse(folder, sources, similarity.THRESHOLD)
+        return cpu_now() - began, per_print
 
 
 def bench_batch():
@@ -636,13 +623,11 @@ def bench_batch():
     figure("worker_mb", stats["worker_mb"], f"peak memory: worker {stats['worker_mb']:.0f} MiB",
            ("<=", 250))
     cpu_split(stats, outputs, near, reference)
-    at_once, in_runs, per_print = big_class_near_copies()
+    whole, per_print = big_class_near_copies()
     pairs = BIG_N * (BIG_N + 1) // 2
-    figure("cpu_big_class_near_copies", at_once, f"near-copies of a class of {BIG_N} different "
-           f"codes ({pairs} pairs), fingerprinted: {at_once:.1f} s of CPU (the pairs, the rows, "
-           f"the cache), {in_runs:.1f} s for the pairs in the fingerprinter's runs; a "
-           f"fingerprint {per_print * 1000:.1f} ms")
-    FIGURES["cpu_big_class_pairs_in_runs"] = in_runs
+    figure("cpu_big_class_near_copies", whole, f"near-copies of a class of {BIG_N} different "
+           f"codes ({pairs} pairs): {whole:.1f} s of CPU (the fingerprints, the pairs, the rows, "
+           f"the cache); a fingerprint {per_print * 1000:.1f} ms")
 
 
 def reference_class_cpu(folder):
@@ -675,12 +660,10 @@ def cpu_split(stats, outputs, near, reference):
            f"{kit:.3f} s, torch's own {own_name} {own:.3f} s of a worker's training (medians): "
            f"{kit_x:.2f}x (the median of the rounds' ratios)", ("<=", 1.05))
     (pause, pause_x), (busy, busy_x) = call_cpu()
-    figure("cpu_per_call", pause, f"  {stats['calls']:.0f} calls into the worker in "
-           f"{stats['round_trips']:.0f} round trips: one trip costs its worker {pause * 1000:.2f} "
+    figure("cpu_per_call", pause, f"  a round trip costs its worker {pause * 1000:.2f} "
            f"ms of CPU after the judge paused 2 ms (and the judge {pause_x * 1000:.2f} ms), "
            f"{busy * 1000:.2f} ms (judge {busy_x * 1000:.2f} ms) right after the last: a worker "
            f"woken from sleep starts cold")
-    FIGURES.update(calls_per_submission=stats["calls"], round_trips=stats["round_trips"])
     figure("cpu_start", stats["startup_cpu"], f"  once per judge: its start (torch, pytest, the "
            f"checks collected) {stats['startup_cpu']:.2f} s")
     figure("cpu_class_outputs", outputs, f"  the class outputs (gradebook, summary, near-copies) "
@@ -691,8 +674,7 @@ def cpu_split(stats, outputs, near, reference):
 
 def machine_split(stats):
     """The whole machine while the class was graded (the batch before nbgrader's run): how busy
-    its cores were, and what of it the judges' and workers' own figures and the near-copies'
-    fingerprinter account for.  The rest is the fork server (its start: torch, meta's kernels;
+    its cores were, and what of it the judges' and workers' own figures account for.  The rest is the fork server (its start: torch, meta's kernels;
     its forks), the parent, the kernel's threads: what a change to
     the batch's processes, not to a grading, moves."""
     if stats["machine"] is None:
@@ -701,14 +683,13 @@ def machine_split(stats):
     share = busy / max(busy + idle, 1e-9)
     graded = stats["graded"] * (stats["judge_cpu"] + stats["worker_cpu"])
     starts = stats["processes"] * stats["startup_cpu"]
-    prints = stats["fingerprinter_cpu"]
-    rest = max(0.0, busy - graded - starts - prints)
+    rest = max(0.0, busy - graded - starts)
     figure("machine_busy_share", share, f"the machine meanwhile: busy {busy:.1f} of "
            f"{busy + idle:.1f} core-seconds ({100 * share:.0f} %): the gradings (judge + worker, "
            f"{stats['graded']:.0f} submissions) {graded:.1f} s, the judges' starts {starts:.1f} s, "
-           f"the near-copies' fingerprinter {prints:.1f} s, the rest {rest:.1f} s (the fork "
-           f"server's start and forks, the parent, the system); zygotes: {stats['zygotes']}")
-    FIGURES["cpu_machine_rest"], FIGURES["cpu_fingerprinter"] = rest, prints
+           f"the rest {rest:.1f} s (the fork server's start and forks, the parent and its "
+           f"near-copies, the system)")
+    FIGURES["cpu_machine_rest"] = rest
 
 
 # -- jobs: the rule behind --jobs' default -------------------------------------------------------

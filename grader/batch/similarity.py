@@ -148,7 +148,7 @@ def _overlaps(fp, partners, holders, count):
     if not places:
         return dict.fromkeys(partners, 0)
     held = np.zeros((len(places), count), dtype=bool)  # [places, codes]
-    for n, (_, value) in enumerate(places):
+    for n, (_, value) in enumerate(places):  # which codes hold each place's k-gram
         held[n, holders[value]] = True
     start, k = places[0][0], fp.k
     covered = np.zeros((places[-1][0] - start + k, len(partners)), dtype=bool)  # [chars, partners]
