@@ -1,7 +1,7 @@
-"""The attend / split_heads / merge_heads checks' own parts, without a worker: the variants are
-knobs on the reference, the evidence functions name what they see and nothing else, the public
-checks hold no drop-in implementation, the page's heatmaps are the judged weights, and the rubric
-has every key the checks raise and describes the inputs they use."""
+"""The attend / split_heads / merge_heads checks' own parts, without a worker (the variants
+themselves: tests/test_variants.py): the evidence functions name what they see and nothing else,
+the public checks hold no drop-in implementation, the page's heatmaps are the judged weights, and
+the rubric has every key the checks raise and describes the inputs they use."""
 import inspect
 import re
 from pathlib import Path
@@ -30,39 +30,6 @@ def qkv(seed=0, d_v=test_attend.D_V):
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(2, 3, T, 4, generator=g), torch.randn(2, 3, T, 4, generator=g),
             torch.randn(2, 3, T, d_v, generator=g))
-
-
-# -- variants: the reference with one knob turned ---------------------------------------------
-@pytest.mark.parametrize("name", sorted(variants.ATTEND_VARIANTS))
-def test_each_attend_variant_differs_from_the_reference(name):
-    q, k, v = qkv()
-    mask = test_attend.BAND if name == "mask_inverted" else None  # its default is the right one
-    context, weights = variants.attend_variant(name, q, k, v, mask=mask)
-    ref_context, ref_weights = ref.attend(q, k, v, mask=mask, return_weights=True)
-    assert not (support.same(context, ref_context) and support.same(weights, ref_weights))
-
-
-def test_split_and_merge_variants_are_edits_of_the_reference():
-    x = torch.randn(2, 5, 12)
-    assert torch.equal(variants.split(x, 3), ref.split_heads(x, 3))
-    for mode in variants.SPLIT_EDITS:
-        assert not torch.equal(variants.split(x, 3, mode), ref.split_heads(x, 3))
-    heads = ref.split_heads(x, 3)
-    for mode in variants.MERGE_EDITS:
-        assert not torch.equal(variants.merge(heads, mode), x)
-    assert torch.equal(variants.merge(heads), x)
-
-
-def test_an_edit_that_no_longer_matches_the_reference_fails_loudly():
-    with pytest.raises(ValueError, match="not found exactly once"):
-        variants.edited(ref.attend, [("no such text in the reference", "")])
-
-
-def test_no_variant_is_a_second_implementation():
-    for fn in (variants.attention, variants.attend_variant, variants.split, variants.merge):
-        body = inspect.getsource(fn)
-        for piece in ("softmax(", "masked_fill(", "transpose(", "reshape(", "@"):
-            assert piece not in body, (fn.__name__, piece)
 
 
 # -- evidence: a name only where the weights show it ------------------------------------------
@@ -118,86 +85,6 @@ def test_weights_not_computed_from_scores_have_no_factor(fake):
         weights = torch.nn.functional.one_hot(scores.argmax(-1), T).double()
     assert support.weights_factor(weights, q, k, CAUSAL) is None
     assert support.weights_problem(weights, CAUSAL, q, k) == "weights_not_from_scores"
-
-
-# -- the evidence read with numpy answers as torch's operations did ---------------------------
-def torch_softmax_axis(w):
-    """softmax_axis as it was written with torch's operations (and support.allclose)."""
-    finite = ~torch.isnan(w)
-    if w.dim() < 2 or not bool(finite.any()) or not bool((w[finite] >= 0).all()):
-        return None
-    rows = finite.all(dim=-1)
-    if bool(rows.any()) and support.allclose(w.sum(dim=-1)[rows],
-                                             torch.ones_like(w[..., 0])[rows], atol=1e-4):
-        return None
-    for axis in range(w.dim() - 1):
-        lines = finite.all(dim=axis)
-        if w.shape[axis] > 1 and bool(lines.any()):
-            sums = torch.nan_to_num(w).sum(dim=axis)[lines]
-            if support.allclose(sums, torch.ones_like(sums), atol=1e-4):
-                return axis
-    return None
-
-
-def torch_mask_mistake(w, allowed):
-    """support._mask_mistake as it was written with torch's operations."""
-    def pattern(cells):
-        rows = ~torch.isnan(w).any(dim=-1, keepdim=True)
-        return bool(rows.any()) and bool((w > 0).any()) and \
-            bool((((w > 0) == cells.expand_as(w)) | ~rows).all())
-
-    t = allowed.shape[-1]
-    if allowed.shape[-2] == t and not torch.isnan(w).any():
-        below = torch.ones(t, t, dtype=torch.bool).tril()
-        if bool((allowed == below).all()):
-            if pattern(below.T):
-                return "mask_anti_causal"
-            if pattern(below | torch.ones(t, t, dtype=torch.bool).tril(1)):
-                return "mask_off_by_one"
-    nan_rows = torch.isnan(w).any(dim=-1)
-    if bool((~nan_rows | ~(~allowed).any(dim=-1)).all()) and pattern(~allowed.expand_as(w)):
-        return "mask_inverted"
-    return None
-
-
-def drawn_weights(g, kind, t):
-    """Weights [2, 3, t, t] as a right or wrong attend makes them, in float64."""
-    scores = torch.randn(2, 3, t, t, generator=g, dtype=torch.float64)
-    tril = torch.ones(t, t, dtype=torch.bool).tril()
-    blocked = {"anti": ~tril.T, "off_by_one": ~(tril | torch.ones(t, t, dtype=torch.bool).tril(1)),
-               "inverted": tril, "none": torch.zeros(t, t, dtype=torch.bool)}.get(kind, ~tril)
-    axis = {"heads": 1, "batch": 0, "columns": 2, "near_one": 1}.get(kind, -1)
-    w = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=axis)
-    if kind == "nan_row":
-        w[..., t // 2, :] = float("nan")
-    if kind == "inf":
-        w[..., -1, 0] = float("inf")
-    if kind == "negative":
-        w = w - 0.01
-    if kind == "near_one":  # a softmax over the heads whose lines sum a hair from the tolerance
-        w = w * (1 + float(torch.empty(()).uniform_(0.8e-4, 1.2e-4, generator=g)))
-    return w
-
-
-KINDS = ["right", "heads", "batch", "columns", "anti", "off_by_one", "inverted", "none",
-         "nan_row", "inf", "negative", "near_one"]
-
-
-def test_softmax_axis_and_mask_mistakes_answer_as_torchs_operations():
-    g = torch.Generator().manual_seed(0)
-    axes, masks = set(), set()
-    for kind in KINDS:
-        for t in (1, 2, 5) * 20:
-            w = drawn_weights(g, kind, t)
-            for allowed in (torch.ones(t, t, dtype=torch.bool).tril(),
-                            torch.ones(t, t, dtype=torch.bool)):
-                assert support.softmax_axis(w) == torch_softmax_axis(w), (kind, t)
-                assert support._mask_mistake(w, allowed) == torch_mask_mistake(w, allowed), \
-                    (kind, t)
-                axes.add(support.softmax_axis(w))
-                masks.add(support._mask_mistake(w, allowed))
-    assert axes == {None, 0, 1, 2}  # every answer was met, not only the right weights'
-    assert masks == {None, "mask_anti_causal", "mask_off_by_one", "mask_inverted"}
 
 
 def test_weights_factor_tries_the_softmax_axis_last():

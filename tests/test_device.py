@@ -100,9 +100,9 @@ def test_cuda_decides_where_it_could_judge():
 
 
 class StandInStudent:
-    """A student as the judge sees it through the worker: a new block's calls answered in one
-    round trip (Student.module_calls), its CPU answers to forward_on given in turn, and its
-    answer on the device."""
+    """A student as the judge sees it through the worker: a new block whose contract calls are
+    answered one by one, its CPU answers to forward_on given in turn, and its answer on the
+    device."""
 
     def __init__(self, cpu_answers, on_device):
         self.cpu_answers, self.on_device = list(cpu_answers), on_device
@@ -112,11 +112,11 @@ class StandInStudent:
         return {"items": [{"device": device, "dtype": "float32", "shape": list(t.shape),
                            "value": t if device != "meta" else None} for t in (y, w)]}
 
-    def module_calls(self, made_with, calls):
-        answers = [self.answer(args) for _, args in calls]
-        return object(), answers
+    def module(self, d_model, n_heads, max_len=None):
+        return self
 
-    def answer(self, args):
+    def contract(self, action, **args):
+        args["action"] = action
         if args["action"] == "inject":
             return "fused"
         if args["action"] == "place":

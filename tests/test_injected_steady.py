@@ -1,8 +1,7 @@
-"""check_module.injected_steady: inject, then forward twice, in one round trip, judged as the
-same calls asked one by one (module.param_count and module.mask_buffer rest on it).  A forward
-that hangs, raises or is random leaves nothing observed; an inject that fails is nothing observed
-before a step and the check's own failure after one (scramble, then inject); a forward that hung
-before is asked one by one, so inject still writes the weights."""
+"""check_module.injected_steady: inject, then forward twice (module.param_count and
+module.mask_buffer rest on it).  A forward that hangs, raises or is random leaves nothing
+observed; an inject that fails is nothing observed before a step and the check's own failure
+after one (scramble, then inject); after a forward that hung, inject still writes the weights."""
 import pytest
 import torch
 
@@ -55,16 +54,13 @@ def inputs(seed=3):
     return fresh_weights(seed, 10), torch.randn(2, 5, D, generator=torch.Generator().manual_seed(seed))
 
 
-def test_a_steady_forward_answers_after_the_judges_weights_in_one_round_trip(student):
+def test_a_steady_forward_answers_after_the_judges_weights(student):
     weights, x = inputs()
     module = student.module(D, H, 8)
-    trips = student.round_trips
     y = injected_steady(module, weights, x)
-    assert student.round_trips == trips + 1
     assert torch.allclose(y, x @ weights[3].T, atol=1e-6)  # out_proj holds the judge's W_o
     y, w = injected_steady(module, weights, x, return_weights=True, scramble=4)
     assert torch.allclose(y, x @ weights[3].T, atol=1e-6) and list(w.shape) == [2, 3, 5, 5]
-    assert student.round_trips == trips + 2
 
 
 @pytest.mark.parametrize("how", [6, 5])
@@ -75,14 +71,14 @@ def test_a_forward_that_raises_or_is_random_leaves_nothing_observed(student, how
     assert injected_steady(module, weights, x, scramble=4) is None
 
 
-def test_a_hang_leaves_nothing_observed_and_what_follows_is_asked_one_by_one(student):
+def test_a_hang_leaves_nothing_observed_and_inject_still_writes_after_it(student):
     weights, x = inputs()
     assert injected_steady(student.module(D, H, 7), weights, x) is None
     assert "forward:" in student.poisoned
     module = student.module(D, H, 8)  # a right block, after forward hung once
     trips = student.round_trips
     assert injected_steady(module, weights, x, scramble=4) is None  # forward is not asked again
-    assert student.round_trips == trips + 2  # scramble, then inject, one by one
+    assert student.round_trips == trips + 2  # scramble, then inject
     read = module.contract("read", d_model=D)
     assert torch.equal(read["o"], weights[3])  # the weights were still written
 
@@ -99,20 +95,17 @@ def test_an_inject_that_cannot_write_is_nothing_observed_before_a_step_and_fails
 def test_a_scramble_that_raises_is_the_checks_failure(student, monkeypatch):
     weights, x = inputs()
     module = student.module(D, H, 8)
-    real = module.calls
+    real = module.contract
 
-    def calls(asked):  # the worker's scramble refusing, as a student's parameter could make it
-        if asked[0][1].get("action") == "scramble":
-            raise_at = StudentError({"type": "RuntimeError", "message": "no"})
-            raise_at.call_index, raise_at.answers = 0, []
-            raise raise_at
-        return real(asked)
+    def contract(action, **args):  # the worker's scramble refusing, as a student's parameter could
+        if action == "scramble":
+            raise StudentError({"type": "RuntimeError", "message": "no"})
+        return real(action, **args)
 
-    monkeypatch.setattr(module, "calls", calls)
+    monkeypatch.setattr(module, "contract", contract)
     assert injected_steady(module, weights, x) is not None
     with pytest.raises(StudentError):
         injected_steady(module, weights, x, scramble=4)
-
 
 
 def test_module_causal_judges_its_own_weights_where_inject_cannot_write(student):
@@ -128,7 +121,7 @@ def test_module_causal_judges_its_own_weights_where_inject_cannot_write(student)
     student.poisoned["contract:inject"] = WorkerFailure("timeout", "inject hung before")
     trips = student.round_trips
     block = _holding_judges_weights(student, 3)
-    assert student.round_trips == trips + 1  # the block alone: inject is not asked again
+    assert student.round_trips == trips + 2  # two blocks: inject is not asked again
     assert not torch.equal(block.contract("read", d_model=D)["o"], weights[3])
     x = torch.randn(2, 5, D)
     assert list(block(x).shape) == [2, 5, D]  # and judged with its own weights

@@ -18,7 +18,6 @@ import warnings
 
 import pytest
 
-from grader.judge import speculation
 from grader.judge.checks.support import Verdict, judged_maps
 from grader.judge.student import StudentError, WorkerFailure
 from grader import collector, paths, threads
@@ -144,27 +143,16 @@ class KitPlugin:
         own protocol, tearing its fixtures down after it."""
         self.current = student
         self.records = {}
-        items = [item for item in session.items if only is None or check_of(item) in only]
-        # The Student asks ahead (speculation.py); another proxy handed to the checks may not.
-        speculates = hasattr(student, "ask_ahead")
-        asked = set()  # the visibilities whose checks' first requests were asked ahead
         try:
-            for index, item in enumerate(items):
-                plan = self._plan(item)
-                visibility = visibility_of(item)
-                if speculates and visibility not in asked and student.may_ask_ahead():
-                    asked.add(visibility)
-                    self.ask_ahead(student, [later for later in items[index:]
-                                             if visibility_of(later) == visibility])
+            for item in session.items:
+                if only is not None and check_of(item) not in only:
+                    continue
+                plan = self.plans.get(item, False)
+                if plan is False:
+                    plan = self.plans[item] = direct_plan(item)
                 if plan is None:
                     item.user_properties.clear()  # the node outlives the student: notes do not
                     item.config.hook.pytest_runtest_protocol(item=item, nextitem=None)
-                elif speculates:
-                    student.expect(item.nodeid)
-                    try:
-                        self.run_directly(item, *plan)
-                    finally:
-                        student.planned = None
                 else:
                     self.run_directly(item, *plan)
             return parts_of(self.records)
@@ -172,23 +160,6 @@ class KitPlugin:
             return exc
         finally:
             self.current = None
-
-    def _plan(self, item):
-        plan = self.plans.get(item, False)
-        if plan is False:
-            plan = self.plans[item] = direct_plan(item)
-        return plan
-
-    def ask_ahead(self, student, items):
-        """The first request of each of `items` the kit calls directly, asked of the worker
-        together (speculation.py)."""
-        plans, double = [], speculation.stand_in(student)
-        for item in items:
-            plan = self._plan(item)
-            first = plan and speculation.first_request(item.obj, plan[1], plan[2], double)
-            if first:
-                plans.append((item.nodeid, first))
-        student.ask_ahead(plans, speculation.AHEAD_SECONDS)
 
     def run_directly(self, item, check_id, names, params):
         """The check's function called with the kit's fixtures and its parameters, recorded as

@@ -316,48 +316,24 @@ def serve(channel, student_file, torch):
         answer(request)
 
 
-# Several calls in one request: a round trip costs the two processes ~0.25 ms of CPU, more than
-# most calls themselves (`make bench`, cpu_per_call).
-def calls_of(request, most=wire.MAX_CALLS):
-    """[(reply id, call)]: the request's own call, then each of its `more` (each {op, args}), to
-    be made in order and answered one by one under consecutive ids, stopping at the first that
-    fails.  Each call's arguments are its own tensors (the judge encodes a repeated argument once
-    per call), so a call that changes its input in place changes nothing the next one gets."""
-    if not isinstance(request, dict):
-        return [(None, {})]
-    first_id, more = request.get("id"), request.get("more", [])
-    more = [c if isinstance(c, dict) else {} for c in more[:most - 1]] \
-        if isinstance(more, list) else []
-    step = 1 if type(first_id) is int else 0
-    return [(first_id + i * step, call) for i, call in enumerate([request] + more)]
-
-
-def answering(ops, send, protocol_error, student_file, describe=describe_exception,
-              split=calls_of):
-    """answer(request): each of its calls made through `ops` and answered with `send`, stopping
-    at the first that fails.  Made (like everything serving relies on) before the student's file
-    is imported: it looks nothing up in this module after that."""
+def answering(ops, send, protocol_error, student_file, describe=describe_exception):
+    """answer(request): its call made through `ops` and answered with `send`.  Made (like
+    everything serving relies on) before the student's file is imported: it looks nothing up in
+    this module after that."""
     def answer(request):
-        made = None  # the handle a request's `new` returned: its follow-ups address that block
-        for reply_id, call in split(request):
-            try:
-                op, args = call.get("op"), call.get("args", {})
-                if op not in ops:
-                    raise ValueError(f"unknown op {op!r}")
-                if made is not None and isinstance(args, dict) and "handle" not in args:
-                    args = dict(args, handle=made)
-                reply = {"id": reply_id, "ok": ops[op](**args)}
-            except BaseException as exc:
-                reply = {"id": reply_id, "error": describe(exc, student_file)}
-            try:
-                send(reply)
-            except protocol_error as exc:
-                reply = {"id": reply_id, "error": describe(exc, student_file)}
-                send(reply)
-            if "error" in reply:
-                break  # the calls after a failed one are never made, as if asked one by one
-            if op == "new" and made is None:
-                made = reply["ok"]
+        request = request if isinstance(request, dict) else {}
+        reply_id = request.get("id")
+        try:
+            op, args = request.get("op"), request.get("args", {})
+            if op not in ops:
+                raise ValueError(f"unknown op {op!r}")
+            reply = {"id": reply_id, "ok": ops[op](**args)}
+        except BaseException as exc:
+            reply = {"id": reply_id, "error": describe(exc, student_file)}
+        try:
+            send(reply)
+        except protocol_error as exc:
+            send({"id": reply_id, "error": describe(exc, student_file)})
 
     return answer
 

@@ -27,11 +27,11 @@ def fresh_weights(seed, salt, width=D):
 
 
 def run(module, x, return_weights=False, twice=False):
-    """forward(x) in the worker ([first, second] answers of it made twice, in one round trip);
+    """forward(x) in the worker ([first, second]: two answers of it made one after the other);
     an error there becomes `cannot_run` (module.shapes reports it)."""
     try:
         if twice:
-            return module.twice(x, return_weights=return_weights)
+            return [module(x, return_weights=return_weights) for _ in range(2)]
         return module(x, return_weights=return_weights)
     except StudentError as exc:
         if exc.not_implemented or exc.during == "import" or exc.memory_limit:
@@ -61,17 +61,10 @@ def inject(module, weights, width=D):
 
 
 def new_injected(student, weights, heads, max_len, width=D):
-    """A new block holding `weights` (inject), made and written in one round trip."""
-    module, kind = student.module_then([width, heads, max_len], "inject",
-                                       **inject_args(weights, width))
-    layout(module, kind, width)
+    """A new block holding `weights` (inject)."""
+    module = student.module(width, heads, max_len)
+    inject(module, weights, width)
     return module
-
-
-def contract(action, **args):
-    """One call of the block's contract (the worker's contract.py and placement.py), for a
-    request of several calls."""
-    return "contract", dict(args, action=action)
 
 
 def inject_args(weights, width):
@@ -93,9 +86,9 @@ def describe(module, width=D):
 
 
 def new_described(student):
-    """(a new block, describe's reading of it), in one round trip."""
-    module, description = student.module_then([D, H, MAX_LEN], "describe", d_model=D)
-    return module, _reading(description)
+    """(a new block, describe's reading of it)."""
+    module = student.module(D, H, MAX_LEN)
+    return module, describe(module)
 
 
 def _reading(description):
@@ -181,15 +174,11 @@ def observed(call):
 def steady(module, x, return_weights=False):
     """forward(x) [, weights] when it runs and answers the same for the same input twice; None
     when it cannot be observed or is random (dropout, new weights per call: named elsewhere)."""
-    answers = observed(lambda: run(module, x, return_weights, twice=True))
-    return None if answers is None else _steady_answer(answers, x, return_weights)
-
-
-def _steady_answer(answers, x, return_weights):
-    """steady()'s answer from forward(x)'s two `answers`."""
     def checked(out):
         return y_and_weights(out, x) if return_weights else shaped(out, list(x.shape), "y")
-    first = observed(lambda: checked(answers[0]))
+
+    answers = observed(lambda: run(module, x, return_weights, twice=True))
+    first = observed(lambda: checked(answers[0])) if answers is not None else None
     second = observed(lambda: checked(answers[1])) if first is not None else None
     if second is None:
         return None
@@ -198,35 +187,10 @@ def _steady_answer(answers, x, return_weights):
 
 
 def injected_steady(module, weights, x, return_weights=False, scramble=None):
-    """steady(module, x) after inject(module, weights), asked in one round trip: None where
-    nothing can be observed (inject or forward failing, forward random).  With `scramble` (a
-    seed), every parameter is first redrawn (the contract's scramble), and an error of scramble
-    or inject is the check's, as it would be asked alone; without, inject failing is one more
-    thing not observed.  A kind of call that hung before is asked one at a time, as before."""
-    steps = [contract("scramble", seed=scramble)] if scramble is not None else []
-    steps.append(contract("inject", **inject_args(weights, D)))
-    forward = ("forward", {"x": x, "return_weights": return_weights})
-    try:
-        answers = module.calls(steps + [forward, forward])
-    except (StudentError, WorkerFailure) as exc:
-        index = getattr(exc, "call_index", None)
-        if index is None:  # refused before it was sent: a kind of call that hung before
-            return _injected_steady_one_by_one(module, weights, x, return_weights, scramble)
-        if scramble is None:
-            return None  # inject or forward failing: nothing observed
-        if index < len(steps):
-            raise  # scramble's or inject's own error is the check's
-        layout(module, exc.answers[len(steps) - 1], D)  # inject answered: judged first, as asked
-        return None
-    if scramble is None:
-        if observed(lambda: layout(module, answers[0], D)) is None:
-            return None
-    else:
-        layout(module, answers[1], D)
-    return _steady_answer(answers[len(steps):], x, return_weights)
-
-
-def _injected_steady_one_by_one(module, weights, x, return_weights, scramble):
+    """steady(module, x) after inject(module, weights): None where nothing can be observed
+    (inject or forward failing, forward random).  With `scramble` (a seed), every parameter is
+    first redrawn (the contract's scramble), and an error of scramble or inject is the check's;
+    without, inject failing is one more thing not observed."""
     if scramble is None:
         if observed(lambda: inject(module, weights)) is None:
             return None
@@ -251,7 +215,7 @@ def randomness_first(student, module, x):
         raise Verdict("random_dropout")
     q, k, v = (fresh_randn(1, H, T, D // H, seed=0, salt=95 + i) for i in range(3))
     try:
-        steady_call(lambda: student.attend_twice(q, k, v))  # a Verdict when attend is random
+        steady_call(lambda: student.attend(q, k, v))  # a Verdict when attend is random
     except (StudentError, WorkerFailure):
         pass
     raise Verdict("random_new_weights")
@@ -336,19 +300,15 @@ def _mask_survives_a_step(module, seed):
 def test_forward_shapes(student, seed, t):
     x = fresh_randn(B, t, D, seed=seed, salt=60 + t)
     what = f"forward(x[{B},{t},{D}])"
-    try:  # the block made and run, without and with its weights, in one round trip
-        module, (y, out) = student.module_calls([D, H, MAX_LEN], [
-            ("forward", {"x": x}), ("forward", {"x": x, "return_weights": True})])
-    except (StudentError, WorkerFailure) as exc:
-        if getattr(exc, "call_index", None) == 1:  # forward(x) answered: its shape first
-            shaped(exc.answers[1], [B, t, D], what)
-            raise
-        module = getattr(exc, "block", None)  # None: the block itself was not made
-        if isinstance(exc, StudentError) and module is not None and t < MAX_LEN \
-                and not exc.not_implemented and _full_length_works(module, seed):
+    module = student.module(D, H, MAX_LEN)
+    try:
+        y = module(x)
+    except StudentError as exc:
+        if t < MAX_LEN and not exc.not_implemented and _full_length_works(module, seed):
             raise Verdict("mask_not_cropped", message=exc.message) from None
         raise
     shaped(y, [B, t, D], what)
+    out = module(x, return_weights=True)
     if not (isinstance(out, tuple) and len(out) == 2):
         raise Verdict("wrong_type", expected="(y, weights)", got=type(out).__name__)
     shaped(out[0], [B, t, D], "y")
@@ -418,23 +378,18 @@ def test_module_is_causal(student, seed):
 
 
 def _holding_judges_weights(student, seed):
-    """A new block holding the judge's weights where the contract's names reach them (made and
-    written in one round trip).  Causality is judged on weights of a known size, not on the
+    """A new block holding the judge's weights where the contract's names reach them.  Causality is judged on weights of a known size, not on the
     block's own draw: a correct block whose out_proj starts at zero (a zero-initialised residual
     branch) answers 0 for every input, and one whose query projection starts at zero (muP)
     weighs every position alike, and neither reads nothing.  A block the names do not reach (a
     layout module.param_count names), or whose inject raised or hung (now or in an earlier
     check: inject is module.param_count's to judge), is judged with its own weights."""
+    module = student.module(D, H, MAX_LEN)
     try:
-        module, _ = student.module_then([D, H, MAX_LEN], "inject",
-                                        **inject_args(fresh_weights(seed, 85), D))
-    except StudentError as exc:
-        if exc.call_index < 0:  # the block itself was not made
-            raise
-        return exc.block  # inject raised: its own weights, what it could hold
-    except WorkerFailure as failure:
-        if getattr(failure, "call_index", 0) < 0:  # making the block hung or crashed
-            raise
+        module.contract("inject", **inject_args(fresh_weights(seed, 85), D))
+    except StudentError:
+        return module  # inject raised: its own weights, what it could hold
+    except WorkerFailure:
         return student.module(D, H, MAX_LEN)  # a new block, without inject
     return module
 
