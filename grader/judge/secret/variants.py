@@ -1,13 +1,15 @@
 """Known-wrong implementations, computed on the judge side from the same inputs and weights.
 
 When a student's output matches one of these and not the reference, the feedback names the
-mistake (the variant's name is a rubric message key).  Each variant of split_heads, merge_heads and
-attend is the reference (solutions/attention.py) with one knob turned: a knob is a small edit of
-the reference's own source text, so there is no second implementation with "correct" defaults.
-An edit that no longer matches the reference fails at import (tests/test_attend_checks.py names
-it).  The block's variants are the reference block itself with one knob: one of its functions
-replaced in a fresh copy of the reference, its weights' blocks reordered, out_proj dropped, or the
-student's own biases added.
+mistake (the variant's name is a rubric message key).  attend, split_heads and merge_heads are
+each written once more here, as plain code with knobs: a named mistake is a row of
+ATTEND_VARIANTS, SPLIT_VARIANTS or MERGE_VARIANTS, {rubric key: {knob: setting}}, and a knob left
+at its default computes exactly the reference's numbers (tests/test_variants.py holds every
+default to the reference, bit for bit, and every row to a difference from it).  Nothing here
+reads or edits the reference's source, so a rewording of solutions/attention.py breaks no
+variant.  The block's variants are the reference block itself with one knob: one of its
+functions replaced in a fresh copy of the reference, its weights' blocks reordered, out_proj
+dropped, or the student's own biases added.
 """
 import functools
 import itertools
@@ -16,9 +18,114 @@ import math
 import torch
 
 from grader.judge.secret import reference
-from grader.judge.secret.reference import ref
 
-# name -> knobs of `attention`; every name is a key of [messages] in rubric.toml.
+
+# -- attend: the reference's steps, each knob a setting of one of them ---------------------------
+SCORES = {
+    "qk": lambda q, k: q @ k.transpose(-2, -1),
+    "kq": lambda q, k: k @ q.transpose(-2, -1),  # the scores' transpose
+    # kᵀ by reshape (or .view on a contiguous k): k's numbers re-read as [..., d, T], not moved
+    "kt_view": lambda q, k: q @ k.reshape(*k.shape[:-2], k.shape[-1], k.shape[-2]),
+}
+# scale setting -> the scores scaled; "t" is scores.size(-1), the positions; "after_softmax"
+# leaves them as they are and divides the weights instead.
+SCALES = {
+    "sqrt_d": lambda s, q, k, v: s / math.sqrt(q.shape[-1]),
+    "none": lambda s, q, k, v: s,
+    "multiplied": lambda s, q, k, v: s * math.sqrt(q.shape[-1]),
+    "d": lambda s, q, k, v: s / q.shape[-1],
+    "v_width": lambda s, q, k, v: s / math.sqrt(v.shape[-1]),
+    "t": lambda s, q, k, v: s / math.sqrt(k.shape[-2]),
+    "after_softmax": lambda s, q, k, v: s,
+}
+# mask setting -> the mask built when none is given (True = may read), from all-True [Tq, Tk];
+# "inverted" builds the blocked cells (True = blocked) and fills where it is True.
+DEFAULT_MASKS = {"tril": lambda ones: ones.tril(), "none": lambda ones: ones,
+                 "diagonal": lambda ones: ones.tril(-1), "anti_causal": lambda ones: ones.triu(),
+                 "off_by_one": lambda ones: ones.tril(1), "inverted": lambda ones: ones.triu(1)}
+# Every knob of `attention` and its settings, the default (the reference's) first.
+ATTEND_KNOBS = {
+    "scale": list(SCALES),
+    "mask": list(DEFAULT_MASKS) + ["after_softmax", "after_softmax_inf", "fill_zero", "added"],
+    # "implicit": softmax without dim, torch's legacy choice (axis 0 for 1-D and 3-D, else axis
+    # 1: the heads of [B,H,T,T]), with a finite fill, since -inf in every head of a cell is NaN
+    "softmax_dim": [-1, -2, "implicit"],
+    "scores": list(SCORES),
+    "weights": ["softmax", "prescores"],  # prescores: the masked scores returned as the weights
+}
+
+
+def attention(q, k, v, allowed=None, scale="sqrt_d", mask="tril", softmax_dim=-1, scores="qk",
+              weights="softmax"):
+    """The reference's attend(q, k, v, allowed, return_weights=True) with knobs turned; returns
+    (context, weights).  `allowed` is attend's mask argument (True = may read); `mask` is the
+    knob of how a mask is built and applied."""
+    _check_knobs(ATTEND_KNOBS, "attention", scale=scale, mask=mask, softmax_dim=softmax_dim,
+                 scores=scores, weights=weights)
+    raw = SCALES[scale](SCORES[scores](q, k), q, k, v)  # [..., T, T]
+    if allowed is None:
+        ones = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device)
+        allowed = DEFAULT_MASKS.get(mask, DEFAULT_MASKS["tril"])(ones)
+    blocked = allowed if mask == "inverted" else ~allowed
+    dim = softmax_dim
+    if softmax_dim == "implicit":
+        dim = 0 if raw.dim() in (0, 1, 3) else 1
+    if mask == "after_softmax":
+        w = torch.softmax(raw, dim=dim).masked_fill(blocked, 0.0)
+    elif mask == "after_softmax_inf":
+        w = torch.softmax(raw, dim=dim).masked_fill(blocked, float("-inf"))
+    elif mask == "added":  # the bool mask added to the scores as numbers: True = +1, False = +0
+        w = torch.softmax(raw + allowed, dim=dim)
+    else:
+        fill = 0.0 if mask == "fill_zero" else -1e4 if softmax_dim == "implicit" else float("-inf")
+        w = torch.softmax(raw.masked_fill(blocked, fill), dim=dim)  # [..., T, T]
+    if scale == "after_softmax":
+        w = w / math.sqrt(q.shape[-1])
+    context = w @ v  # [..., T, d]
+    if weights == "prescores":
+        w = raw.masked_fill(blocked, float("-inf"))
+    return context, w
+
+
+# -- split_heads and merge_heads: the layout of the heads is their one knob ----------------------
+SPLITS = {  # layout -> [B,T,D] as [B,H,T,d], from (x, B, T, H, d)
+    "head_major": lambda x, b, t, h, d: x.reshape(b, t, h, d).transpose(1, 2),
+    "no_transpose": lambda x, b, t, h, d: x.reshape(b, h, t, d),  # read straight as [B,H,T,d]
+    "head_minor": lambda x, b, t, h, d: x.reshape(b, t, d, h).permute(0, 3, 1, 2),  # h, h+H, ...
+}
+MERGES = {  # layout -> [B,H,T,d] ordered as what is read as [B,T,H*d]
+    "head_major": lambda x: x.transpose(1, 2),
+    "no_transpose": lambda x: x,
+    "head_minor": lambda x: x.permute(0, 2, 3, 1),  # the heads' features interleaved
+    "wrong_axes": lambda x: x.transpose(2, 3),  # T and d swapped instead of H and T
+}
+SPLIT_KNOBS, MERGE_KNOBS = {"layout": list(SPLITS)}, {"layout": list(MERGES)}
+
+
+def split_heads(x, heads, layout="head_major"):
+    """The reference's split_heads (for a valid `heads`) with the heads laid out per `layout`."""
+    _check_knobs(SPLIT_KNOBS, "split_heads", layout=layout)
+    batch, positions, width = x.shape
+    return SPLITS[layout](x, batch, positions, heads, width // heads)
+
+
+def merge_heads(x, layout="head_major"):
+    """The reference's merge_heads with the heads laid out per `layout`."""
+    _check_knobs(MERGE_KNOBS, "merge_heads", layout=layout)
+    batch, heads, positions, width = x.shape
+    return MERGES[layout](x).reshape(batch, positions, heads * width)
+
+
+def _check_knobs(knobs, function, **settings):
+    """A knob or setting `function` does not have raises: a typo in a table is never the
+    reference's numbers under a mistake's name."""
+    for knob, setting in settings.items():
+        if setting not in knobs.get(knob, ()):
+            raise ValueError(f"{function} has no knob {knob}={setting!r} "
+                             f"(its knobs: {knobs})")
+
+
+# -- the named mistakes: rubric key ([messages] in rubric.toml) -> {knob: setting} ----------------
 ATTEND_VARIANTS = {
     "scale_none": {"scale": "none"},
     "scale_multiplied": {"scale": "multiplied"},
@@ -41,113 +148,34 @@ ATTEND_VARIANTS = {
     "kt_by_view": {"scores": "kt_view"},
     "weights_prescores": {"weights": "prescores"},
 }
+SPLIT_VARIANTS = {
+    "split_no_transpose": {"layout": "no_transpose"},
+    "split_head_minor": {"layout": "head_minor"},
+}
+MERGE_VARIANTS = {
+    "merge_no_transpose": {"layout": "no_transpose"},
+    "merge_head_minor": {"layout": "head_minor"},
+    "merge_wrong_axes": {"layout": "wrong_axes"},
+}
+
+
+def check_tables():
+    """Every row's knobs are its function's: a typo fails the import, not a grading."""
+    for table, knobs, function in ((ATTEND_VARIANTS, ATTEND_KNOBS, "attention"),
+                                   (SPLIT_VARIANTS, SPLIT_KNOBS, "split_heads"),
+                                   (MERGE_VARIANTS, MERGE_KNOBS, "merge_heads")):
+        for row in table.values():
+            _check_knobs(knobs, function, **row)
+
+
+check_tables()
 # Every other order of the fused [q | k | v] blocks is the same mistake, qkv_order.
 QKV_ORDERS = [p for p in itertools.permutations(range(3)) if p != (0, 1, 2)]
 
-# The knobs: (knob, setting) -> edits [(text in the reference, replacement)], each text found
-# exactly once in the reference function it edits.
-_SCALE = "/ math.sqrt(q.shape[-1])"
-_DEFAULT_MASK = "dtype=torch.bool, device=q.device).tril()"
-_MASKED_SOFTMAX = 'torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)'
-ATTEND_EDITS = {
-    ("scale", "none"): [(_SCALE, "")],
-    ("scale", "multiplied"): [(_SCALE, "* math.sqrt(q.shape[-1])")],
-    ("scale", "d"): [(_SCALE, "/ q.shape[-1]")],
-    ("scale", "v_width"): [(_SCALE, "/ math.sqrt(v.shape[-1])")],
-    ("scale", "t"): [(_SCALE, "/ math.sqrt(k.shape[-2])")],  # scores.size(-1): the positions
-    ("scale", "after_softmax"): [(_SCALE, ""), ("context = weights @ v",
-                                                "weights = weights / math.sqrt(q.shape[-1])\n"
-                                                "    context = weights @ v")],
-    ("mask_mode", "none"): [(_DEFAULT_MASK, "dtype=torch.bool, device=q.device)")],
-    ("mask_mode", "after_softmax"): [(_MASKED_SOFTMAX,
-                                      "torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)")],
-    ("mask_mode", "after_softmax_inf"): [(_MASKED_SOFTMAX, "torch.softmax(scores, dim=-1)"
-                                                           '.masked_fill(~mask, float("-inf"))')],
-    ("mask_mode", "fill_zero"): [('masked_fill(~mask, float("-inf"))', "masked_fill(~mask, 0.0)")],
-    ("mask_mode", "diagonal"): [(_DEFAULT_MASK, "dtype=torch.bool, device=q.device).tril(-1)")],
-    ("mask_mode", "anti_causal"): [(_DEFAULT_MASK, "dtype=torch.bool, device=q.device).triu()")],
-    ("mask_mode", "off_by_one"): [(_DEFAULT_MASK, "dtype=torch.bool, device=q.device).tril(1)")],
-    # True = blocked: the default is built as the blocked cells, and the fill keeps what is True.
-    ("mask_mode", "inverted"): [(_DEFAULT_MASK, "dtype=torch.bool, device=q.device).triu(1)"),
-                                ("masked_fill(~mask,", "masked_fill(mask,")],
-    ("softmax_dim", -2): [("), dim=-1)", "), dim=-2)")],
-    # softmax without dim: torch's legacy choice (axis 0 for 1-D and 3-D, else axis 1: the heads of
-    # [B,H,T,T]); a finite fill, since -inf in every head of a cell would give NaN
-    ("softmax_dim", "implicit"): [("), dim=-1)", "), dim=0 if scores.dim() in (0, 1, 3) else 1)"),
-                                  ('float("-inf")), dim', "-1e4), dim")],
-    # the bool mask added to the scores as numbers: True = +1, False = +0
-    ("mask_mode", "added"): [(_MASKED_SOFTMAX, "torch.softmax(scores + mask, dim=-1)")],
-    ("scores", "kq"): [("q @ k.transpose(-2, -1)", "k @ q.transpose(-2, -1)")],
-    # kᵀ by reshape (or .view on a contiguous k): k's numbers re-read as [..., d, T], not moved
-    ("scores", "kt_view"): [("q @ k.transpose(-2, -1)",
-                             "q @ k.reshape(*k.shape[:-2], k.shape[-1], k.shape[-2])")],
-    ("weights", "prescores"): [("return (context, weights)",
-                                'return (context, scores.masked_fill(~mask, float("-inf")))')],
-}
-SPLIT_EDITS = {
-    "no_transpose": [("x.reshape(batch, positions, heads, width // heads).transpose(1, 2)",
-                      "x.reshape(batch, heads, positions, width // heads)")],
-    "head_minor": [("x.reshape(batch, positions, heads, width // heads).transpose(1, 2)",
-                    "x.reshape(batch, positions, width // heads, heads).permute(0, 3, 1, 2)")],
-}
-MERGE_EDITS = {
-    "no_transpose": [("x.transpose(1, 2).reshape(", "x.reshape(")],
-    "head_minor": [("x.transpose(1, 2).reshape(", "x.permute(0, 2, 3, 1).reshape(")],
-    "wrong_axes": [("x.transpose(1, 2).reshape(", "x.transpose(2, 3).reshape(")],
-}
-DEFAULTS = {"scale": "sqrt_d", "mask_mode": "tril", "softmax_dim": -1, "scores": "qk",
-            "weights": "softmax"}
-
-
-def edited(function, edits):
-    """`function` of the reference recompiled with `edits` applied to its source text."""
-    source = reference.source_of(function.__name__)
-    for old, new in edits:
-        if source.count(old) != 1:
-            raise ValueError(f"variant edit of {function.__name__}: {old!r} is not found exactly "
-                             "once in the reference")
-        source = source.replace(old, new)
-    namespace = dict(vars(ref))
-    exec(compile(source, f"<variant of {function.__name__}>", "exec"), namespace)  # noqa: S102
-    return namespace[function.__name__]
-
-
-@functools.lru_cache(maxsize=None)
-def _attend_with(knobs):
-    edits = [edit for knob in knobs for edit in ATTEND_EDITS[knob]]
-    return edited(ref.attend, edits) if edits else ref.attend
-
-
-def attention(q, k, v, mask=None, scale="sqrt_d", mask_mode="tril", softmax_dim=-1,
-              scores="qk", weights="softmax", width=None, **_):
-    """The reference's attend with knobs turned; returns (context, weights)."""
-    settings = {"scale": scale, "mask_mode": mask_mode, "softmax_dim": softmax_dim,
-                "scores": scores, "weights": weights}
-    if scale == "sqrt_D":  # √D instead of √d: the same as q scaled by √d/√D first
-        q, settings["scale"] = q * math.sqrt(q.shape[-1] / width), "sqrt_d"
-    knobs = tuple(sorted((k_, v_) for k_, v_ in settings.items() if DEFAULTS[k_] != v_))
-    return _attend_with(knobs)(q, k, v, mask=mask, return_weights=True)
-
 
 def attend_variant(name, q, k, v, mask=None):
-    knobs = dict(ATTEND_VARIANTS[name])
-    knobs["mask_mode"] = knobs.pop("mask", "tril")
-    return attention(q, k, v, mask=mask, **knobs)
-
-
-_SPLITS = {mode: edited(ref.split_heads, edits) for mode, edits in SPLIT_EDITS.items()}
-_MERGES = {mode: edited(ref.merge_heads, edits) for mode, edits in MERGE_EDITS.items()}
-# Every knob must apply to today's reference: checked once, at import.
-for _knob in ATTEND_EDITS:
-    _attend_with((_knob,))
-
-
-def split(x, heads, mode="ok"):
-    return ref.split_heads(x, heads) if mode == "ok" else _SPLITS[mode](x, heads)  # [B,H,T,d]
-
-
-def merge(x, mode="ok"):
-    return ref.merge_heads(x) if mode == "ok" else _MERGES[mode](x)  # [B,T,D]
+    """attend(q, k, v, mask, return_weights=True) with the named mistake: (context, weights)."""
+    return attention(q, k, v, mask, **ATTEND_VARIANTS[name])
 
 
 # -- the block: each named mistake is the reference block with one knob turned ------------------
@@ -156,6 +184,8 @@ def reference_copy(**overrides):
     the block's forward then calls the replaced split_heads, merge_heads or attend."""
     module = reference.fresh_module("reference_variant")
     for name, value in overrides.items():
+        if not callable(getattr(module, name, None)):  # a renamed function would go unreplaced
+            raise ValueError(f"the reference has no function {name!r} for a variant to replace")
         setattr(module, name, value)
     return module
 
@@ -177,11 +207,10 @@ def _scaled_by_width(q, k, v, mask=None, return_weights=False):
 
 # name -> one knob: globals of the reference replaced, or the built block changed.
 MODULE_KNOBS = {
-    "split_no_transpose": {"split_heads": lambda x, heads: split(x, heads, "no_transpose")},
-    "split_head_minor": {"split_heads": lambda x, heads: split(x, heads, "head_minor")},
-    "merge_no_transpose": {"merge_heads": lambda x: merge(x, "no_transpose")},
-    "merge_head_minor": {"merge_heads": lambda x: merge(x, "head_minor")},
-    "merge_wrong_axes": {"merge_heads": lambda x: merge(x, "wrong_axes")},
+    **{name: {"split_heads": functools.partial(split_heads, **knobs)}
+       for name, knobs in SPLIT_VARIANTS.items()},
+    **{name: {"merge_heads": functools.partial(merge_heads, **knobs)}
+       for name, knobs in MERGE_VARIANTS.items()},
     "scale_sqrt_D": {"attend": _scaled_by_width},
 }
 # Mistakes the block cannot show, so they are no block variants: an inverted mask convention shows
@@ -199,9 +228,7 @@ def block(name, wq, wk, wv, wo, heads, max_len, biases=None):
     A block of one name, shape and bias knob is built once and loaded anew at each call (its
     weights copied in, gradients cleared): what a call returns is valid until the next call with
     the same name and shape, and every caller uses it at once (a forward, a backward, a search
-    that runs each variant before building the next).  Built anew at each call, the ~26 blocks
-    of a grading took ~150 us each (nn.Module's bookkeeping, and the Linear layers' own
-    initialisation, thrown away)."""
+    that runs each variant before building the next)."""
     key = (name, wq.shape[1], heads, max_len, biases is not None)
     built = _BUILT.get(key)
     if built is None or not _as_built(built):
