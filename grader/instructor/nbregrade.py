@@ -96,14 +96,26 @@ def regrade_all(found, source, jobs=2, nice=0):
             with open(os.path.join(notebooks, names[student]), "w", encoding="utf-8") as handle:
                 json.dump(clean_submission(raw, source), handle, ensure_ascii=False)
         if names:
-            code = subprocess.run(
-                [sys.executable, "-m", "grader", "batch", notebooks, "--out", out,
-                 "--jobs", str(max(1, jobs))], cwd=paths.KIT_ROOT, stdin=subprocess.DEVNULL,
-                preexec_fn=(lambda: os.nice(nice)) if nice else None).returncode
+            code = _batch(notebooks, out, jobs, nice, os.path.join(folder, "batch.stderr"))
             ids = assign_ids(list(names.values()))
             for student, name in names.items():
                 results[student] = _report_of(read_record(out, ids[name]), code)
     return {student: results[student] for student in found}
+
+
+def _batch(notebooks, out, jobs, nice, log):
+    """`python -m grader batch NOTEBOOKS --out OUT`: its exit code; what it said is shown only
+    where it did not grade every notebook (its class outputs are of no use here)."""
+    with open(log, "w+", encoding="utf-8", errors="replace") as said:
+        code = subprocess.run(
+            [sys.executable, "-m", "grader", "batch", notebooks, "--out", out,
+             "--jobs", str(max(1, jobs))], cwd=paths.KIT_ROOT, stdin=subprocess.DEVNULL,
+            stdout=said, stderr=said,
+            preexec_fn=(lambda: os.nice(nice)) if nice else None).returncode
+        if code != 0:
+            said.seek(0)
+            sys.stderr.write(f"the regrade's batch exited {code}:\n" + said.read()[-3000:])
+    return code
 
 
 def _report_of(record, code):
