@@ -25,7 +25,7 @@ $(VENV)/.installed: $(REQUIREMENTS)
 sandbox:
 	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1 \
-	  && echo "installed bubblewrap" >&2; } || echo "bubblewrap not available: grading uses a plain subprocess" >&2
+	  && echo "installed bubblewrap" >&2; } || echo "$(if $(filter en,$(LANG_ARG)),bubblewrap not available: grading uses a plain subprocess,没有 bubblewrap：评分用普通子进程运行学生代码)" >&2
 
 # Headless Chromium renders the feedback pages in the tests; best effort, like bubblewrap.
 browser:
@@ -49,18 +49,23 @@ hint: setup
 # Students: check your file and package it for handing in: <id>.zip beside it (work + manifest).
 # make submit STUDENT=id (asked once, then remembered beside your file); CONFIRM=1 answers "yes"
 # for the untouched stub; NOCOMMIT=1 skips the git commit made in a git checkout (never pushed).
+# Exit 3 (nothing packaged) and 4 (packaged, not committed) are said by the command itself: they
+# end make cleanly; only a crash is make's error.
 submit: setup
-	@$(PY) -m grader submit $(SUBMISSION) --lang $(LANG_ARG) $(if $(STUDENT),--student '$(STUDENT)') $(if $(CONFIRM),--yes) $(if $(NOCOMMIT),--no-commit)
+	@$(PY) -m grader submit $(SUBMISSION) --lang $(LANG_ARG) $(if $(STUDENT),--student '$(STUDENT)') $(if $(CONFIRM),--yes) $(if $(NOCOMMIT),--no-commit); \
+	  code=$$?; case $$code in 0|3|4) exit 0;; *) exit $$code;; esac
 
 # Instructors: every check, public and hidden (FORMAT=text|json|markdown|gradescope).
 grade: setup sandbox
 	@$(PY) -m grader grade $(SUBMISSION) --format $(FORMAT) --lang $(LANG_ARG)
 
-# Instructors: a whole class (make batch DIR=submissions OUT=graded [JOBS=4] [SHARD=1/8]):
-# per student report.json + feedback.html/.md, gradebook.csv, summary.md/.html.  Rerun to resume.
+# Instructors: a whole class (make batch DIR=submissions OUT=graded [JOBS=4] [SHARD=1/8]
+# [VERBOSE=1: how it ran]): per student report.json + feedback.html/.md, gradebook.csv,
+# summary.md/.html.  Rerun to resume.  A refusal (exit 2) is said by the command itself.
 batch: setup sandbox
-	@test -n "$(DIR)" -a -n "$(OUT)" || { echo "usage: make batch DIR=folder OUT=folder [JOBS=n] [SHARD=k/n]" >&2; exit 2; }
-	@$(PY) -m grader batch $(DIR) --out $(OUT) --lang $(LANG_ARG) $(if $(JOBS),--jobs $(JOBS)) $(if $(SHARD),--shard $(SHARD))
+	@test -n "$(DIR)" -a -n "$(OUT)" || { echo "$(if $(filter en,$(LANG_ARG)),usage: make batch DIR=folder OUT=folder [JOBS=n] [SHARD=k/n] [VERBOSE=1],用法：make batch DIR=提交文件夹 OUT=输出文件夹 [JOBS=n] [SHARD=k/n] [VERBOSE=1])" >&2; exit 0; }
+	@$(PY) -m grader batch $(DIR) --out $(OUT) --lang $(LANG_ARG) $(if $(JOBS),--jobs $(JOBS)) $(if $(SHARD),--shard $(SHARD)) $(if $(VERBOSE),--verbose); \
+	  code=$$?; case $$code in 0|2) exit 0;; *) exit $$code;; esac
 
 # Instructors: the Gradescope autograder zip (setup.sh, run_autograder, grader with hidden checks).
 gradescope: setup

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -31,6 +32,12 @@ from grader.judge import service  # noqa: E402
 from grader import rubric
 from grader.sandbox import launch as sandbox  # noqa: E402
 import words  # noqa: E402
+from grader import words as vocabulary  # noqa: E402
+
+
+def said(key, lang="zh", **fields):
+    """A line of what a class run prints (words.toml's [batch]), in `lang`."""
+    return vocabulary.text("batch", key, lang, **fields)
 
 SUBMISSIONS = ROOT / "tests" / "submissions"
 PY = sys.executable
@@ -110,7 +117,8 @@ def mixed(tmp_path_factory):
     out = base / "out"
     began = time.monotonic()
     # An instructor's shell asking for a pool of 4: the judges must still compute on one thread.
-    proc = run_batch(source, out, "--jobs", "2", env=dict(os.environ, OMP_NUM_THREADS="4"))
+    proc = run_batch(source, out, "--jobs", "2", "--verbose",
+                     env=dict(os.environ, OMP_NUM_THREADS="4"))
     seconds = time.monotonic() - began
     assert proc.returncode == 0, proc.stderr
     return {"source": source, "out": out, "proc": proc, "before": before, "marker": marker,
@@ -123,8 +131,8 @@ def test_the_two_judges_fork_their_workers_from_one_zygote(mixed):
 
     if forkserver.supported(launch.choose_isolation("auto")) is None:
         pytest.skip("no fork server here: every worker starts cold")
-    assert "with 2 processes" in mixed["proc"].stderr
-    assert "workers forked from one warm zygote shared by the processes" in mixed["proc"].stderr
+    assert "2 个评分进程" in mixed["proc"].stderr  # --verbose, in the batch's language (zh)
+    assert said("verbose_forked", shared=said("verbose_shared")) in mixed["proc"].stderr
 
 
 def test_every_entry_gets_a_row_and_the_right_outcome(mixed):
@@ -216,15 +224,20 @@ def test_class_summary_names_the_mistakes(mixed):
 def test_progress_and_ungradable_lines(mixed):
     err = mixed["proc"].stderr
     for sid, reason in UNGRADABLE.items():
-        line = next(l for l in err.splitlines() if f"✗ {sid}:" in l)
-        assert "cannot grade" in line and reason in line
+        line = next(l for l in err.splitlines() if f"✗ {sid}：" in l)
+        assert "无法评分" in line and UNGRADABLE_ZH[sid] in line
     progress = [l for l in err.splitlines() if l.startswith("[")]
     assert len(progress) == 9  # one plain line per entry when stderr is no tty
-    assert all("/min" in l and "left" in l for l in progress)
-    assert progress[-1].startswith("[9/9]") and " 0:00 left" in progress[-1]
+    assert all("每分钟" in l and "还需" in l for l in progress)
+    assert progress[-1].startswith("[9/9]") and " 还需 0:00" in progress[-1]
     # The check thread's torch had one compute thread before anything set it: the environment
     # was pinned before torch started (threads.py), whatever the instructor's shell asked for.
-    assert "compute threads per judge 1" in err
+    assert "计算线程 1 个" in err
+    # One language a line (ids and paths are data, the internals were asked for by --verbose).
+    shown = err.replace(str(mixed["out"]), "OUT")
+    for sid in GRADED | set(UNGRADABLE):  # an id is data
+        shown = re.sub(rf"\b{sid}\b", "s1", shown)
+    assert not words.foreign_lines(shown, "zh"), shown
 
 
 def test_nothing_in_the_class_folder_is_written_or_run(mixed):
@@ -240,7 +253,8 @@ def test_a_rerun_regrades_nothing_and_a_changed_entry_only(mixed, tmp_path):
         pytest.skip("grader files were edited since the module's batch ran")
     proc = run_batch(mixed["source"], out, "--jobs", "2")
     assert proc.returncode == 0, proc.stderr
-    assert "9 up to date, grading 0" in proc.stderr
+    assert said("entries", n=9, current=9, todo=0, shard="") in proc.stderr
+    assert not any(internal in proc.stderr for internal in ("评分方式", "内存峰值", "相似度"))
     assert (out / "gradebook.csv").read_bytes() == (mixed["out"] / "gradebook.csv").read_bytes()
     # A changed entry (a copy of the class, DIR is never touched) is the only one regraded.
     source = tmp_path / "class"
@@ -248,7 +262,7 @@ def test_a_rerun_regrades_nothing_and_a_changed_entry_only(mixed, tmp_path):
     shutil.copy(SUBMISSIONS / "correct" / "einsum.py", source / "bob.py")
     proc = run_batch(source, out)  # default flags: one late file starts one judge, not one per core
     assert proc.returncode == 0, proc.stderr
-    assert "8 up to date, grading 1 with 1 processes" in proc.stderr
+    assert said("entries", n=9, current=8, todo=1, shard="") in proc.stderr
     rows = {r["student"]: r for r in read_gradebook(out / "gradebook.csv")}
     assert float(rows["bob"]["total"]) == MAX
 
@@ -286,7 +300,7 @@ def test_kill_minus_9_and_resume_gives_the_same_gradebook(mixed, tmp_path):
     assert rerun.returncode == 0, rerun.stderr
     if json.loads((out / "batch.json").read_text())["grader"] == \
             json.loads((mixed["out"] / "batch.json").read_text())["grader"]:
-        up_to_date = int(rerun.stderr.split(" up to date")[0].split(": ")[-1])
+        up_to_date = int(rerun.stderr.split(" 份已是最新")[0].split("：")[-1])
         assert up_to_date >= done_before - 1  # at most the one a judge was writing is redone
     assert not list(out.rglob(".tmp-*"))
     full = (mixed["out"] / "gradebook.csv").read_text(encoding="utf-8").splitlines()
@@ -370,7 +384,7 @@ def test_zip_loading(tmp_path):
 def test_out_inside_the_class_folder_is_refused(tmp_path):
     (tmp_path / "class").mkdir()
     proc = run_batch(tmp_path / "class", tmp_path / "class" / "out", timeout=60)
-    assert proc.returncode == 2 and "inside" in proc.stderr
+    assert proc.returncode == 2 and "里面" in proc.stderr and "inside" not in proc.stderr
     assert os.listdir(tmp_path / "class") == []
 
 
@@ -383,7 +397,7 @@ def test_merge_refuses_conflicting_shards(tmp_path):
     proc = subprocess.run([PY, "-m", "grader", "merge", str(tmp_path / "a"), str(tmp_path / "b"),
                            "--out", str(tmp_path / "m")], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
-    assert proc.returncode == 2 and "different content" in proc.stderr
+    assert proc.returncode == 2 and "内容不同" in proc.stderr  # the shards' language
 
 
 def test_one_judge_grades_each_student_as_if_alone(tmp_path):
@@ -398,9 +412,9 @@ def test_one_judge_grades_each_student_as_if_alone(tmp_path):
     for name, fixture in order:
         shutil.copy(SUBMISSIONS / fixture, source / f"{name}.py")
     out = tmp_path / "out"
-    proc = run_batch(source, out, "--jobs", "1", "--call-timeout", "2")
+    proc = run_batch(source, out, "--jobs", "1", "--call-timeout", "2", "--verbose")
     assert proc.returncode == 0, proc.stderr
-    assert "workers forked from one warm zygote" in proc.stderr
+    assert said("verbose_forked", shared=said("verbose_own")) in proc.stderr
     limits = sandbox.Limits(call_seconds=2.0)
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         alone = dict(zip(order, pool.map(
@@ -470,9 +484,9 @@ def test_cold_workers_give_the_same_gradebook_rows(mixed, tmp_path):
     for name in ("alice.py", "bob.py"):
         shutil.copy(mixed["source"] / name, source / name)
     out = tmp_path / "out"
-    proc = run_batch(source, out, "--jobs", "1", "--cold-workers")
+    proc = run_batch(source, out, "--jobs", "1", "--cold-workers", "--verbose")
     assert proc.returncode == 0, proc.stderr
-    assert "workers one cold start per submission" in proc.stderr
+    assert said("verbose_cold") in proc.stderr
     full = {r["student"]: r for r in read_gradebook(mixed["out"] / "gradebook.csv")}
     for row in read_gradebook(out / "gradebook.csv"):
         assert row == full[row["student"]]

@@ -27,6 +27,9 @@ from grader import rubric  # noqa: E402
 from grader.batch import overrides  # noqa: E402
 from grader.render import report  # noqa: E402
 from test_classview import disguise, package_of  # noqa: E402
+from grader import words as vocabulary  # noqa: E402
+from grader.render import feedback_html as report_html  # noqa: E402
+import words as one_language  # noqa: E402
 
 PY = sys.executable
 RUBRIC = rubric.load()
@@ -101,8 +104,11 @@ def graded(tmp_path_factory):
     english = base / "out-en"  # the same folder, its class outputs rebuilt in English
     shutil.copytree(out, english)
     again = grader("batch", base / "class", "--out", english, "--lang", "en", "--jobs", "1")
-    assert again.returncode == 0 and "grading 0" in again.stderr, again.stderr
+    assert again.returncode == 0 and " 0 to grade." in again.stderr, again.stderr
+    unknown = grader("override", out, "bobby", "attend.causal", 1, "--why", "x")
     return {"out": out, "en": english, "before": before, "listed": listed.stdout,
+            "said": [proc.stderr, done.stderr, again.stderr, unknown.stderr],
+            "unknown": unknown,
             "summary": json.loads((out / "summary.json").read_text(encoding="utf-8"))}
 
 
@@ -185,7 +191,7 @@ def test_an_override_is_a_record_with_its_history(graded):
     assert [(e["action"], e["student"], e["replaced"], e["score"], e["who"]) for e in history] == [
         ("set", "erin", 0, 2, "ta.li"), ("set", "quiza", 0, 1, "ta.li"),
         ("remove", "quiza", 1, 0, "ta.wang")]
-    assert "remove quiza quiz.q1_params" in graded["listed"]
+    assert "撤销 quiza quiz.q1_params" in graded["listed"]  # in the batch's language
     rows, before = read_csv(out / "gradebook.csv"), graded["before"]
     assert rows["erin"]["attend.causal"] == "2" and before["erin"]["attend.causal"] == "0"
     assert float(rows["erin"]["total"]) == pytest.approx(float(before["erin"]["total"]) + 2)
@@ -194,7 +200,54 @@ def test_an_override_is_a_record_with_its_history(graded):
     page = (out / "students" / "quiza" / "feedback.html").read_text(encoding="utf-8")
     assert 'data-status="overridden"' not in page and 'id="overrides"' not in page
     refused = grader("override", out, "quiza", "quiz.q1_params", "--remove", "--why", "again")
-    assert refused.returncode == 2 and "no override to remove" in refused.stderr
+    assert refused.returncode == 2 and "没有可撤销的改分" in refused.stderr
+
+
+def test_other_outcomes_are_whole_sentences_naming_the_students(graded):
+    """The stub, the endless loop, the crash and the import failure are outcomes that name no
+    cause: each is one sentence in the page's language, with who and the cards it was seen on,
+    every id inert in the Markdown and the HTML."""
+    from grader.render.classtext import md_inline
+
+    outcomes = {o["key"]: o for o in graded["summary"]["outcomes"]}
+    assert {"not_implemented", "timeout", "import_failed"} <= set(outcomes), sorted(outcomes)
+    assert "stub" in outcomes["not_implemented"]["who"] and "loop" in outcomes["timeout"]["who"]
+    assert outcomes["import_failed"]["who"] == ["exits"]
+    pages = {"zh": graded["out"], "en": graded["en"]}
+    for lang, end in (("zh", "。"), ("en", ".")):
+        md = (pages[lang] / "summary.md").read_text(encoding="utf-8")
+        html = (pages[lang] / "summary.html").read_text(encoding="utf-8")
+        table = md.split("## " + vocabulary.text("gradebook", "outcomes", lang))[1].split("\n## ")[0]
+        rows = [line for line in table.splitlines() if line.startswith("| ") and "`" in line]
+        assert len(rows) == len(outcomes), table
+        for item in outcomes.values():
+            row = next(r for r in rows if f"`{item['key']}` " in r)
+            sentence = row.split(f"`{item['key']}` ", 1)[1].rstrip(" |")
+            assert sentence.endswith(end) and " …" not in sentence, row
+            assert sentence.startswith(vocabulary.text("outcomes", item["key"], lang)), row
+            for student in item["who"]:
+                assert md_inline(student) in sentence, (student, row)
+            assert not one_language.foreign(
+                re.sub(r"\\?[A-Za-z_]*\\_\\_[A-Za-z_]*|\b(" + "|".join(item["who"]) + r")\b",
+                       " ", sentence), lang), row
+            # The page: the same sentence, escaped as a whole (an id is text, never markup).
+            assert report_html.esc(item["text"][lang]) in html
+            assert all(s in item["text"][lang] for s in item["who"])
+
+
+def test_a_chinese_class_run_says_no_english_sentence(graded):
+    """batch, override, an override refused for an unknown student: every line in Chinese (ids,
+    paths and check ids are data), none of the internals without --verbose; the English run's
+    lines hold no Chinese."""
+    zh_batch, override, en_batch, unknown = graded["said"]
+    assert graded["unknown"].returncode == 2 and "没有学生 'bobby'" in unknown
+    assert "error" not in unknown
+    ids = r"\b(alice|bob|carol|stub|loop|crash|broken|exits|quiza|quizb|erin|nb|someone|else|bobby)\b"
+    for text, lang in ((zh_batch, "zh"), (override, "zh"), (unknown, "zh"), (en_batch, "en")):
+        text = re.sub(ids, "s1", re.sub(r"upload-9", "s1", text))
+        assert not one_language.foreign_lines(text, lang), text
+    for internal in ("评分方式", "内存峰值", "计算线程", "相似度", "zygote"):
+        assert internal not in zh_batch
 
 
 def test_the_card_shows_the_override_beside_the_graders_verdict(graded):

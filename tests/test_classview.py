@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from grader import words
 from grader.batch import classhtml, classpage, mistakes
 from grader.batch import entries, overrides, recipes, similarity
 from grader.judge import manifest, submission
@@ -464,7 +465,7 @@ CLASS_FILES = ("gradebook.csv", "mistakes.csv", "similarity.csv", "summary.md")
 def small(tmp_path_factory):
     base = tmp_path_factory.mktemp("small")
     make_small_class(base / "class")
-    proc = run("batch", base / "class", "--out", base / "single", "--jobs", "2")
+    proc = run("batch", base / "class", "--out", base / "single", "--jobs", "2", "--verbose")
     assert proc.returncode == 0, proc.stderr
     return {"class": base / "class", "single": base / "single", "stderr": proc.stderr}
 
@@ -499,16 +500,17 @@ def test_the_class_outputs_name_who_and_the_near_copies(small):
         "mask_after_softmax", "scale_sqrt_D"]
     md = (out / "summary.md").read_text(encoding="utf-8")
     assert "| 1 | 25% | `mask_after_softmax`" in md and "alice ↔ carol" in md
-    assert "similarity: 4 submissions, 10 pairs computed, 0 reused" in small["stderr"]
+    assert words.text("batch", "verbose_similarity", "zh", n=4, computed=10,
+                      reused=0) in small["stderr"]
 
 
 def test_an_override_survives_resume_regrade_and_merge(small, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(small["single"], out)
-    refused = run("override", out, "bob", "attend.nope", 1, "--why", "x")
+    refused = run("override", out, "bob", "attend.nope", 1, "--why", "x", "--lang", "en")
     assert refused.returncode == 2 and "unknown check 'attend.nope'" in refused.stderr
-    refused = run("override", out, "bobby", "attend.softmax", 1, "--why", "x")
-    assert refused.returncode == 2 and "unknown student 'bobby'" in refused.stderr
+    refused = run("override", out, "bobby", "attend.softmax", 1, "--why", "x")  # the batch's zh
+    assert refused.returncode == 2 and "没有学生 'bobby'" in refused.stderr
     why = "softmax order discussed in office hours"
     proc = run("override", out, "bob", "attend.softmax", 1, "--why", why)
     assert proc.returncode == 0, proc.stderr
@@ -528,13 +530,14 @@ def test_an_override_survives_resume_regrade_and_merge(small, tmp_path):
         assert why in (folder / "summary.html").read_text(encoding="utf-8")
 
     check_applied(out)
-    resumed = run("batch", small["class"], "--out", out, "--jobs", "1")  # resume: nothing to do
-    assert resumed.returncode == 0 and "4 up to date, grading 0" in resumed.stderr
+    resumed = run("batch", small["class"], "--out", out, "--jobs", "1", "--lang", "en",
+                  "--verbose")  # resume: nothing to do
+    assert resumed.returncode == 0 and "4 up to date, 0 to grade." in resumed.stderr
     assert "0 pairs computed, 10 reused" in resumed.stderr
     check_applied(out)
     (out / "students" / "bob" / "report.json").unlink()  # regrade bob
     regraded = run("batch", small["class"], "--out", out, "--jobs", "1")
-    assert regraded.returncode == 0 and "3 up to date, grading 1" in regraded.stderr
+    assert regraded.returncode == 0 and "3 份已是最新，这次评分 1 份" in regraded.stderr
     check_applied(out)
     merged = tmp_path / "merged"
     proc = run("merge", out, "--out", merged)

@@ -253,7 +253,7 @@ def test_a_file_that_does_not_import_is_not_packaged(tmp_path, source, line, sho
     stale = tmp_path / "alice.zip"  # an earlier, good package of this student
     stale.write_bytes(b"PK old")
     proc = run_submit(work, "--student", "alice")
-    assert proc.returncode == 1, proc.stdout
+    assert proc.returncode == submit.NOT_PACKAGED, proc.stdout
     assert "cannot be imported: nothing packaged" in proc.stdout
     assert f"    attention.py:{line}:\n    | {shown}\n" in proc.stdout
     assert "public checks" not in proc.stdout  # stopped before the checks
@@ -266,7 +266,7 @@ def test_the_untouched_stub_is_refused_without_a_terminal(tmp_path):
     work = tmp_path / "attention.py"
     shutil.copy(STUB, work)
     proc = run_submit(work, "--student", "alice")
-    assert proc.returncode == 1
+    assert proc.returncode == submit.NOT_PACKAGED
     assert "still the untouched stub" in proc.stdout and "CONFIRM=1" in proc.stdout
     assert not list(tmp_path.glob("*.zip"))
 
@@ -275,7 +275,7 @@ def test_no_student_id_without_a_terminal_is_an_error(tmp_path):
     work = tmp_path / "attention.py"
     shutil.copy(SOLUTION, work)
     proc = run_submit(work)
-    assert proc.returncode == 2 and "STUDENT=" in proc.stdout
+    assert proc.returncode == submit.NOT_PACKAGED and "STUDENT=" in proc.stdout
     assert not list(tmp_path.glob("*.zip"))
 
 
@@ -295,14 +295,14 @@ def test_the_id_is_asked_once_and_the_stub_needs_a_yes(tmp_path):
     out = io.StringIO()
     code = submit.main(parse(["submit", str(work), "--lang", "en"]), ask=terminal(["王五", "n"]),
                        out=out)
-    assert code == 1 and "not packaged" in out.getvalue()
+    assert code == submit.NOT_PACKAGED and "not packaged" in out.getvalue()
     assert [p.split(" ")[0] for p in asked] == ["your", "Submit"]
     assert json.loads((tmp_path / ".attention-submit.json").read_text("utf-8"))["student"] == "王五"
     assert not list(tmp_path.glob("*.zip"))
     asked.clear()
     out = io.StringIO()
     code = submit.main(parse(["submit", str(work), "--lang", "en"]), ask=terminal(["no"]), out=out)
-    assert code == 1 and len(asked) == 1 and asked[0].startswith("Submit it anyway?")
+    assert code == submit.NOT_PACKAGED and len(asked) == 1 and asked[0].startswith("Submit it anyway?")
     assert "student: 王五" in out.getvalue()
     assert work.read_bytes() == STUB.read_bytes()
 
@@ -557,8 +557,37 @@ def test_make_submit_targets():
                                "STUDENT=张三", "CONFIRM=1", f"PY={PY}"], cwd=makefile.parent,
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
-        line = proc.stdout.strip().splitlines()[-1]
+        line = next(line for line in proc.stdout.splitlines() if "-m grader submit" in line)
         assert f"-m grader submit {default}" in line
         assert "--student '张三'" in line and "--yes" in line
     readme = (ROOT / "release" / "README.md").read_text("utf-8")
     assert "make submit" in readme and "the push is your submission" in readme
+
+
+def test_make_submit_without_an_id_says_it_once_in_one_language(tmp_path):
+    """The student bundle's Makefile: the kit's own message, in Chinese only, and no make error
+    line after it (exit 3 ends make cleanly); a crash would still be make's error."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import words as one_language
+
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    shutil.copy(ROOT / "grader" / "authoring" / "release_templates" / "Makefile", bundle)
+    shutil.copy(SOLUTION, bundle / "attention.py")
+    (bundle / ".venv").mkdir()
+    (bundle / ".venv" / ".installed").touch()
+    (bundle / "requirements.txt").touch()
+    os.utime(bundle / ".venv" / ".installed")  # newer than requirements.txt: no set-up
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(["make", "--no-print-directory", "submit", f"PY={PY}"], cwd=bundle,
+                          capture_output=True, text=True, timeout=120, env=env,
+                          stdin=subprocess.DEVNULL)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 0, said
+    assert "make submit STUDENT=" in said and "Error" not in said and "make:" not in said, said
+    assert not one_language.foreign_lines(said, "zh"), said
+    assert not list(bundle.glob("*.zip"))
+    crash = subprocess.run(["make", "--no-print-directory", "submit", f"PY={PY}",
+                            "LANG_ARG=fr"], cwd=bundle, capture_output=True, text=True,
+                           timeout=120, env=env, stdin=subprocess.DEVNULL)
+    assert crash.returncode != 0 and "Error 2" in crash.stderr  # argparse's refusal is make's

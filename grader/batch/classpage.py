@@ -20,6 +20,23 @@ def _said(lang):
     return lambda key, **fields: words.text("classpage", key, lang, **fields)
 
 
+def outcome_sentence(item, lang, name=str, check=str):
+    """An outcome that names no cause (summary["outcomes"]'s item) as one sentence of `lang`: what
+    happened, to whom, on which cards; `name` and `check` make a student id and a check id safe
+    for the medium (plain text: the page escapes it whole)."""
+    said = lambda key, **fields: words.text("outcome", key, lang, **fields)  # noqa: E731
+    join = words.text("report", "and", lang).join
+    checks = [check(c) for c in item["checks"]]
+    shown = join(checks[:SHOWN_CHECKS])
+    if len(checks) > SHOWN_CHECKS:
+        shown = said("checks_more", shown=shown, n=len(checks))
+    return said("sentence", what=words.text("outcomes", item["key"], lang),
+                who=join(name(s) for s in item["who"]), cards=shown)
+
+
+SHOWN_CHECKS = 3
+
+
 # -- Markdown -----------------------------------------------------------------------------------
 def students_markdown(summary, lang):
     """The students, neediest first (the page's first table)."""

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from grader import paths, threads
+from grader import paths, threads, words
 from grader.sandbox.runtime.facts import accelerator_nodes
 
 from grader.inert import one_line
@@ -28,8 +28,8 @@ JUDGE_CODE = ("import sys; from grader.batch.judge import judge_main; "
 class Progress:
     """count, rate and time left on stderr: a redrawn bar on a terminal, plain lines otherwise."""
 
-    def __init__(self, total, stream=None):
-        self.stream = stream or sys.stderr
+    def __init__(self, total, lang="en", stream=None):
+        self.stream, self.lang = stream or sys.stderr, lang
         self.tty = self.stream.isatty()
         self.total, self.done, self.began = total, 0, time.monotonic()
         self.last_bar = 0.0
@@ -39,7 +39,8 @@ class Progress:
         rate = self.done / elapsed * 60 if elapsed > 0 and self.done else 0.0
         left = (self.total - self.done) / (rate / 60) if rate else None
         eta = "--:--" if left is None else f"{int(left // 60)}:{int(left % 60):02d}"
-        return f"{self.done}/{self.total} · {rate:.1f}/min · {eta} left"
+        return words.text("batch", "progress", self.lang, done=self.done, total=self.total,
+                          rate=f"{rate:.1f}", eta=eta)
 
     def _bar(self):
         width = 24
@@ -56,13 +57,14 @@ class Progress:
     def advance(self, answer):
         """One line per submission: its outcome, and the count, rate and time left."""
         self.done += 1
-        who, why = one_line(answer["student"]), one_line(answer.get("error"))  # the student's words
+        said = answer.get("error_said")  # the judge's reason in both languages, where it has one
+        why = said[self.lang] if isinstance(said, dict) else answer.get("error")
+        who, why = one_line(answer["student"]), one_line(why)  # the student's words: inert
         if answer["status"] == "graded":
             text = f"{who}  {class_points(answer['score'])}/{class_points(answer['max_score'])}"
-        elif answer["status"] == "ungradable":
-            text = f"✗ {who}: 无法评分 cannot grade: {why}"
         else:
-            text = f"! {who}: 评分器错误 grader error: {why} (not saved; rerun to retry)"
+            key = "ungradable" if answer["status"] == "ungradable" else "grader_error"
+            text = words.text("batch", key, self.lang, who=who, why=why)
         if self.tty:  # the bar is redrawn; only what needs attention stays on the screen
             if answer["status"] != "graded":
                 self.message(text)
@@ -107,8 +109,10 @@ class SharedZygote:
             return None
         try:
             return cls(*forkserver.start_zygote(mode, judges))
-        except (OSError, RuntimeError) as exc:  # each judge tries one of its own, and says why
-            print(f"warning: no zygote shared by the judges: {exc}", file=sys.stderr)
+        except (OSError, RuntimeError) as exc:  # each judge tries one of its own
+            if config.get("verbose"):
+                print(words.text("batch", "verbose_no_zygote", config["lang"], error=exc),
+                      file=sys.stderr)
             return None
 
     def __init__(self, proc, controls, runtime_dir, spool):
@@ -257,7 +261,8 @@ class _Dispatch:
             else:
                 self.answers[task["id"]] = {"id": task["id"], "student": task["student"],
                                             "status": "error",
-                                            "error": "the grading process died twice on it"}
+                                            "error_said": words.pair("batch", "died_twice"),
+                                            "error": words.text("batch", "died_twice", "en")}
                 self.progress.advance(self.answers[task["id"]])
         judge.outstanding.clear()
         self.judges.remove(judge)

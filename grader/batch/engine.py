@@ -36,7 +36,6 @@ by their attention file).
 import hashlib
 import json
 import os
-import sys
 import time
 
 from grader.batch.dispatch import Progress, SharedZygote, default_jobs, dispatch
@@ -44,8 +43,9 @@ from grader.batch.entries import Entry, hash_file, list_entries, parse_shard, sh
 from grader.batch.records import (FORMAT, MANIFEST, MARKDOWN, PAGE, REPORT, STUDENTS, is_current,
                                   read_record, records_in, remove_leftovers)
 from grader.batch import similarity
+from grader.batch.refusal import Refusal, refuse, say
 from grader.batch.similarity import THRESHOLD, keep_source
-from grader import options, paths
+from grader import options, paths, words
 from grader.inert import json_text
 from grader.statefile import write_atomic
 
@@ -83,21 +83,16 @@ def _inside(child, parent):
     return os.path.commonpath([child, parent]) == parent
 
 
-def _refuse(text):
-    print(f"错误 error: {text}", file=sys.stderr)
-    return 2
-
-
 def _check_arguments(args, source, outdir):
-    """(shard, isolation), or an error message for the command line."""
+    """(shard, isolation); a Refusal (or the sandbox's RuntimeError) when the command cannot run."""
     from grader.sandbox import launch as sandbox
 
     if not os.path.isdir(source):
-        raise ValueError(f"{args.dir}: not a folder")
+        raise Refusal("not_a_folder", dir=args.dir)
     if _inside(outdir, source):
-        raise ValueError(f"--out {args.out} is inside {args.dir}; nothing may be written there")
+        raise Refusal("out_inside", out=args.out, dir=args.dir)
     if not 0 < args.similarity <= 1:
-        raise ValueError(f"--similarity wants a share in (0, 1], e.g. 0.7 (got {args.similarity})")
+        raise Refusal("similarity_range", got=args.similarity)
     shard = parse_shard(args.shard) if args.shard else None
     return shard, sandbox.choose_isolation(options.isolation_of(args))
 
@@ -109,8 +104,8 @@ def run(args):
     source, outdir = os.path.abspath(args.dir), os.path.abspath(args.out)
     try:
         shard, isolation = _check_arguments(args, source, outdir)
-    except (ValueError, RuntimeError) as exc:
-        return _refuse(exc)
+    except (Refusal, RuntimeError) as exc:
+        return refuse(exc, args.lang)
     entries = list_entries(source)
     if shard:
         entries = [e for e in entries if shard_of(e.student, shard[1]) == shard[0]]
@@ -127,7 +122,8 @@ def run(args):
     limits = options.limits_from(args)
     config = {"outdir": outdir, "lang": args.lang, "isolation": isolation,
               "limits": limits.describe(), "fingerprint": fingerprint,
-              "prefetch": max(0, args.prefetch), "fork_server": not args.cold_workers}
+              "prefetch": max(0, args.prefetch), "fork_server": not args.cold_workers,
+              "verbose": args.verbose}
     jobs = max(1, args.jobs or default_jobs(len(todo)))  # an explicit --jobs is obeyed
     _announce(entries, todo, manifest, config, jobs)
     answers = _grade(todo, config, jobs)
@@ -136,30 +132,34 @@ def run(args):
     for entry in entries:  # the code as the grader read it: the near-copies compare these
         keep_source(outdir, entry)
     records = [read_record(outdir, e.student) or _missing(e) for e in entries]
-    gradebook.write_class_outputs(outdir, records, args.lang, args.similarity)
+    gradebook.write_class_outputs(outdir, records, args.lang, args.similarity,
+                                  verbose=args.verbose)
     errors = [a for a in answers.values() if a["status"] == "error"]
     ungradable = sum(1 for r in records if r["status"] == "ungradable")
-    print(f"{outdir}/gradebook.csv: {len(records)} rows ({ungradable} ungradable, "
-          f"{len(errors)} not graded); summary.md, summary.html; students/<id>/feedback.html",
-          file=sys.stderr)
+    say("done", args.lang, out=outdir, rows=len(records), ungradable=ungradable,
+        not_graded=len(errors))
     return 1 if errors else 0
 
 
 def _announce(entries, todo, manifest, config, jobs):
+    """How many entries, how many to grade; with --verbose, how they are run."""
     from grader.sandbox import forkserver
 
-    where = f" (shard {manifest['shard']})" if manifest["shard"] else ""
+    lang = config["lang"]
+    say("entries", lang, n=len(entries), current=len(entries) - len(todo), todo=len(todo),
+        shard=words.text("batch", "shard", lang, shard=manifest["shard"])
+        if manifest["shard"] else "")
+    if config["isolation"] != "bubblewrap" and todo:  # safety, not an internal: always said
+        say("no_sandbox", lang)
+    if not (config["verbose"] and todo):
+        return
     processes = min(jobs, len(todo))
-    shared = "shared by the processes" if SharedZygote.mode(config, processes) else "per process"
-    workers = (f"forked from one warm zygote {shared}" if config["fork_server"]
-               and forkserver.supported(config["isolation"]) else "one cold start per submission")
-    print(f"{len(entries)} entries{where}: {len(entries) - len(todo)} up to date, grading "
-          f"{len(todo)} with {processes or 0} processes; isolation "
-          f"{config['isolation']}, workers {workers}", file=sys.stderr)
-    if config["isolation"] != "bubblewrap" and todo:
-        print("warning: isolation process: submissions run as plain subprocesses, which can read "
-              "what this user can read (docs/security.md); --require-sandbox refuses instead",
-              file=sys.stderr)
+    said = lambda key, **fields: words.text("batch", key, lang, **fields)  # noqa: E731
+    shared = said("verbose_shared" if SharedZygote.mode(config, processes) else "verbose_own")
+    workers = (said("verbose_forked", shared=shared) if config["fork_server"]
+               and forkserver.supported(config["isolation"]) else said("verbose_cold"))
+    say("verbose_setup", lang, isolation=config["isolation"], processes=processes,
+        workers=workers)
 
 
 def _grade(todo, config, jobs):
@@ -168,53 +168,51 @@ def _grade(todo, config, jobs):
              for i, e in enumerate(todo)]
     if not tasks:
         return {}
-    progress, stats = Progress(len(tasks)), []
+    progress, stats = Progress(len(tasks), config["lang"]), []
     began = time.monotonic()
     with open(os.path.join(config["outdir"], LOG), "a", encoding="utf-8") as log:
         try:
             answers = dispatch(tasks, jobs, config, progress, log, config["prefetch"], stats)
         except KeyboardInterrupt:
             progress.close()
-            print("interrupted: what was written is kept; run the same command to resume",
-                  file=sys.stderr)
+            say("interrupted", config["lang"])
             return None
     progress.close()
-    _report_speed(len(tasks), time.monotonic() - began, stats)
+    seconds = time.monotonic() - began
+    say("graded", config["lang"], count=len(tasks), seconds=f"{seconds:.1f}",
+        rate=f"{len(tasks) / seconds * 60:.1f}")
+    if config["verbose"] and stats:
+        say("verbose_speed", config["lang"], **_cpu_split(stats))
     return answers
 
 
-def _report_speed(count, seconds, stats):
-    """The rate, the judges' and workers' peak memory and where a submission's CPU went."""
-    print(f"graded {count} in {seconds:.1f} s ({count / seconds * 60:.1f}/min, "
-          f"{len(stats) or '?'} processes){_cpu_split(stats)}", file=sys.stderr)
-
-
 def _cpu_split(stats):
-    """A judge's start (torch, pytest, the checks collected, its zygote) is paid once per judge:
-    the CPU per submission is what each one adds (`make bench` prints the split)."""
-    if not stats:
-        return ""
+    """The judges' and workers' peak memory and where a submission's CPU went.  A judge's start
+    (torch, pytest, the checks collected, its zygote) is paid once per judge: the CPU per
+    submission is what each one adds (`make bench` prints the split)."""
     graded = sum(s["graded"] for s in stats) or 1
 
     def each(key):
-        return sum(s.get(key) or 0 for s in stats) / graded
+        return f"{sum(s.get(key) or 0 for s in stats) / graded:.3f}"
     startup = sum(s.get("startup_cpu") or 0 for s in stats)
-    return (f"; peak memory: judge {max(s['judge_mb'] for s in stats):.0f} MiB, worker "
-            f"{max(s['worker_mb'] for s in stats):.0f} MiB; CPU per submission: judge "
-            f"{(sum(s['judge_cpu'] for s in stats) - startup) / graded:.3f} s (checks "
-            f"{each('check_cpu'):.3f} s, pages {each('render_cpu'):.3f} s) + worker "
-            f"{each('worker_cpu'):.3f} s, after a start of {startup / len(stats):.2f} s per "
-            f"judge; compute threads per judge {max((s.get('threads') or 0) for s in stats)}")
+    return {"processes": len(stats), "judge_mb": f"{max(s['judge_mb'] for s in stats):.0f}",
+            "worker_mb": f"{max(s['worker_mb'] for s in stats):.0f}",
+            "judge_cpu": f"{(sum(s['judge_cpu'] for s in stats) - startup) / graded:.3f}",
+            "check_cpu": each("check_cpu"), "render_cpu": each("render_cpu"),
+            "worker_cpu": each("worker_cpu"), "startup": f"{startup / len(stats):.2f}",
+            "threads": max((s.get("threads") or 0) for s in stats)}
 
 
-def _missing(entry, why="not graded (grader error; run again)"):
+def _missing(entry, why="not_graded"):
+    """The record of an entry with no report: `why` is a [batch] key, said in both languages."""
+    said = words.pair("batch", why)
     return {"format": FORMAT, "student": entry.student, "entry": entry.name,
-            "digest": entry.digest, "status": "missing", "error": why, "score": 0,
-            "max_score": None, "report": None}
+            "digest": entry.digest, "status": "missing", "error": said["en"],
+            "error_said": said, "score": 0, "max_score": None, "report": None}
 
 
 def _read_manifests(sources):
-    """[(folder, batch.json)] of the inputs; ValueError when one is no batch output or they were
+    """[(folder, batch.json)] of the inputs; a Refusal when one is no batch output or they were
     graded by different grader versions."""
     manifests = []
     for folder in sources:
@@ -222,23 +220,21 @@ def _read_manifests(sources):
             with open(os.path.join(folder, MANIFEST), encoding="utf-8") as handle:
                 manifests.append((folder, json.load(handle)))
         except (OSError, ValueError):
-            raise ValueError(f"{folder}: no {MANIFEST} (not a batch output)") from None
+            raise Refusal("no_manifest", folder=folder, manifest=MANIFEST) from None
     fingerprints = {m["grader"] for _, m in manifests}
     if len(fingerprints) > 1:
-        raise ValueError(f"the inputs were graded by different grader versions "
-                         f"({', '.join(sorted(fingerprints))}); regrade them with one version")
+        raise Refusal("versions", versions=", ".join(sorted(fingerprints)))
     return manifests
 
 
 def _choose_entries(manifests):
-    """{student: (folder, entry)}; ValueError when two inputs hold one student differently."""
+    """{student: (folder, entry)}; a Refusal when two inputs hold one student differently."""
     chosen = {}
     for folder, manifest in manifests:
         for item in manifest["entries"]:
             seen = chosen.get(item["student"])
             if seen and seen[1]["digest"] != item["digest"]:
-                raise ValueError(f"{item['student']} is in {seen[0]} and {folder} with different "
-                                 f"content")
+                raise Refusal("two_contents", student=item["student"], a=seen[0], b=folder)
             chosen.setdefault(item["student"], (folder, item))
     return chosen
 
@@ -268,16 +264,17 @@ def merge(args):
 
     outdir = os.path.abspath(args.out)
     sources = [os.path.abspath(p) for p in args.outdirs]
+    said_in = args.lang or _lang_of(sources[0])  # the refusals too: the shards' language
     if outdir in sources:
-        return _refuse("--out must be a new folder, not one of the inputs")
+        return refuse(Refusal("merge_new"), said_in)
     if args.similarity is not None and not 0 < args.similarity <= 1:
-        return _refuse(f"--similarity wants a share in (0, 1], e.g. 0.7 (got {args.similarity})")
+        return refuse(Refusal("similarity_range", got=args.similarity), said_in)
     try:
         manifests = _read_manifests(sources)
         chosen = _choose_entries(manifests)
         carried, history = overrides.combine([outdir] + sources)
-    except ValueError as exc:
-        return _refuse(exc)
+    except Refusal as exc:
+        return refuse(exc, said_in)
     os.makedirs(os.path.join(outdir, STUDENTS), exist_ok=True)
     records = []
     for student in sorted(chosen):
@@ -285,27 +282,37 @@ def merge(args):
         record = read_record(folder, student)
         if record is None or record.get("digest") != item["digest"]:
             entry = Entry(item["entry"], None, student, item["digest"])
-            records.append(_missing(entry, "not graded in its shard (run that shard again)"))
+            records.append(_missing(entry, "not_in_shard"))
             continue
         _copy_student(folder, outdir, student)
         records.append(record)
     similarity.merge_caches(outdir, sources)
     if carried or history:
         overrides.save(outdir, carried, history)
-    lang = manifests[0][1].get("lang", "zh")
+    lang = args.lang or manifests[0][1].get("lang", "zh")
     threshold = args.similarity or manifests[0][1].get("similarity") or THRESHOLD
     manifest = {"format": FORMAT, "merged_from": sources, "grader": manifests[0][1]["grader"],
                 "shard": None, "lang": lang, "similarity": threshold,
                 "entries": [dict(chosen[s][1]) for s in sorted(chosen)]}
     write_atomic(os.path.join(outdir, MANIFEST),
                  json_text(manifest, ensure_ascii=False, indent=1) + "\n")
-    gradebook.write_class_outputs(outdir, records, lang, threshold)
+    gradebook.write_class_outputs(outdir, records, lang, threshold, verbose=args.verbose)
     missing = [r for r in records if r["status"] == "missing"]
     for r in missing:
-        print(f"! {r['student']}: {r['error']}", file=sys.stderr)
-    print(f"{outdir}/gradebook.csv: {len(records)} rows from {len(sources)} outputs"
-          f"{f', {len(missing)} not graded' if missing else ''}", file=sys.stderr)
+        say("missing", lang, student=r["student"], error=r["error_said"][lang])
+    say("merged", lang, out=outdir, rows=len(records), sources=len(sources),
+        not_graded=len(missing))
     return 1 if missing else 0
+
+
+def _lang_of(outdir, default="zh"):
+    """The language a batch output was made in (its batch.json), else `default`."""
+    try:
+        with open(os.path.join(outdir, MANIFEST), encoding="utf-8") as handle:
+            lang = json.load(handle).get("lang")
+    except (OSError, ValueError, AttributeError):
+        return default
+    return lang if lang in options.LANGS else default
 
 
 def rebuild(outdir):
@@ -336,10 +343,14 @@ def add_arguments(sub):
                         "non-root user)")
     options.add_limits(p)
     p.add_argument("--similarity", type=float, default=THRESHOLD, help=SIMILARITY_HELP)
+    p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     p = sub.add_parser("merge", help="join batch outputs (shards) into one gradebook")
     p.add_argument("outdirs", nargs="+", help="batch output folders")
     p.add_argument("--out", required=True, help="the merged output folder")
     p.add_argument("--similarity", type=float, help=SIMILARITY_HELP + " (default: the shards')")
+    p.add_argument("--lang", choices=options.LANGS, help="language of the Markdown, the page's "
+                   "first view and the messages (default: the shards')")
+    p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     from grader.batch import export, overrides, recipes
 
     overrides.add_arguments(sub)
@@ -347,6 +358,8 @@ def add_arguments(sub):
     recipes.add_arguments(sub)
 
 
+VERBOSE_HELP = ("also say how it ran: isolation, worker processes, peak memory, CPU per "
+                "submission, compute threads, pairs compared")
 SIMILARITY_HELP = (f"flag two submissions as near-copies when this share of one's own code "
                    f"(given code left out) is found in the other (default {THRESHOLD})")
 
@@ -371,25 +384,27 @@ def override_command(args):
     from grader import rubric
     from grader.batch import overrides
 
+    from grader.batch.roster import ACTION_WORDS
+
     outdir = args.out = os.path.abspath(args.out)
+    lang = args.lang or _lang_of(outdir)
     try:
         with open(os.path.join(outdir, MANIFEST), encoding="utf-8") as handle:
             students = {e["student"] for e in json.load(handle)["entries"]}
     except (OSError, ValueError, KeyError):
-        print(f"错误 error: {outdir}: no {MANIFEST} (not a batch output)", file=sys.stderr)
-        return 2
-    if args.list:
-        from grader import inert
-
-        print("\n".join(inert.one_line(line) for line in overrides.history_lines(outdir)))
-        return 0
+        return refuse(Refusal("no_manifest", folder=outdir, manifest=MANIFEST), lang)
     try:
+        if args.list:
+            from grader import inert
+
+            print("\n".join(inert.one_line(line)
+                            for line in overrides.history_lines(outdir, lang)))
+            return 0
         event = overrides.command(args, rubric.load(), students, read_record)
-    except overrides.OverrideError as exc:
-        print(f"错误 error: {exc}", file=sys.stderr)
-        return 2
+    except Refusal as exc:
+        return refuse(exc, lang)
     rebuild(outdir)
-    print(f"{event['action']} {args.student} {args.check}: {event['replaced']:g} -> "
-          f"{event['score']:g} ({overrides.FILE}); gradebook.csv, summary and "
-          f"students/{args.student}/feedback.html rebuilt", file=sys.stderr)
+    say("override_done", lang, action=words.text("roster", ACTION_WORDS[event["action"]], lang),
+        student=args.student, check=args.check, was=f"{event['replaced']:g}",
+        score=f"{event['score']:g}", file=overrides.FILE)
     return 0

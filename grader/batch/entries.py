@@ -13,6 +13,8 @@ import os
 import re
 import stat
 
+from grader.batch.refusal import Refusal
+
 SKIPPED_NAMES = {"__MACOSX", "__pycache__", "Thumbs.db"}
 GRADABLE_SUFFIXES = (".py", ".ipynb", ".zip")
 
@@ -121,7 +123,7 @@ def parse_shard(text):
     """'K/N' -> (K, N), 1 <= K <= N."""
     match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
     if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
-        raise ValueError(f"--shard wants K/N with 1 <= K <= N, e.g. 2/8 (got {text!r})")
+        raise Refusal("shard_form", got=repr(text))
     return int(match.group(1)), int(match.group(2))
 
 

@@ -71,13 +71,13 @@ def export(outdir, target, lang):
 
 
 def main(args):
-    import sys
+    from grader.batch.records import MANIFEST
+    from grader.batch.refusal import Refusal, refuse, say
 
     outdir, target = os.path.abspath(args.out), os.path.abspath(args.to)
-    if not os.path.isfile(os.path.join(outdir, "batch.json")):
-        print(f"错误 error: {outdir}: no batch.json (not a batch output)", file=sys.stderr)
-        return 2
+    if not os.path.isfile(os.path.join(outdir, MANIFEST)):
+        return refuse(Refusal("no_manifest", folder=outdir, manifest=MANIFEST), args.lang)
     written, rows = export(outdir, target, args.lang)
-    print(f"{target}: {written} results.json under {GRADESCOPE}/, {SCORES} with {rows} rows "
-          "(overrides applied)", file=sys.stderr)
+    say("exported", args.lang, target=target, written=written, gradescope=GRADESCOPE,
+        scores=SCORES, rows=rows)
     return 0

@@ -12,7 +12,7 @@ import sys
 from grader import rubric as rubric_module, words
 from grader.batch import classhtml, classpage, overrides as overrides_module, roster, similarity
 from grader.inert import json_text
-from grader.render.classtext import csv_cell
+from grader.render.classtext import csv_cell, md_inline
 from grader.render.report import class_points
 from grader.batch.mistakes import causes
 from grader.batch.records import MARKDOWN, PAGE, STUDENTS
@@ -153,6 +153,13 @@ def _items(the_rubric, per_key, graded):
     return sorted(items, key=lambda item: (-item["students"], item["key"]))
 
 
+def _outcomes(items):
+    """The outcomes that name no cause, each said as a whole sentence with who (plain text: the
+    page escapes it; summary.md says it again with each id made inert)."""
+    return [dict(item, text={lang: classpage.outcome_sentence(item, lang)
+                             for lang in words.LANGS}) for item in items]
+
+
 def _rows(records, status):
     return [{"student": r["student"], "entry": r["entry"], "error": r.get("error")}
             for r in records if r["status"] == status]
@@ -176,7 +183,7 @@ def summarize(the_rubric, records, near_copies=None):
         "roster": roster.rows(records, causes_of, (near_copies or {}).get("groups", []),
                               max_score),
         "mistakes": _items(the_rubric, _causes(graded), graded),
-        "outcomes": _items(the_rubric, outcomes, graded),
+        "outcomes": _outcomes(_items(the_rubric, outcomes, graded)),
         "overrides": [dict(o, student=r["student"]) for r in records
                       for o in r.get("overrides", [])],
     }
@@ -228,8 +235,10 @@ def _checks_markdown(summary, lang):
     if summary["outcomes"]:
         lines += ["", f"## {said('outcomes')}", "", said("outcomes_table"), "|---:|---:|---|"]
         for item in summary["outcomes"]:
+            sentence = classpage.outcome_sentence(item, lang, name=md_inline,
+                                                  check=lambda c: f"`{c}`")
             lines.append(f"| {item['students']} | {item['percent']}% | `{item['key']}` "
-                         f"{item['text'][lang]} |")
+                         f"{sentence} |")
     return lines
 
 
@@ -240,16 +249,16 @@ def summary_html(summary, lang):
         head=classhtml.STYLE)
 
 
-def write_class_outputs(outdir, records, lang, threshold=None):
+def write_class_outputs(outdir, records, lang, threshold=None, verbose=False):
     """gradebook.csv, mistakes.csv, similarity.csv and the summary (JSON, Markdown, HTML), from
     the records with the folder's overrides applied; the pages of the students an override
-    touches (now or in its history) redrawn."""
+    touches (now or in its history) redrawn.  `verbose`: say how many pairs were compared."""
     the_rubric = rubric_module.load()
     items = overrides_module.load(outdir)
     history = overrides_module.load_history(outdir)
     records = [overrides_module.apply(r, items) for r in records]
     near, table = (None, None) if threshold is None else \
-        _near_copies(outdir, records, threshold)
+        _near_copies(outdir, records, threshold, lang if verbose else None)
     summary = summarize(the_rubric, records, near)
     summary["override_history"] = history
     write_atomic(os.path.join(outdir, "gradebook.csv"), gradebook_csv(the_rubric, records, lang))
@@ -268,15 +277,18 @@ def write_class_outputs(outdir, records, lang, threshold=None):
     return summary
 
 
-def _near_copies(outdir, records, threshold):
+def _near_copies(outdir, records, threshold, verbose_lang=None):
     """(the near-copies among the records whose code was kept (similarity/sources), the
-    similarity CSV)."""
+    similarity CSV); with `verbose_lang`, how many pairs were compared is said in it."""
     sources = []
     for r in records:
         saved = similarity.read_source(outdir, r["student"])
         if saved is not None and saved.get("digest") == r.get("digest"):
             sources.append(saved)
-    near = similarity.analyse(outdir, sources, threshold, log=sys.stderr)
+    near = similarity.analyse(outdir, sources, threshold)
+    if verbose_lang:
+        print(words.text("batch", "verbose_similarity", verbose_lang, n=len(sources),
+                         computed=near["computed"], reused=near["reused"]), file=sys.stderr)
     return near, classpage.similarity_csv(near["rows"])
 
 

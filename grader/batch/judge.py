@@ -115,7 +115,7 @@ def _complete(started, config, judge, split=None):
         split["render_cpu"] += time.thread_time() - drawing
     return {"id": task["id"], "student": task["student"], "status": record["status"],
             "score": record["score"], "max_score": record["max_score"], "error": record["error"],
-            "seconds": record["seconds"]}
+            "error_said": record.get("error_said"), "seconds": record["seconds"]}
 
 
 def _graded(started, data):

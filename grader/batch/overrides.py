@@ -17,6 +17,8 @@ import getpass
 import json
 import os
 
+from grader import words
+from grader.batch.refusal import Refusal
 from grader.render.report import class_points
 from grader.statefile import write_atomic
 
@@ -24,8 +26,9 @@ FILE = "overrides.json"
 FORMAT = 2
 
 
-class OverrideError(ValueError):
-    """An override that cannot be recorded: unknown student or check, score out of bounds."""
+class OverrideError(Refusal):
+    """An override that cannot be recorded: unknown student or check, score out of bounds (a
+    [batch] key and its fields)."""
 
 
 def _key(o):
@@ -39,7 +42,7 @@ def _read(outdir):
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
-        raise OverrideError(f"{os.path.join(outdir, FILE)}: unreadable ({exc})") from None
+        raise OverrideError("unreadable", file=os.path.join(outdir, FILE), error=exc) from None
     return data if isinstance(data, dict) else {}
 
 
@@ -76,15 +79,16 @@ def validate(the_rubric, students, student, check, score):
     """The override as data, or OverrideError saying what is wrong and what would be right."""
     if student not in students:
         near = sorted(s for s in students if student.lower() in s.lower())[:5]
-        hint = f"; did you mean {', '.join(near)}?" if near else ""
-        raise OverrideError(f"unknown student {student!r}: not in this batch's batch.json{hint}")
+        hint = {lang: words.text("batch", "near_students", lang, names=", ".join(near)) if near
+                else "" for lang in words.LANGS}
+        raise OverrideError("unknown_student", student=repr(student), near=hint)
     if check not in the_rubric.by_id:
         near = [c.id for c in the_rubric.checks if check.split(".")[0] in c.id][:8]
-        raise OverrideError(f"unknown check {check!r}; the checks are "
-                            f"{', '.join(near or [c.id for c in the_rubric.checks])}")
+        raise OverrideError("unknown_check", check=repr(check),
+                            known=", ".join(near or [c.id for c in the_rubric.checks]))
     points = the_rubric.by_id[check].points
     if not 0 <= score <= points:
-        raise OverrideError(f"score {score:g} is outside 0..{points:g}, the points of {check}")
+        raise OverrideError("score_range", score=f"{score:g}", points=f"{points:g}", check=check)
 
 
 def record_override(outdir, item, graded_score):
@@ -107,7 +111,7 @@ def remove_override(outdir, student, check, why, who, when):
     items = load(outdir)
     before = next((o for o in items if _key(o) == (student, check)), None)
     if before is None:
-        raise OverrideError(f"{student} {check} has no override to remove")
+        raise OverrideError("nothing_to_remove", student=student, check=check)
     event = {"action": "remove", "student": student, "check": check,
              "score": before.get("was"), "replaced": before["score"], "why": why, "who": who,
              "when": when}
@@ -124,8 +128,8 @@ def combine(folders):
         for o in load(folder):
             seen = chosen.setdefault(_key(o), o)
             if (seen["score"], seen["why"]) != (o["score"], o["why"]):
-                raise OverrideError(f"{o['student']} {o['check']} is overridden differently in two "
-                                    f"outputs ({seen['score']:g} and {o['score']:g})")
+                raise OverrideError("two_overrides", student=o["student"], check=o["check"],
+                                    a=f"{seen['score']:g}", b=f"{o['score']:g}")
         history += [e for e in load_history(folder) if e not in history]
     history.sort(key=lambda e: (e.get("when") or "", e["student"], e["check"]))
     return sorted(chosen.values(), key=_key), history
@@ -169,38 +173,45 @@ def add_arguments(sub):
     p.add_argument("--remove", action="store_true", help="remove the override in force")
     p.add_argument("--who", default=None, help="who decides (default: the login name)")
     p.add_argument("--list", action="store_true", help="print the overrides and their history")
+    p.add_argument("--lang", choices=words.LANGS,
+                   help="language of the messages (default: the batch's)")
 
 
-def history_lines(outdir):
+def history_lines(outdir, lang="en"):
     """What `override OUT --list` prints: the overrides in force, then every change."""
-    lines = [f"in force: {o['student']} {o['check']} {class_points(o.get('was'))} -> "
-             f"{class_points(o['score'])} ({o.get('who') or '?'}, {o.get('when') or '?'}): "
-             f"{o['why']}" for o in load(outdir)]
-    lines += [f"{e.get('when') or '?'} {e.get('who') or '?'} {e['action']} {e['student']} "
-              f"{e['check']}: {class_points(e['replaced'])} -> {class_points(e['score'])}: {e['why']}"
+    from grader.batch.roster import ACTION_WORDS
+
+    said = lambda key, **fields: words.text("batch", key, lang, **fields)  # noqa: E731
+    lines = [said("in_force", student=o["student"], check=o["check"],
+                  was=class_points(o.get("was")), score=class_points(o["score"]),
+                  who=o.get("who") or "?", when=o.get("when") or "?", why=o["why"])
+             for o in load(outdir)]
+    lines += [said("history_line", when=e.get("when") or "?", who=e.get("who") or "?",
+                   action=words.text("roster", ACTION_WORDS[e["action"]], lang),
+                   student=e["student"], check=e["check"], was=class_points(e["replaced"]),
+                   score=class_points(e["score"]), why=e["why"])
               for e in load_history(outdir)]
-    return lines or ["no overrides"]
+    return lines or [said("no_overrides")]
 
 
 def command(args, the_rubric, students, read_record):
     """Validate and record what the command asks (OverrideError when it cannot); the event."""
     if args.student is None or args.check is None:
-        raise OverrideError("say which student and check (or --list)")
+        raise OverrideError("say_which")
     why = (args.why or "").strip()
     if not why:
-        raise OverrideError("--why must say why (it is shown to the student)")
+        raise OverrideError("say_why")
     who, when = args.who or default_who(), now()
     if args.remove:
         if args.student not in students:
             validate(the_rubric, students, args.student, args.check, 0)
         return remove_override(args.out, args.student, args.check, why, who, when)
     if args.score is None:
-        raise OverrideError("give the new SCORE (or --remove)")
+        raise OverrideError("say_score")
     validate(the_rubric, students, args.student, args.check, args.score)
     record = read_record(args.out, args.student)
     if record is None or not record.get("report"):
-        raise OverrideError(f"{args.student} has no graded report here (ungradable or not "
-                            f"graded yet): grade the submission first")
+        raise OverrideError("no_report", student=args.student)
     graded = next(c["score"] for c in record["report"]["checks"] if c["id"] == args.check)
     return record_override(args.out, {"student": args.student, "check": args.check,
                                       "score": args.score, "why": why, "who": who,

@@ -13,7 +13,6 @@ runs `grader merge OUT/shard-* --out OUT/merged`.
 import os
 import re
 import stat
-import sys
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "recipe_templates")
 RECIPES = {  # kind: [(template, written as)]
@@ -55,16 +54,18 @@ def add_arguments(sub):
                    help="the submissions folder as the jobs see it (relative to the kit)")
     p.add_argument("--kind", choices=sorted(RECIPES), action="append",
                    help="only this kind (repeatable; default: all)")
+    from grader import options
+
+    options.add_lang(p, help="language of the messages")
 
 
 def main(args):
+    from grader.batch.refusal import Refusal, refuse
+
     if not 1 <= args.shards <= 10000:
-        print(f"错误 error: --shards wants 1..10000 (got {args.shards})", file=sys.stderr)
-        return 2
+        return refuse(Refusal("shards_range", got=args.shards), args.lang)
     if not re.fullmatch(r"[\w./@+-]+", args.class_dir):
-        print("错误 error: --class-dir: letters, digits and . / _ - @ + only (it goes into YAML "
-              "and shell scripts)", file=sys.stderr)
-        return 2
+        return refuse(Refusal("class_dir_form"), args.lang)
     for path in write(args.out, args.shards, args.class_dir, args.kind or tuple(RECIPES)):
         print(path)
     return 0

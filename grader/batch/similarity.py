@@ -329,7 +329,7 @@ def group_figures(groups, rows):
     return out
 
 
-def analyse(outdir, sources, threshold=THRESHOLD, log=None):
+def analyse(outdir, sources, threshold=THRESHOLD):
     """Every pair of `sources` (dicts from keep_source), the cache updated; the class view:
     {'threshold', 'flagged' (how many pairs), 'groups', 'group_figures', 'pairs' (the strongest
     pair of each of the first SHOWN groups, with their code and regions), 'rows' (every pair, for
@@ -342,9 +342,6 @@ def analyse(outdir, sources, threshold=THRESHOLD, log=None):
     if computed or len(cache) != len(pairs):  # else the cache holds these very pairs already
         save_pairs(outdir, settings, pairs)
     rows = pair_rows(sources, pairs, threshold)
-    if log is not None:
-        print(f"similarity: {len(sources)} submissions, {computed} pairs computed, "
-              f"{len(pairs) - computed} reused", file=log)
     by_student = {s["student"]: s for s in sources}
     flagged = [r for r in rows if r["flagged"]]
     groups = groups_of(rows)
