@@ -213,15 +213,15 @@ def test_namespace_probe_says_why_it_cannot():
         shutil.rmtree(runtime, ignore_errors=True)
         shutil.rmtree(spool, ignore_errors=True)
     assert result.returncode == 0, result.stderr
-    assert "clone" in result.stdout and "None" not in result.stdout
+    assert "unshare" in result.stdout and "None" not in result.stdout
     assert not leftover
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root: namespaces are made as root")
 def test_a_child_is_born_in_namespaces_of_its_own():
-    """fork_into_namespaces makes the worker with one clone: the child is PID 1 of a PID
-    namespace of its own, in a mount, IPC and network namespace of its own, and its parent (no
-    middle process) reaps it and reads its own exit status."""
+    """fork_into_namespaces: the child is PID 1 of a PID namespace of its own, in a mount, IPC
+    and network namespace of its own, and the caller (its subreaper, past the middle process)
+    reaps it and reads its own exit status."""
     runtime = sandbox.make_runtime_dir()
     code = f"""
 import os, sys

@@ -103,9 +103,10 @@ def fork_into_namespaces():
     """os.fork, with the child in a mount, a PID (as its PID 1), an IPC and a network namespace of
     its own; 0 in the child, else its pid.  A middle process unshares them (a new PID namespace
     takes only the children forked after it), forks the child and exits: the child is then the
-    zygote's own (PR_SET_CHILD_SUBREAPER, Zygote.__init__), whose wait4 reports its exit.  The
+    caller's own (a child subreaper), whose wait4 reports its exit.  The
     child goes on only once the middle process is reaped, so that the parent-death signal it sets
     (drop_privileges) is tied to the zygote, not to the middle process's exit."""
+    _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "subreaper")
     said_read, said_write = os.pipe()
     go_read, go_write = os.pipe()
     middle = os.fork()
@@ -259,8 +260,6 @@ class Zygote:
     def __init__(self, control_fds, mode):
         self.controls = [socket.socket(fileno=fd) for fd in control_fds]
         self.mode = mode
-        # the children of fork_into_namespaces' middle processes are reparented here
-        _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "subreaper")
         self.children = {}  # pid -> (its judge's control, spawn id)
         self.deadlines = {}  # pid -> when it is killed (its judge has let it go)
         self.wake_read, self.wake_write = os.pipe()
