@@ -235,11 +235,11 @@ def _block_mismatch(student, exc, device, placement, seed):
 
 
 def block_outcome(student, weights, device, x, seed):
-    """A new block holding `weights`, moved to `device` and run there.  On a
-    device with values (CUDA) they must be this very block's on the CPU, its own biases and all,
-    asked before it moved; a block that answers the CPU differently twice draws something at
-    random (other cards name it), and its values are not compared, as on meta: a GPU takes no
-    point a CPU-only machine gives."""
+    """A new block holding `weights`, moved to `device` and run there.  On a device with values
+    (CUDA) they must be this very block's on the CPU, its own biases and all, asked before it
+    moved; a block that answers the CPU differently twice draws something at random (other cards
+    name it), and its values are not compared, as on meta: a GPU takes no point a CPU-only
+    machine gives."""
     module, kind = new_block(student, weights)
     cpu = [module.contract("forward_on", x=x, device="cpu")
            for _ in range(0 if device == "meta" else 2)]
@@ -309,9 +309,9 @@ def test_block_follows_its_dtype(student, seed, record_note):
 
 def dtype_outcome(student, weights, dtype, x):
     """A new block holding `weights`, its float32 y asked twice, then block.to(dtype) on an input
-    of that dtype: y and weights of that dtype; in float64, the values this
-    block gave in float32 (a bias the student kept counts the same in both; module.reference
-    compares them with the reference)."""
+    of that dtype: y and weights of that dtype; in float64, the values this block gave in float32
+    (a bias the student kept counts the same in both; module.reference compares them with the
+    reference)."""
     module, kind = new_block(student, weights)
     cpu = [module.contract("forward_on", x=x, device="cpu") for _ in range(2)]
     module.contract("place", dtype=dtype)
