@@ -384,7 +384,7 @@ def test_zip_loading(tmp_path):
 def test_out_inside_the_class_folder_is_refused(tmp_path):
     (tmp_path / "class").mkdir()
     proc = run_batch(tmp_path / "class", tmp_path / "class" / "out", timeout=60)
-    assert proc.returncode == 2 and "里面" in proc.stderr and "inside" not in proc.stderr
+    assert proc.returncode == 2 and "里面" in proc.stderr and "error" not in proc.stderr
     assert os.listdir(tmp_path / "class") == []
 
 
