@@ -28,7 +28,7 @@ if __name__ == "__main__" and _may_sandbox(sys.argv[1:]):
 import argparse  # noqa: E402
 import os  # noqa: E402
 
-from grader import collector, options, threads, words  # noqa: E402
+from grader import options, process, words  # noqa: E402
 from grader.sandbox import launch as sandbox  # noqa: E402
 from grader.judge.submission import SubmissionError  # noqa: E402
 
@@ -118,10 +118,10 @@ def _add_submit(sub):
 
 
 def main(argv=None):
-    threads.pin_environment()  # before anything imports torch: judges, zygotes, their threads
+    process.pin_environment()  # before anything imports torch: judges, zygotes, their threads
     args = parse(sys.argv[1:] if argv is None else argv)
     if args.command in ONE_SUBMISSION:
-        collector.hold()  # a judge starts here: no collection until its checks are collected
+        process.hold_gc()  # a judge starts here: no collection until its checks are collected
     if hasattr(args, "isolation") and options.isolation_of(args) != "process":
         sandbox.start_probe()  # bwrap tried while the rest is imported, before a worker needs it
     if args.command in ("batch", "merge", "override", "export", "recipes"):
@@ -193,6 +193,4 @@ def render(data, fmt, lang):
 
 
 if __name__ == "__main__":
-    from grader.fastexit import exit_now
-
-    exit_now(main())
+    process.exit_now(main())

@@ -407,9 +407,9 @@ def cpu_now():
 
 def training_cpu():
     """The copy task's training of the reference on one thread (what each worker does once)."""
-    from grader import threads
+    from grader import process
 
-    threads.one_thread_here()
+    process.one_thread_here()
     sys.path[:0] = [os.path.join(ROOT, "grader", "sandbox", "runtime"),
                     os.path.join(ROOT, "solutions")]
     import attention
@@ -419,62 +419,6 @@ def training_cpu():
     began = cpu_now()
     copytask.train(attention.CausalSelfAttention)
     return cpu_now() - began
-
-
-TRAIN_IN_FORKS = """
-import os, statistics, sys, time
-sys.path[:0] = [os.path.join(sys.argv[1], "grader", "sandbox", "runtime"),
-                os.path.join(sys.argv[1], "solutions")]
-import torch
-torch.set_num_threads(1)
-import attention, copytask
-copytask.train(attention.CausalSelfAttention)  # the fork server's state: torch's lazy setup done
-seconds = []
-for _ in range(int(sys.argv[2])):
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # a worker's training: the first in a fresh fork
-        began = time.process_time()
-        copytask.train(attention.CausalSelfAttention)
-        os.write(write, repr(time.process_time() - began).encode())
-        os._exit(0)
-    os.close(write)
-    seconds.append(float(os.read(read, 64)))
-    os.close(read)
-    os.waitpid(pid, 0)
-print(statistics.median(seconds), torch.backends.cpu.get_cpu_capability())
-"""
-
-
-def kernel_choice_cpu(rounds=None, forks=5):
-    """The copy task's training under the kernels the kit picks (threads.kernel_choice) and under
-    torch's own pick, as a worker trains: once, in a fresh fork of a process that trained before.
-    Each pick in its own process, the two alternating for `rounds`: ((kit's median, its name),
-    (torch's median, its name), the median of each round's kit / torch).  One run of each read
-    the kit's pick at 1.22x on a noisy host, where alternating rounds read 0.70-0.79x; a median
-    of three rounds' times read 1.08x where four more runs of three read 0.58-0.84x: the ratio is
-    taken round by round (a round's two trainings run back to back, which goes first rotating)
-    and over five.  The choice is measured here, not assumed."""
-    from grader import threads
-
-    rounds = rounds or (1 if TINY else 5)
-
-    def train_in(env):
-        done = subprocess.run([PY, "-c", TRAIN_IN_FORKS, ROOT, str(forks)], env=env,
-                              capture_output=True, text=True, check=True)
-        seconds, capability = done.stdout.split()
-        return float(seconds), capability
-
-    base = {k: v for k, v in os.environ.items() if k != threads.KERNELS}
-    base.update(threads.ONE_THREAD)
-    kit_env = threads.pin_environment(dict(base))
-    kit, own = [], []
-    for round_ in range(rounds):
-        for found, env in rotated([(kit, kit_env), (own, base)], round_):
-            found.append(train_in(env))
-    return ((statistics.median(s for s, _ in kit), kit[0][1]),
-            (statistics.median(s for s, _ in own), own[0][1]),
-            statistics.median(k / o for (k, _), (o, _) in zip(kit, own)))
 
 
 def _tree_cpu(pid):
@@ -655,10 +599,6 @@ def cpu_split(stats, outputs, near, reference):
     figure("cpu_worker", stats["worker_cpu"], f"  worker {stats['worker_cpu']:.3f} s, of which "
            f"the copy task's training about {train:.3f} s (the reference, alone, one thread)")
     FIGURES["cpu_training"] = train
-    (kit, kit_name), (own, own_name), kit_x = kernel_choice_cpu()
-    figure("kernels_kit_vs_torch", kit_x, f"    torch's kernels: the kit's pick {kit_name} "
-           f"{kit:.3f} s, torch's own {own_name} {own:.3f} s of a worker's training (medians): "
-           f"{kit_x:.2f}x (the median of the rounds' ratios)", ("<=", 1.05))
     (pause, pause_x), (busy, busy_x) = call_cpu()
     figure("cpu_per_call", pause, f"  a round trip costs its worker {pause * 1000:.2f} "
            f"ms of CPU after the judge paused 2 ms (and the judge {pause_x * 1000:.2f} ms), "
@@ -803,9 +743,9 @@ PARTS = {"single": bench_single, "student": bench_student, "batch": bench_batch,
 
 
 def main():
-    from grader import threads
+    from grader import process
 
-    threads.pin_environment()  # the bench's own torch (the training's figure) on one thread
+    process.pin_environment()  # the bench's own torch (the training's figure) on one thread
     part = os.environ.get("BENCH_PART", "all")
     for name, run in PARTS.items():
         if part in ("all", name):

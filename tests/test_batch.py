@@ -231,7 +231,7 @@ def test_progress_and_ungradable_lines(mixed):
     assert all("每分钟" in l and "还需" in l for l in progress)
     assert progress[-1].startswith("[9/9]") and " 还需 0:00" in progress[-1]
     # The check thread's torch had one compute thread before anything set it: the environment
-    # was pinned before torch started (threads.py), whatever the instructor's shell asked for.
+    # was pinned before torch started (process.py), whatever the instructor's shell asked for.
     assert "计算线程 1 个" in err
     # One language a line (ids and paths are data, the internals were asked for by --verbose).
     shown = err.replace(str(mixed["out"]), "OUT")

@@ -24,7 +24,7 @@ EXPECTED = {
     "nbgrader_x",
     "batch_vs_nbgrader",
     "judge_mb", "worker_mb", "cpu_per_reference", "cpu_per_submission", "cpu_judge", "cpu_checks",
-    "cpu_pages", "cpu_worker", "cpu_training", "kernels_kit_vs_torch", "cpu_per_call",
+    "cpu_pages", "cpu_worker", "cpu_training", "cpu_per_call",
     "cpu_start",
     "cpu_class_outputs", "cpu_similarity", "cpu_big_class_near_copies", "machine_busy_share",
     "cpu_machine_rest",

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from grader import paths, threads, words
+from grader import paths, process, words
 from grader.sandbox.runtime.facts import accelerator_nodes
 
 from grader.inert import one_line
@@ -22,7 +22,7 @@ from grader.render.report import class_points
 ROOT = paths.KIT_ROOT
 # What a judge process runs.
 JUDGE_CODE = ("import sys; from grader.batch.judge import judge_main; "
-              "from grader.fastexit import exit_now; exit_now(judge_main(sys.argv[1:]))")
+              "from grader.process import exit_now; exit_now(judge_main(sys.argv[1:]))")
 
 
 class Progress:
@@ -149,7 +149,7 @@ class _Judge:
     def __init__(self, number, config, events, log, zygote):
         """Start judge `number`; `zygote`: a shared zygote's (attach settings, control socket),
         or None."""
-        env = threads.pin_environment(dict(os.environ))  # one compute thread (threads.py)
+        env = process.pin_environment(dict(os.environ))  # one compute thread (process.py)
         env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         attach, control = zygote or (None, None)
         try:
@@ -337,7 +337,7 @@ def default_jobs(tasks=None):
 
     Measured (`make bench`, part jobs): a judge and its worker take turns (the judge waits while
     its worker computes, and the next worker is forked meanwhile), so one job keeps about one
-    core busy; with one compute thread each (threads.py) a job per core is the fastest, more
+    core busy; with one compute thread each (process.py) a job per core is the fastest, more
     jobs than cores only contend (2 cores: --jobs 1 11.9 s, 2 8.2 s for 21 submissions)."""
     per_job = GPU_JOB_BYTES if accelerator_nodes() else JOB_BYTES
     jobs = max(1, min(usable_cores(), _available_bytes() // per_job or 1))

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 
-from grader import collector, words
+from grader import process, words
 from grader.batch.records import FORMAT, write_student
 from grader.judge import serving
 from grader.sandbox.runtime import facts
@@ -128,7 +128,7 @@ def _graded(started, data):
 
 def judge_main(argv):
     """Read tasks (JSON lines) on stdin, grade them, write the files, answer on stdout."""
-    collector.hold()  # until the checks are collected (collector.py)
+    process.hold_gc()  # until the checks are collected (process.py)
     config = json.loads(argv[0])
     # On its core (dispatch.judge_core) before any thread: each one it starts runs there too, and
     # so do the workers it starts itself; a forked worker is asked to by its spawn request.

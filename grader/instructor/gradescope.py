@@ -226,10 +226,9 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from grader import collector, threads
-    from grader.fastexit import exit_now
+    from grader import process
 
-    threads.pin_environment()  # before torch: the judge's threads too (threads.py)
-    collector.hold()  # until the judge's checks are collected (collector.py)
+    process.pin_environment()  # before torch: the judge's threads too
+    process.hold_gc()  # until the judge's checks are collected
 
-    exit_now(main())
+    process.exit_now(main())

@@ -4,7 +4,7 @@ The worker is started before the judge imports torch and pytest, so the two impo
 """
 import platform
 
-from grader import threads
+from grader import process
 from grader.sandbox import launch as sandbox
 from grader.judge import submission
 from grader.judge.student import Student
@@ -80,7 +80,7 @@ def prepare(sub, student):
     # their own): torch.manual_seed would queue one more formatted stack a submission.
     copytask.seed_cpu(SEED)
     student.seed = sub.seed  # the checks' `seed` fixture: fresh inputs, recorded in the report
-    threads.one_thread_here()  # tiny tensors: a pool per op only fights the other processes
+    process.one_thread_here()  # tiny tensors: a pool per op only fights the other processes
 
 
 def in_scope(rubric, checks, exercises=None):

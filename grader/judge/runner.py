@@ -20,7 +20,7 @@ import pytest
 
 from grader.judge.checks.support import Verdict, judged_maps
 from grader.judge.student import StudentError, WorkerFailure
-from grader import collector, paths, threads
+from grader import paths, process
 
 CHECKS_DIR = paths.CHECKS
 UNUSED_PLUGINS = ("logging", "unraisableexception", "threadexception", "faulthandler", "warnings",
@@ -123,9 +123,9 @@ class KitPlugin:
         The last item runs with nextitem=None, which tears every fixture down (the session-scoped
         `student` included), so each student starts from nothing, as in a fresh session."""
         owner = self.owner
-        # This thread computes: OpenMP keeps the thread count per thread (threads.py).
-        owner.threads_given = threads.one_thread_here()
-        collector.release()  # imported and collected: collect automatically from here on
+        # This thread computes: OpenMP keeps the thread count per thread (process.py).
+        owner.threads_given = process.one_thread_here()
+        process.release_gc()  # imported and collected: collect automatically from here on
         owner.ready.set()  # configured and collected: what follows is per student
         while True:
             request = owner.requests.get()

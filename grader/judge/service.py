@@ -30,13 +30,13 @@ class Judge:
     def begin(self, path, limits=None):
         """Load the submission at `path` and start its worker at once: (sub, student).  Raises
         submission.SubmissionError for what cannot be graded."""
-        from grader import collector
+        from grader import process
         from grader.judge import grading
 
         try:
             return grading.start(path, self.isolation, limits or self.limits, self.workers)
         except BaseException:  # no checks to collect for it: the held start is over (watch and
-            collector.release()  # the notebook's judge go on waiting for the next file)
+            process.release_gc()  # the notebook's judge go on waiting for the next file)
             raise
 
     def student(self, sub, limits=None):
@@ -74,9 +74,9 @@ class Judge:
         return self.finish(sub, student, visibilities)
 
     def close(self):
-        from grader import collector
+        from grader import process
 
-        collector.release()  # where no session got as far as its checks
+        process.release_gc()  # where no session got as far as its checks
         for session in self.sessions.values():
             session.close()
         self.sessions = {}

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 
-from grader import paths, safefs, threads, words
+from grader import paths, process, safefs, words
 from grader.sandbox.probe import bubblewrap_path, bubblewrap_works, start_probe  # noqa: F401
 from grader.sandbox.runtime import facts, wire
 from grader.sandbox.runtime.facts import UNPRIVILEGED, accelerator_nodes
@@ -104,15 +104,12 @@ ACCELERATOR_ENV = ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DE
 
 def minimal_env(home):
     """The worker's whole environment: nothing of the judge's leaks in but the kit's compute
-    settings (threads.py), which follow the judge's own kernel choice so both sides compute alike,
-    and, on a machine with a GPU, what its driver needs (ACCELERATOR_ENV)."""
+    settings (process.py) and, on a machine with a GPU, what its driver needs (ACCELERATOR_ENV)."""
     env = {"PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
-    if threads.KERNELS in os.environ:
-        env[threads.KERNELS] = os.environ[threads.KERNELS]
     if accelerator_nodes():
         env.update({k: os.environ[k] for k in ACCELERATOR_ENV if k in os.environ})
-    return threads.pin_environment(env)
+    return process.pin_environment(env)
 
 
 def driver_folders():

@@ -196,10 +196,8 @@ def serve():
 
 
 if __name__ == "__main__":
-    from grader import collector, threads
+    from grader import process
 
-    threads.pin_environment()  # before torch: the judge's threads too (threads.py)
-    collector.hold()  # until the judge's checks are collected (collector.py)
-    code = serve()
-    sys.stderr.flush()
-    os._exit(code)  # skip torch's interpreter teardown
+    process.pin_environment()  # before torch: the judge's threads too
+    process.hold_gc()  # until the judge's checks are collected
+    process.exit_now(serve())

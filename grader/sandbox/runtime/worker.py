@@ -32,10 +32,10 @@ __builtins__ = dict(vars(builtins))
 RUNTIME = os.path.dirname(os.path.abspath(__file__))
 # Out of sys.modules before the student's import: `wire` stays (what a student's code finds
 # there is not the instance the worker speaks through: private_wire).
-RUNTIME_MODULES = ("syscalls", "contract", "placement", "copytask", "facts", "worker")
+RUNTIME_MODULES = ("syscalls", "contract", "placement", "copytask", "limits", "worker")
 sys.path.insert(0, RUNTIME)
 
-import facts  # noqa: E402
+import limits  # noqa: E402
 import syscalls  # noqa: E402
 import wire  # noqa: E402
 
@@ -193,7 +193,7 @@ def prepare(forks=False):
     on the way to its hello, leaves that to the checks that need it.
 
     Python's cyclic collector is off meanwhile (it took a fifth of the CPU of these imports), and
-    what is alive at the end is frozen (as in the judge: grader/collector.py): a collection in
+    what is alive at the end is frozen (as in the judge: grader/process.py): a collection in
     the worker, or in a fork of the fork server, then never walks torch's objects, whose GC
     headers it would write (a copy of every page of them a fork shares with the fork server: a
     full collection in a fresh fork took 122 ms and copied 52 MiB; with them frozen, 0 ms and
@@ -281,12 +281,12 @@ def import_telling_where(send, student_file):
 def _seal():
     """Before the student's import: the runtime's modules but wire leave sys.modules, its folder
     leaves sys.path (`import placement` in the student's file finds nothing), and this module no
-    longer names wire, syscalls or facts (everything serving needs is bound already)."""
+    longer names wire, syscalls or limits (everything serving needs is bound already)."""
     for name in RUNTIME_MODULES:
         sys.modules.pop(name, None)
     while RUNTIME in sys.path:
         sys.path.remove(RUNTIME)
-    for name in ("wire", "syscalls", "facts"):
+    for name in ("wire", "syscalls", "limits"):
         globals().pop(name, None)
 
 
@@ -341,7 +341,7 @@ def answering(ops, send, protocol_error, student_file, describe=describe_excepti
 def main():
     channel_fd, student_file = int(sys.argv[1]), os.path.abspath(sys.argv[2])
     # before torch starts a thread: every later thread inherits the filter
-    syscalls.install(unix_sockets=bool(facts.accelerator_nodes()))
+    syscalls.install(unix_sockets=bool(limits.accelerator_nodes()))
     channel = Channel(channel_fd)
     spare = sys.argv[3:] == ["--wait-go"]
     torch = prepare()

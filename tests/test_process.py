@@ -1,13 +1,14 @@
-"""Python's garbage collector while a judge or a worker starts (grader/collector.py,
-worker.prepare): off during the imports; on, with everything imported frozen, before any
-student's code is judged or run.  Each case runs in an interpreter of its own: the collector is
-the whole process's."""
+"""A kit process's setup (grader/process.py, worker.prepare): one compute thread, in the worker's
+environment too; the garbage collector off during a judge's or a worker's imports, then on, with
+everything imported frozen, before any student's code is judged or run.  Each collector case runs
+in an interpreter of its own: the collector is the whole process's."""
 import json
 import os
 import subprocess
 import sys
 
-from grader import collector, paths
+from grader import paths, process
+from grader.sandbox import launch
 
 ROOT = paths.KIT_ROOT
 RUNTIME = os.path.join(paths.GRADER, "sandbox", "runtime")
@@ -25,16 +26,16 @@ def run_python(code):
 def test_hold_stops_collections_and_release_freezes_and_restarts_them():
     seen = run_python(
         "import gc, json\n"
-        "from grader import collector\n"
-        "collector.hold()\n"
-        "held = [gc.isenabled(), collector.holding()]\n"
+        "from grader import process\n"
+        "process.hold_gc()\n"
+        "held = [gc.isenabled(), process.gc_held()]\n"
         "made = [[] for _ in range(3000)]\n"
         "for item in made: item.append(item)  # cycles: alive, then garbage after the release\n"
-        "collector.release()\n"
+        "process.release_gc()\n"
         "frozen = gc.get_freeze_count()\n"
         "del made\n"
         "print(json.dumps({'held': held, 'on': gc.isenabled(), 'frozen': frozen,\n"
-        "                  'kept': collector.holding(), 'freed': gc.collect()}))\n")
+        "                  'kept': process.gc_held(), 'freed': gc.collect()}))\n")
     assert seen["held"] == [False, True]
     assert seen["on"] is True and seen["kept"] is False
     assert seen["frozen"] >= 3000  # what was alive at the release, the cycles among it
@@ -47,16 +48,16 @@ def test_release_without_hold_changes_nothing():
     import gc
 
     before = (gc.isenabled(), gc.get_freeze_count())
-    collector.release()
+    process.release_gc()
     assert (gc.isenabled(), gc.get_freeze_count()) == before
 
 
 def test_a_process_that_turned_it_off_keeps_it_off():
     seen = run_python(
         "import gc, json\n"
-        "from grader import collector\n"
+        "from grader import process\n"
         "gc.disable()\n"
-        "collector.hold(); collector.release()\n"
+        "process.hold_gc(); process.release_gc()\n"
         "print(json.dumps([gc.isenabled(), gc.get_freeze_count()]))\n")
     assert seen == [False, 0]
 
@@ -111,14 +112,21 @@ def test_a_file_that_cannot_be_graded_ends_the_held_start():
     is on again once its grading has ended, with no check session ever made."""
     seen = run_python(
         "import gc, json\n"
-        "from grader import collector\n"
+        "from grader import process\n"
         "from grader.judge.service import Judge\n"
         "from grader.judge.submission import SubmissionError\n"
-        "collector.hold()\n"
+        "process.hold_gc()\n"
         "judge = Judge(isolation='process')\n"
         "try:\n"
         "    judge.begin('/nonexistent/attention.py')\n"
         "except SubmissionError:\n"
         "    pass\n"
-        "print(json.dumps([gc.isenabled(), collector.holding(), judge.sessions == {}]))\n")
+        "print(json.dumps([gc.isenabled(), process.gc_held(), judge.sessions == {}]))\n")
     assert seen == [True, False, True]
+
+
+def test_the_worker_gets_one_thread_and_nothing_else_of_the_judges(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")
+    monkeypatch.setenv("ATTN_JUDGE_SECRET", "x")
+    env = launch.minimal_env("/tmp")
+    assert env["OMP_NUM_THREADS"] == "1" and "ATTN_JUDGE_SECRET" not in env
