@@ -37,7 +37,7 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
     import torch
 
     from grader import rubric as rubric_module
-    from grader.render import report
+    from grader.render.model import Report
     from grader.judge import runner
 
     prepare(sub, student)
@@ -68,7 +68,7 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
         metadata["exercises"] = sorted(exercises)
     if getattr(sub, "package", None) is not None:  # a `make submit` zip: its manifest, verified
         metadata["package"] = sub.package
-    return report.build(rubric, checks, parts, metadata)
+    return Report.from_parts(checks, parts, metadata).data()
 
 
 def prepare(sub, student):

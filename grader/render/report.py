@@ -1,10 +1,10 @@
-"""The result model and its renderers: text, JSON, Markdown and Gradescope's results.json.
+"""The report's renderers: text, JSON, Markdown and Gradescope's results.json.
 
-Scores and verdicts are computed once (`build`); every renderer only formats them, in zh or en.
+Scores and verdicts are computed once, by the model (model.Report.from_parts); every renderer
+only formats its plain data, in zh or en.
 """
 from grader import inert
 from grader import words
-from grader.render.model import CheckResult, Part, Report, Status
 
 STATUS_MARK = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱"}
 STATUS_WORDS = words.table("status")
@@ -35,28 +35,6 @@ def check_line(r, title, lang, mark=None, status=None):
     mark, status = own_mark if mark is None else mark, own_status if status is None else status
     line = f"{mark} {r['id']}  {title}  [{points(r['score'])}/{points(r['max_score'])}]"
     return f"{line} {status}" if status else line
-
-
-def build(rubric, checks, parts, metadata):
-    """The report (model.Report, as its plain data): one CheckResult per rubric check, with its
-    status, score and the verdict data of its failing parts."""
-    results = []
-    for check in checks:
-        runs = parts.get(check.id) or [{"name": "", "status": "error",
-                                        "verdict": {"status": "error", "key": "internal",
-                                                    "fields": {"message": "the check did not run"}}}]
-        passed = sum(1 for r in runs if r["status"] == Status.PASSED)
-        failing = [r for r in runs if r["status"] != Status.PASSED]
-        results.append(CheckResult(
-            id=check.id, exercise=check.exercise, visibility=check.visibility,
-            status=Status.worst(r["status"] for r in failing) if failing else Status.PASSED,
-            max_score=check.points, score=round(check.points * passed / len(runs), 4),
-            parts=tuple(Part(r["name"], Status(r["status"])) for r in runs),
-            verdicts=tuple(r["verdict"] for r in failing if r["verdict"]),
-            notes=tuple(r["note"] for r in runs if r.get("note"))))
-    return Report(score=round(sum(r.score for r in results), 4),
-                  max_score=sum(r.max_score for r in results),
-                  checks=tuple(results), metadata=metadata).data()
 
 
 # The text report's own words (the checks' words are the rubric's): one table, zh and en, each
