@@ -160,12 +160,11 @@ def _harden(root):
 
 def not_graded_results(the_rubric, reason, lang):
     """results.json for a submission that could not be graded: every check at 0, and why."""
+    from grader.render import report
+
     head = words.text("gradescope", "not_graded", lang)
     reason = inert.markdown_inline(reason)  # file and member names are the student's
-    tests = [{"name": f"{c.id}: {c.title[lang]}", "number": str(n), "score": 0,
-              "max_score": c.points, "status": "failed", "output": f"{head}: {reason}",
-              "output_format": "md", "tags": [c.id, c.exercise],
-              "visibility": "visible" if c.visibility == "public" else "after_published"}
+    tests = [report.gradescope_test(c, n, (0, c.points), False, f"{head}: {reason}", lang)
              for n, c in enumerate(the_rubric.checks, 1)]
     return inert.json_text({"score": 0, "output_format": "md", "visibility": "visible",
                             "output": f"**{head}:** {reason}", "tests": tests},
@@ -180,9 +179,9 @@ def run(root, lang="zh"):
     results = os.path.join(root, "results")
     os.makedirs(results, exist_ok=True)
     target = find_submission(os.path.join(root, "submission"))
-    # A spare worker imports torch while the judge hardens, instead of after it (that was a
-    # second torch import in series: 1.6x `grade`).  No student code runs before begin() hands
-    # it the file, which is after _harden has the reference in memory and solutions/ deleted.
+    # A spare worker imports torch while the judge hardens, instead of after it.  No student
+    # code runs before begin() hands it the file, which is after _harden has the reference in
+    # memory and solutions/ deleted.
     with service.Judge(start="spare", spares=1, refill=False) as judge:
         judge.workers.fill()
         _harden(root)

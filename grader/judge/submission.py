@@ -206,13 +206,19 @@ def _read(path):
     except OSError as exc:
         raise SubmissionError(f"{path}: not readable ({exc.strerror})",
                               f"{path}：无法读取（`{exc.strerror}`）") from None
+    return decoded(raw, path)
+
+
+def decoded(raw, path):
+    """The text of the student's file `path` from its bytes (a BOM dropped)."""
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise SubmissionError(f"{path}: not UTF-8 text", f"{path}：不是 UTF-8 文本") from None
 
 
-def _pick_in_folder(folder):
+def pick_in_folder(folder):
+    """The attention file a folder holds (searched as load does)."""
     try:
         return _walk_for_attention(folder)
     except RecursionError:  # os.walk recurses: a folder nested 1500 levels deep
@@ -241,7 +247,7 @@ def load(path):
     if os.path.isdir(path):
         # A folder or a cloned repository (GitHub Classroom): only its attention file is read,
         # nothing of it is run; a symlink out of the folder (e.g. to solutions/) is refused.
-        picked = _pick_in_folder(path)
+        picked = pick_in_folder(path)
         inside = os.path.realpath(path)
         if os.path.commonpath([inside, os.path.realpath(picked)]) != inside:
             raise SubmissionError(f"{picked}: a symlink to a file outside the submission",
@@ -255,7 +261,7 @@ def load(path):
 
 
 def _zip_walk_key(name):
-    """Sort zip members the way _pick_in_folder walks a folder: a folder's files before its
+    """Sort zip members the way pick_in_folder walks a folder: a folder's files before its
     subfolders, subfolders by name."""
     parts = name.split("/")
     return [(1, p) for p in parts[:-1]] + [(0, parts[-1])]

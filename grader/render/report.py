@@ -310,21 +310,22 @@ def _gradescope_output(rubric, r, lang):
     return fenced
 
 
+def gradescope_test(check, number, scored, passed, output, lang):
+    """One check as a Gradescope test, `scored` its (score, max_score) (a hidden check shows
+    once the grades are published)."""
+    return {"name": f"{check.id}: {check.title[lang]}", "number": str(number), "score": scored[0],
+            "max_score": scored[1], "status": "passed" if passed else "failed",
+            "output": output, "output_format": "md", "tags": [check.id, check.exercise],
+            "visibility": "visible" if check.visibility == "public" else "after_published"}
+
+
 def to_gradescope(rubric, report, lang):
     """Gradescope's results.json: one test per check (error/timeout shown as failed with why, an
     override as the TA's score with the grader's beside it), a top-level sentence for the
     student, the kit's provenance in extra_data."""
-    tests = []
-    for number, r in enumerate(report["checks"], 1):
-        check = rubric.by_id[r["id"]]
-        tests.append({
-            "name": f"{r['id']}: {check.title[lang]}", "number": str(number),
-            "score": r["score"], "max_score": r["max_score"],
-            "status": "passed" if _passes(r) else "failed",
-            "output": _gradescope_output(rubric, r, lang),
-            "output_format": "md", "tags": [r["id"], r["exercise"]],
-            "visibility": "visible" if check.visibility == "public" else "after_published",
-        })
+    tests = [gradescope_test(rubric.by_id[r["id"]], number, (r["score"], r["max_score"]),
+                             _passes(r), _gradescope_output(rubric, r, lang), lang)
+             for number, r in enumerate(report["checks"], 1)]
     meta = report["metadata"]
     provenance = {k: meta.get(k) for k in ("isolation", "rubric_hash", "rubric_version", "seed",
                                            "torch", "python")}

@@ -29,8 +29,8 @@ KIT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPARES = 3
 # "spare" makes the judge use spares even where it could fork (tests of that path).
 WORKER_START_ENV = "ATTN_KIT_WORKER_START"
-# How long a judge whose stdin was closed may take to end on its own (~0.1 s here), removing its
-# folders in /tmp; killed before, it left a runtime copy and a spool there for every kernel.
+# How long a judge whose stdin was closed may take to end on its own, removing its folders in
+# /tmp (killed at once, it would leave a runtime copy and a spool there for every kernel).
 STOP_SECONDS = 5
 
 

@@ -253,6 +253,9 @@ def autograde_cell(check_id, lang=None):
     if check_.visibility == "hidden" and not hidden_here:
         print(TEXT[lang]["hidden"].format(id=check_id))
         return None
+    def zero(why=""):  # one line on stderr: nbgrader scores the cell 0
+        sys.stderr.write(f"✗ {check_id}: 0/{report.points(check_.points)}{why}\n")
+
     autograding = bool(os.environ.get(AUTOGRADE_ENV))
     with _Quiet():
         try:
@@ -261,23 +264,18 @@ def autograde_cell(check_id, lang=None):
                          budget_seconds=AUTOGRADE_BUDGET_SECONDS if autograding else None)
         except KeyboardInterrupt:
             _cache_failure()
-            sys.stderr.write(f"✗ {check_id}: 0/{report.points(check_.points)} "
-                             f"{TEXT[lang]['interrupted']}\n")
-            return None
+            return zero(" " + TEXT[lang]["interrupted"])
     if "error" in data:
-        sys.stderr.write(f"✗ {check_id}: 0/{report.points(check_.points)} ({data['error']})\n")
-        return None
+        return zero(f" ({data['error']})")
     result = next((c for c in data["checks"] if c["id"] == check_id), None)
     if result is None:
-        sys.stderr.write(f"✗ {check_id}: 0/{report.points(check_.points)} {TEXT[lang]['not_run']}\n")
-        return None
+        return zero(" " + TEXT[lang]["not_run"])
     print(render_check(rubric, result, lang))
     if result["status"] == "passed":
         return None
     if result["score"] > 0:
         return result["score"]
-    sys.stderr.write(f"✗ {check_id}: 0/{report.points(check_.points)}\n")
-    return None
+    return zero()
 
 
 def _cache_failure():

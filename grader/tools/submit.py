@@ -96,10 +96,7 @@ def _source_of(raw, path):
     if len(raw) > submission_module.MAX_BYTES:
         raise SubmissionError(f"{path}: larger than {submission_module.MAX_BYTES // 1024} KiB",
                               f"{path}：超过 {submission_module.MAX_BYTES // 1024} KiB")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise SubmissionError(f"{path}: not UTF-8 text", f"{path}：不是 UTF-8 文本") from None
+    text = submission_module.decoded(raw, path)
     if submission_module.has_suffix(path, ".ipynb"):
         return submission_module.notebook_source(text), "notebook"
     return text, "python"
@@ -110,7 +107,7 @@ def resolve_work(path):
     if not os.path.exists(path):
         raise SubmissionError(f"{path}: no such file or folder", f"{path}：没有这个文件或文件夹")
     if os.path.isdir(path):
-        path = submission_module._pick_in_folder(path)
+        path = submission_module.pick_in_folder(path)
     if not submission_module.has_suffix(path, ".py", ".ipynb"):
         raise SubmissionError(f"{path}: expected attention.py or attention.ipynb",
                               f"{path}：应当是 attention.py 或 attention.ipynb")
