@@ -156,14 +156,13 @@ def test_the_end_of_a_replaced_zygote_ends_only_its_own_workers(tmp_path):
         fs.close()
 
 
-def test_memory_and_cpu_of_each_child_are_reported(server):
+def test_the_cpu_of_each_child_is_reported(server):
     before = server.children_exited
     grade(server, authoring.SOLUTION)
     deadline = time.monotonic() + 5
     while server.children_exited == before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert server.children_exited > before
-    assert 50 * 1024 < server.peak_child_kb < 3 * 1024 ** 2  # KiB: torch is resident in each
     assert server.child_cpu_seconds > 0
 
 
@@ -247,34 +246,6 @@ print(said, os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), pid > 1)
         shutil.rmtree(runtime, ignore_errors=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["(1,", "['ipc',", "'mnt',", "'net'])", "7", "True"]
-
-
-CORES_AT_IMPORT = ("import os\n"
-                   "raise RuntimeError('cores=' + ','.join(map(str, sorted(os.sched_getaffinity(0)))))\n")
-
-
-def cores_seen(server, tmp_path, name):
-    """The cores a forked worker may run on, as its student's file saw them at import."""
-    folder = submit(tmp_path, name, CORES_AT_IMPORT)
-    verdict = grade(server, os.path.join(folder, "attention.py"))["checks"][0]["verdicts"][0]
-    assert verdict["key"] == "import_failed"
-    return verdict["fields"]["message"].removeprefix("cores=")
-
-
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: nothing to pin to")
-@pytest.mark.parametrize("mode", MODES)
-def test_a_worker_runs_on_the_core_its_judge_asks_for(mode, tmp_path):
-    # A batch's judge and its workers share a core (dispatch.judge_core): the judge asks the
-    # shared zygote for it in each spawn; a core it may not use leaves the worker unpinned.
-    everywhere = ",".join(map(str, sorted(os.sched_getaffinity(0))))
-    last = max(os.sched_getaffinity(0))
-    for core, expected in ((last, str(last)), (None, everywhere), (10 ** 6, everywhere),
-                           ("0", everywhere)):
-        fs = forkserver.ForkServer(mode, core=core)
-        try:
-            assert cores_seen(fs, tmp_path, f"pinned-{core}") == expected, core
-        finally:
-            fs.close()
 
 
 def test_a_forked_worker_runs_the_judges_own_text_and_needs_no_work_folder(server, tmp_path):

@@ -20,7 +20,7 @@ import pytest
 from grader.judge.workers import forked
 from grader.authoring import stubs as authoring
 from grader.sandbox import forkserver, launch as sandbox, uidpool
-from grader.sandbox.runtime import facts
+from grader.sandbox.runtime.limits import CLONE_NEWNET
 from grader.judge import grading, submission
 from grader.judge import service  # noqa: E402
 from grader import inert, rubric, safefs
@@ -417,7 +417,7 @@ def _may_unshare_network():
     pid = os.fork()
     if pid == 0:  # the child never returns into pytest, whatever happens
         try:
-            os._exit(0 if unshare(facts.CLONE_NEWNET) == 0 else 1)
+            os._exit(0 if unshare(CLONE_NEWNET) == 0 else 1)
         finally:
             os._exit(2)
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
@@ -549,7 +549,7 @@ def test_a_frame_over_the_caps_is_refused_from_its_prefix_and_one_at_the_caps_is
         frame = wire.PREFIX.pack(wire.MAGIC, header_len, payload_len) + b"{" * 100
         with pytest.raises(wire.ProtocolError, match="too large"):
             wire.FrameReader().read_frame(stream(frame, asked=asked))
-        assert asked == [wire.CHUNK]  # one read of the reader's own chunk, nothing sized by it
+        assert asked == [wire.PREFIX.size]  # the prefix alone is read: nothing sized by it
     with pytest.raises(wire.ProtocolError, match="too large to send"):
         wire.encode({"ok": torch.zeros(wire.MAX_PAYLOAD // 4 + 1)})  # the worker's side refuses too
     frame = wire.encode({"id": 1, "ok": (torch.zeros(wire.MAX_PAYLOAD // 4),

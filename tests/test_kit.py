@@ -13,7 +13,7 @@ from grader.judge import submission
 from grader.judge import service  # noqa: E402
 from grader.render import report
 from grader import rubric
-from grader.sandbox import launch as sandbox, probe
+from grader.sandbox import launch as sandbox
 
 ROOT = authoring.ROOT
 PY = sys.executable
@@ -192,28 +192,11 @@ def test_isolation_is_reported_honestly():
     assert sandbox.choose_isolation("auto") == expected
 
 
-def test_the_bwrap_probe_started_early_gives_the_same_answer(monkeypatch):
-    """start_probe (run by the CLI before its imports) only starts the probe sooner: the answer
-    bubblewrap_works gives after it is the one a probe started then and there gives."""
-    monkeypatch.setattr(probe, "_probe_cache", {})
-    monkeypatch.setattr(probe, "_probe_running", {})
-    asked_cold = probe.bubblewrap_works()
-    monkeypatch.setattr(probe, "_probe_cache", {})
-    probe.start_probe()
-    if probe.bubblewrap_path() is not None:
-        assert probe._probe_running or probe._probe_cache  # started, or refused at once
-    assert probe.bubblewrap_works() == asked_cold
-    assert not probe._probe_running  # waited for: no probe left behind
-
-
 def test_the_bwrap_probe_that_fails_says_process(monkeypatch, tmp_path):
     fake = tmp_path / "bwrap"
     fake.write_text("#!/bin/sh\nexit 1\n")
     fake.chmod(0o755)
-    monkeypatch.setattr(probe, "bubblewrap_path", lambda: str(fake))
-    monkeypatch.setattr(probe, "_probe_cache", {})
-    monkeypatch.setattr(probe, "_probe_running", {})
-    probe.start_probe()
+    monkeypatch.setattr(sandbox, "bubblewrap_path", lambda: str(fake))
     assert sandbox.choose_isolation("auto") == "process"
 
 

@@ -119,11 +119,10 @@ def test_nesting_is_refused_exactly_past_max_depth(wrap, leaf):
 
 @pytest.mark.parametrize("most", [None, 1, 7, 4096])
 def test_frames_come_whole_however_the_stream_splits_them(most):
-    # Frames back to back, read in pieces of `most` bytes (None: all that fits the reader's
-    # chunk): each decodes to what was sent, one larger than the chunk included, and a stream
-    # that ends inside a frame is EOFError.
+    # Frames back to back, read in pieces of `most` bytes (None: all that is asked for): each
+    # decodes to what was sent, and a stream that ends inside a frame is EOFError.
     values = [{"id": 1, "ok": torch.arange(6.0)}, {"id": 2, "ok": "x" * 100},
-              {"id": 3, "ok": torch.zeros(wire.CHUNK // 4 + 5)}, {"id": 4, "ok": None}]
+              {"id": 3, "ok": torch.zeros(70_000)}, {"id": 4, "ok": None}]
     data = b"".join(wire.encode(v) for v in values)
     reader, fill = wire.FrameReader(), stream(data[:-3], most)
     for value in values[:-1]:

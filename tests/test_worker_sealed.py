@@ -151,7 +151,7 @@ def _importable(name):
     except ImportError:
         return False
 
-RUNTIME = ("wire", "syscalls", "contract", "placement", "copytask", "facts", "worker")
+RUNTIME = ("wire", "syscalls", "contract", "placement", "copytask", "limits", "worker")
 FOUND = {
     "tables": sorted(_tables(sys.modules["__main__"])),
     "in_sys_modules": sorted(n for n in RUNTIME if n in sys.modules),

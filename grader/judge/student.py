@@ -11,7 +11,7 @@ import threading
 import time
 
 from grader.sandbox import launch as sandbox
-from grader.sandbox.runtime import facts
+from grader.sandbox.runtime.limits import SANDBOX_FAILED
 from grader.sandbox.launch import WorkerFailure
 from grader.sandbox.runtime import wire
 
@@ -282,7 +282,7 @@ class Student:
         (the grader's own failure, never blamed on the student); any other end is the student's
         process ending (a student's own exit(70) after the hello included)."""
         before_hello = getattr(self, "hello_pending", True)
-        if before_hello and self.worker.proc.poll() == facts.SANDBOX_FAILED:
+        if before_hello and self.worker.proc.poll() == SANDBOX_FAILED:
             self._fail("sandbox", "the grader could not set up its sandbox (exit code 70)",
                        "评分器没能搭好运行代码的沙箱（退出码 70）")
         self._fail("crashed", f"worker exited ({self.worker.exit_description()})",

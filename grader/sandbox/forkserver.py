@@ -20,7 +20,7 @@ import tempfile
 import threading
 
 from grader.sandbox import launch as sandbox
-from grader.sandbox.runtime import facts
+from grader.sandbox.runtime.limits import UNPRIVILEGED
 from grader.sandbox.launch import WorkerFailure
 from grader import safefs
 from grader.sandbox import uidpool
@@ -130,12 +130,10 @@ class ForkServer:
     """A judge's fork server: a zygote of its own, or (`attach`) one started for several judges
     (the batch's parent starts one for all its judges: a torch import fewer per judge), reached
     through the control socket `attach["fd"]`, its copies in the spool named with `attach["tag"]`.
-    An attached zygote that dies is replaced by one of the judge's own.  `core`: the core each
-    child is asked to run on (a batch's judge and its workers share one: dispatch.judge_core); a
-    zygote of the judge's own is its child and runs where the judge does already."""
+    An attached zygote that dies is replaced by one of the judge's own."""
 
-    def __init__(self, isolation, attach=None, core=None):
-        self.isolation, self.mode, self.core = isolation, supported(isolation), core
+    def __init__(self, isolation, attach=None):
+        self.isolation, self.mode = isolation, supported(isolation)
         if self.mode is None:
             raise RuntimeError(f"no fork server for isolation {isolation} as this user")
         self.ids = itertools.count(1)
@@ -143,7 +141,7 @@ class ForkServer:
         self.workers = {}          # spawn id -> ForkedWorker
         self.replies = {}          # spawn id -> the zygote's answer to spawn
         self.answered = threading.Condition(self.lock)
-        self.peak_child_kb, self.child_cpu_seconds, self.children_exited = 0, 0.0, 0
+        self.child_cpu_seconds, self.children_exited = 0.0, 0
         self.proc, self.control, self.log, self.tag, self.shared = None, None, None, "", False
         if attach is None:
             self._start()
@@ -186,7 +184,6 @@ class ForkServer:
                     ready.set()
                 elif "exited" in message:
                     worker = self.workers.pop(message["exited"], None)
-                    self.peak_child_kb = max(self.peak_child_kb, message.get("maxrss_kb", 0))
                     self.child_cpu_seconds += message.get("cpu_seconds", 0)
                     self.children_exited += 1
                     if worker is not None:
@@ -256,8 +253,8 @@ class ForkServer:
         with self.lock:
             self.workers[spawn_id] = worker
         self.send({"op": "spawn", "id": spawn_id, "dir": copy_dir or work_dir,
-                   "student": student_name, "uid": slot.uid if slot else facts.UNPRIVILEGED,
-                   "limits": limits.describe(), "core": self.core}, worker.fds)
+                   "student": student_name, "uid": slot.uid if slot else UNPRIVILEGED,
+                   "limits": limits.describe()}, worker.fds)
         for fd in worker.fds:
             os.close(fd)
         with self.lock:

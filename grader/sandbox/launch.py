@@ -9,8 +9,9 @@ On a machine with an NVIDIA GPU the worker also gets its device nodes, and its m
 the memory it writes (RLIMIT_DATA) instead of its address space, which CUDA reserves by the
 hundred GiB: the device checks then run on CUDA too (check_device.py).
 """
+import dataclasses
+import functools
 import os
-import select
 import shutil
 import signal
 import socket
@@ -20,9 +21,8 @@ import tempfile
 import threading
 
 from grader import paths, process, safefs, words
-from grader.sandbox.probe import bubblewrap_path, bubblewrap_works, start_probe  # noqa: F401
-from grader.sandbox.runtime import facts, wire
-from grader.sandbox.runtime.facts import UNPRIVILEGED, accelerator_nodes
+from grader.sandbox.runtime.limits import (CLONE_NEWIPC, CLONE_NEWNET, TMP_BYTES, UNPRIVILEGED,
+                                           accelerator_nodes, apply_rlimits, rlimit_table)
 
 SANDBOX_WORK = "/submission"
 SANDBOX_RUNTIME = "/grader-runtime"
@@ -41,10 +41,9 @@ class WorkerFailure(Exception):
         return {"zh": self.zh, "en": self.message}
 
 
+@dataclasses.dataclass(kw_only=True)
 class Limits:
-    """What one worker may use; every field is a keyword (Limits(call_seconds=2.0)).  A class of
-    its own rather than a dataclass: importing dataclasses (inspect, ast and dis with it, ~7 ms)
-    came before a `grade`'s worker could start."""
+    """What one worker may use; every field is a keyword (Limits(call_seconds=2.0))."""
 
     call_seconds: float = 5.0           # wall time for one call (the first one includes the start-up)
     submission_seconds: float = 120.0   # wall time for all calls of one submission
@@ -52,27 +51,33 @@ class Limits:
     memory_bytes: int = 3 * 1024 ** 3   # RLIMIT_AS of one worker (torch's import alone maps ~1 GiB)
     processes: int = 64                 # RLIMIT_NPROC (effective for a non-root uid)
     file_bytes: int = 64 * 1024 ** 2    # RLIMIT_FSIZE: the largest file the worker may write
-    tmp_bytes: int = facts.TMP_BYTES    # size of the sandbox's /tmp (RAM: it must be bounded)
+    tmp_bytes: int = TMP_BYTES          # size of the sandbox's /tmp (RAM: it must be bounded)
     output_bytes: int = 16 * 1024       # how much of stdout and stderr is kept, each
     open_files: int = 256               # RLIMIT_NOFILE: bounds the pipe and socket buffers it can fill
 
-    def __init__(self, **values):
-        unknown = sorted(set(values) - set(self.__annotations__))
-        if unknown:
-            raise TypeError(f"Limits has no field {', '.join(unknown)}")
-        for name in self.__annotations__:  # each on the instance: vars(limits) is all of them
-            setattr(self, name, values.get(name, getattr(Limits, name)))
-
     def describe(self):
-        return {name: getattr(self, name) for name in self.__annotations__}
+        return dataclasses.asdict(self)
 
-    def __eq__(self, other):
-        return isinstance(other, Limits) and self.describe() == other.describe()
 
-    __hash__ = None  # mutable, compared by value
+def bubblewrap_path():
+    return shutil.which("bwrap")
 
-    def __repr__(self):
-        return "Limits(" + ", ".join(f"{k}={v!r}" for k, v in self.describe().items()) + ")"
+
+@functools.cache
+def _bubblewrap_runs(path):
+    try:
+        return subprocess.run([path, "--unshare-all", "--ro-bind", "/", "/", "true"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def bubblewrap_works():
+    """bwrap may be installed but refused by the kernel (no user namespaces): tried once a
+    process, for each bwrap found."""
+    path = bubblewrap_path()
+    return path is not None and _bubblewrap_runs(path)
 
 
 def choose_isolation(requested="auto"):
@@ -207,72 +212,40 @@ def _namespace_unsharer():
     unshare = ctypes.CDLL(None, use_errno=True).unshare
 
     def own_namespaces():  # refused where root lacks CAP_SYS_ADMIN (a default Docker container):
-        unshare(facts.CLONE_NEWIPC | facts.CLONE_NEWNET)  # the worker then shares them (docs/security.md)
+        unshare(CLONE_NEWIPC | CLONE_NEWNET)  # the worker then shares them (docs/security.md)
     return own_namespaces
 
 
 def _apply_limits(limits):
     own_namespaces = _namespace_unsharer()
-    table = facts.rlimit_table(vars(limits))  # resolved here, in the parent: nothing is looked
-    # up between fork and exec
+    table = rlimit_table(vars(limits))  # resolved here, in the parent: nothing is looked up
+    # between fork and exec
 
     def preexec():
         os.setsid()
         own_namespaces()
-        facts.apply_rlimits(table)
+        apply_rlimits(table)
     return preexec
 
 
 class CappedReader(threading.Thread):
-    """Drain a pipe until its end, or until finish(), and keep only the first `cap` bytes (a 200
-    MB print cannot fill memory)."""
+    """Drain a pipe until its end and keep only the first `cap` bytes (a 200 MB print cannot fill
+    memory)."""
 
     def __init__(self, stream, cap):
         super().__init__(daemon=True)
         self.stream, self.cap, self.kept, self.dropped = stream, cap, bytearray(), 0
-        self.finishing, self.lock = False, threading.Lock()
-        self.wake_read, self.wake_write = os.pipe()  # finish() wakes the poll through it
 
     def run(self):
-        fd = self.stream.fileno()
-        os.set_blocking(fd, False)
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        poller.register(self.wake_read, select.POLLIN)
-        try:
-            while self._read_ready(fd):
-                if self.finishing:  # set once the writer was killed: all it wrote is in the pipe
-                    self._read_ready(fd)  # now, and the read above may have come before some
-                    return
-                poller.poll()
-        finally:
-            with self.lock:
-                os.close(self.wake_write)
-                self.wake_write = None
-            os.close(self.wake_read)
-            self.stream.close()
-
-    def _read_ready(self, fd):
-        """Keep what the pipe holds now; False at its end."""
-        while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except BlockingIOError:
-                return True
-            if not chunk:
-                return False
-            room = max(self.cap - len(self.kept), 0)
-            self.kept += chunk[:room]
-            self.dropped += max(len(chunk) - room, 0)
+        with self.stream:
+            while chunk := os.read(self.stream.fileno(), 65536):
+                room = max(self.cap - len(self.kept), 0)
+                self.kept += chunk[:room]
+                self.dropped += max(len(chunk) - room, 0)
 
     def finish(self, timeout=1.0):
-        """Keep what the pipe holds and stop, without waiting for its end.  For a writer that is
-        dead or killed: a sandboxed worker's end of the pipe closes only once the kernel has torn
-        its memory down, 15-25 ms after bubblewrap itself is gone (`make check` waited for it)."""
-        with self.lock:
-            self.finishing = True
-            if self.wake_write is not None:
-                os.write(self.wake_write, b"x")
+        """Wait for the end of the pipe of a writer that is dead or killed: at most `timeout`,
+        for a process it started that escaped its group with the pipe still open."""
         self.join(timeout)
 
     def text(self):
@@ -317,10 +290,6 @@ class WorkerProcess:
         self.stderr = CappedReader(self.proc.stderr, limits.output_bytes)
         self.stdout.start()
         self.stderr.start()
-
-    def go(self):
-        """Let a worker started with wait_go import the student's file (now written in place)."""
-        self.channel.sendall(wire.encode({"op": "go"}))
 
     def kill(self):
         """Kill the worker's whole process group (children and SIGTERM-ignorers included)."""

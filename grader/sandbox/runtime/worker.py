@@ -71,11 +71,8 @@ class Channel:
 
 
 def describe_exception(exc, student_file):
-    """Type, message and the student's own line: never a traceback through the worker.
-
-    The traceback is walked by hand and only the student's file is read: traceback.extract_tb
-    reads the source of every frame (torch's nn/modules/module.py and the like, afresh in each
-    forked worker), ~1 ms an error where this takes ~0.07 ms."""
+    """Type, message and the student's own line: never a traceback through the worker (only the
+    student's file is read)."""
     line, tb = None, exc.__traceback__
     while tb is not None:  # the innermost frame of the student's file is the one named
         if os.path.abspath(tb.tb_frame.f_code.co_filename) == student_file:
@@ -180,50 +177,35 @@ def block_operations(module, torch, kit):
             "contract": op_contract}
 
 
-def prepare(forks=False):
+def prepare():
     """What every worker does before it sees a student: torch on one thread, seeded, its fused
     attention disabled (contract.py), so a route through it breaks instead of passing, and meta's
     kernels loaded (placement.warm_meta): loaded later, they would need what the student's code
     may have spent (a /tmp it filled: torch._dynamo's cache dir is looked for there).
 
     The readers (contract.py, placement.py, copytask.py) are kept for serve(), which takes them
-    before the student's import.  The fork server (zygote.py) runs this once, with `forks`, and
-    forks: it also runs each operation of a block on meta once (placement.warm_operations, ~10
-    ms), which every fork would otherwise pay for again; a cold worker, which runs this itself
-    on the way to its hello, leaves that to the checks that need it.
-
-    Python's cyclic collector is off meanwhile (it took a fifth of the CPU of these imports), and
-    what is alive at the end is frozen (as in the judge: grader/process.py): a collection in
-    the worker, or in a fork of the fork server, then never walks torch's objects, whose GC
-    headers it would write (a copy of every page of them a fork shares with the fork server: a
-    full collection in a fresh fork took 122 ms and copied 52 MiB; with them frozen, 0 ms and
-    nothing copied).
+    before the student's import.  What is alive at the end is frozen for the cyclic collector (as
+    in the judge: grader/process.py): a collection in the worker, or in a fork of the fork server
+    (zygote.py runs this once, then forks), then never walks torch's objects, whose GC headers it
+    would write, copying every page of them a fork shares with the fork server.
     """
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        import torch
+    import torch
 
-        torch.set_num_threads(1)
-        torch.manual_seed(0)
-        import contract
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    import contract
 
-        contract.disable_library_attention(torch)
-        import copytask
-        import placement
+    contract.disable_library_attention(torch)
+    import copytask
+    import placement
 
-        placement.warm_meta()
-        if forks:
-            placement.warm_operations()
-        readers = dict(contract.ACTIONS)
-        readers.update(placement.BLOCK_ACTIONS)
-        _PREPARED.update(readers=readers, devices=placement.devices, call_on=placement.call_on,
-                         train=copytask.train, wire=private_wire())
-        del sys.modules["contract"]
-        gc.freeze()
-    finally:
-        if collecting:
-            gc.enable()
+    placement.warm_meta()
+    readers = dict(contract.ACTIONS)
+    readers.update(placement.BLOCK_ACTIONS)
+    _PREPARED.update(readers=readers, devices=placement.devices, call_on=placement.call_on,
+                     train=copytask.train, wire=private_wire())
+    del sys.modules["contract"]
+    gc.freeze()
     return torch
 
 

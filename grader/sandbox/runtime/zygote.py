@@ -2,7 +2,7 @@
 
 Runs where a worker runs (inside bubblewrap, or as a plain subprocess) and, like worker.py, imports
 nothing from the judge side.  It never runs a student's code itself: every submission gets a child
-forked from this clean, torch-loaded process, so a submission costs a fork instead of a 1.4 s torch
+forked from this clean, torch-loaded process, so a submission costs a fork instead of torch's
 import, and nothing one student's code did can be seen by the next (the child's memory dies with it).
 
 Usage: python -I -u zygote.py CONTROL_FD[,CONTROL_FD...] MODE  (one control socket per judge)
@@ -18,15 +18,14 @@ child gets its own session, the resource limits, its own IPC and network namespa
 (syscalls.py) before the student's file is imported.
 
 Control channel (a SOCK_SEQPACKET socket; one JSON object per packet):
-  judge  -> {"op": "spawn", "id": N, "dir": D, "student": NAME, "uid": U, "limits": {...},
-             "core": C or null}   with three fds attached: the worker's channel, its stdout and
-            its stderr (`core`: the one core the child runs on, where it may be pinned)
+  judge  -> {"op": "spawn", "id": N, "dir": D, "student": NAME, "uid": U, "limits": {...}}
+            with three fds attached: the worker's channel, its stdout and its stderr
   zygote -> {"ready": true, "mode": MODE}   once torch is imported (and, in namespaces mode, a
             probe child has built its namespaces), or {"ready": false, "error": ...} and it exits
   zygote -> {"spawned": N, "pid": P}   or   {"failed": N, "error": "..."}
   judge  -> {"op": "end", "id": N, "grace": S}   (the judge closed the worker's channel: a
             worker still running S seconds later is killed with its process group)
-  zygote -> {"exited": N, "code": C, "maxrss_kb": K, "cpu_seconds": S}   (C < 0: signal -C)
+  zygote -> {"exited": N, "code": C, "cpu_seconds": S}   (C < 0: signal -C)
 When a judge closes its channel, every child of that judge is killed; when every judge has, the
 zygote exits.
 """
@@ -42,11 +41,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import facts  # noqa: E402
 import syscalls  # noqa: E402
 import worker  # noqa: E402
-from facts import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID,  # noqa: E402
-                   SANDBOX_FAILED, TMP_BYTES, UNPRIVILEGED)
+from limits import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID,  # noqa: E402
+                    SANDBOX_FAILED, TMP_BYTES, UNPRIVILEGED, accelerator_nodes, apply_rlimits,
+                    memory_rlimit, rlimit_table)
 
 SPOOL, SUBMISSION = "/spool", "/submission"
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
@@ -69,12 +68,12 @@ def mount(source, target, fstype, flags, data=None):
                       encode(data)), f"mount {target}")
 
 
-MEMORY_RLIMIT = facts.memory_rlimit()  # looked up once, before any fork
-GPU = bool(facts.accelerator_nodes())  # CUDA's driver then needs a unix socket (syscalls.py)
+MEMORY_RLIMIT = memory_rlimit()  # looked up once, before any fork
+GPU = bool(accelerator_nodes())  # CUDA's driver then needs a unix socket (syscalls.py)
 
 
 def set_limits(limits):
-    facts.apply_rlimits(facts.rlimit_table(limits, MEMORY_RLIMIT))
+    apply_rlimits(rlimit_table(limits, MEMORY_RLIMIT))
 
 
 def drop_privileges(uid=UNPRIVILEGED):
@@ -194,7 +193,6 @@ def child(request, fds, mode, closing, torch):
         for fd in (null, out_fd, err_fd):
             os.close(fd)
         os.setsid()  # its own process group: the zygote kills the whole group
-        facts.pin_to(request.get("core"))
         limits, name = request["limits"], os.path.basename(request["student"])
         if mode == "plain":
             if os.geteuid() == 0:  # IPC and network of its own (an ordinary user may not, nor
@@ -336,13 +334,10 @@ class Zygote:
                 pass
             if control in self.controls:  # a judge that has gone is told nothing
                 self.send(control, {"exited": spawn_id, "code": os.waitstatus_to_exitcode(status),
-                                    "maxrss_kb": usage.ru_maxrss,
                                     "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4)})
 
     def run(self):
-        # meta's kernels too: each fork has them; and all of it frozen for the collector, so that
-        # a collection in a child never copies the pages it shares with this process.
-        self.torch = worker.prepare(forks=True)
+        self.torch = worker.prepare()  # each fork has it all, frozen for the collector
         why_not = probe_namespaces() if self.mode == "namespaces" else None
         for control in self.controls:
             self.send(control, {"ready": why_not is None, "mode": self.mode, "error": why_not})
@@ -381,11 +376,6 @@ class Zygote:
 
 def main():
     Zygote([int(fd) for fd in sys.argv[1].split(",")], sys.argv[2]).run()
-    # Its children are killed; the interpreter's teardown of torch (~0.3 s of CPU, which the
-    # judge's close waits for, at the end of every batch) changes nothing.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 if __name__ == "__main__":
