@@ -2,8 +2,8 @@
 
 The parent process (no torch) hands the tasks to --jobs judge processes (judge.py) over pipes: one
 JSON line per task on a judge's stdin, one per result on its stdout; what a judge writes to stderr
-goes to the batch's log.  Each judge holds at most 1 + prefetch tasks, so the next submission's
-worker can start while one is checked.  A judge that dies has its tasks retried once on a new one.
+goes to the batch's log.  Each judge holds at most two tasks, so the next submission's worker can
+start while one is checked.  A judge that dies has its tasks retried once on a new one.
 """
 import collections
 import json
@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from grader import paths, process, words
-from grader.sandbox.runtime.facts import accelerator_nodes
+from grader.sandbox.runtime.limits import accelerator_nodes
 
 from grader.inert import one_line
 from grader.render.report import class_points
@@ -87,8 +87,7 @@ class Progress:
 
 class SharedZygote:
     """One zygote for the batch's first judges (forkserver.start_zygote): one torch import
-    (~1.3 s of CPU, at a start when every core is busy) instead of one per judge.  Each judge
-    gets a control socket of its own; a judge started later (in place of one that died) starts
+    instead of one per judge.  Each judge gets a control socket of its own; a judge started later (in place of one that died) starts
     its own zygote.  The zygote exits once every judge's socket is closed."""
 
     @staticmethod
@@ -146,22 +145,22 @@ class _Judge:
     """A judge as the parent sees it: its process, the pipe its tasks go down and the one its
     answers come up."""
 
-    def __init__(self, number, config, events, log, zygote):
-        """Start judge `number`; `zygote`: a shared zygote's (attach settings, control socket),
-        or None."""
+    def __init__(self, config, events, log, zygote):
+        """Start a judge; `zygote`: a shared zygote's (attach settings, control socket), or
+        None."""
         env = process.pin_environment(dict(os.environ))  # one compute thread (process.py)
         env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         attach, control = zygote or (None, None)
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", JUDGE_CODE,
-                 json.dumps(dict(config, zygote=attach, core=judge_core(number)))],
+                 json.dumps(dict(config, zygote=attach))],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=ROOT, env=env,
                 text=True, encoding="utf-8", pass_fds=[control.fileno()] if control else ())
         finally:  # the judge holds it now: its closing is the EOF the zygote waits for
             if control is not None:
                 control.close()
-        self.number, self.tasks = number, self.proc.stdin
+        self.tasks = self.proc.stdin
         self.outstanding, self.open = {}, True
         threading.Thread(target=self._read, args=(self.proc.stdout, events), daemon=True).start()
 
@@ -198,12 +197,11 @@ class _Judge:
             pass
 
 
-def dispatch(tasks, jobs, config, progress, log, prefetch, stats=None):
-    """Grade `tasks` on `jobs` judges; return {task id: answer}; `stats` gets each judge's peak
-    memory.  A judge that dies has its tasks retried once on a new judge; a task that kills two
+def dispatch(tasks, jobs, config, progress, log, stats):
+    """Grade `tasks` on `jobs` judges; return {task id: answer}; `stats` gets each judge's CPU
+    figures.  A judge that dies has its tasks retried once on a new judge; a task that kills two
     judges is an error."""
-    run = _Dispatch(tasks, jobs, config, progress, log, 1 + prefetch,
-                    [] if stats is None else stats)
+    run = _Dispatch(tasks, jobs, config, progress, log, stats)
     try:
         while run.pending or any(j.outstanding for j in run.judges):
             run.feed()
@@ -224,27 +222,26 @@ def dispatch(tasks, jobs, config, progress, log, prefetch, stats=None):
 class _Dispatch:
     """The state of one dispatch: tasks not yet sent, the judges, the answers so far."""
 
-    def __init__(self, tasks, jobs, config, progress, log, per_judge, stats):
+    def __init__(self, tasks, jobs, config, progress, log, stats):
         self.pending, self.jobs, self.config = collections.deque(tasks), jobs, config
-        self.progress, self.log, self.per_judge, self.stats = progress, log, per_judge, stats
+        self.progress, self.log, self.stats = progress, log, stats
         self.events, self.judges, self.answers = queue.Queue(), [], {}
-        self.attempts, self.count = collections.Counter(), 0
+        self.attempts = collections.Counter()
         self.zygote = SharedZygote.start(config, min(jobs, len(tasks)))
 
     def feed(self):
-        """Start judges up to `jobs`, give each up to `per_judge` tasks, close their inputs once
-        nothing is left to send."""
+        """Start judges up to `jobs`, give each up to two tasks (the one it checks and the one
+        whose worker starts meanwhile), close their inputs once nothing is left to send."""
         live = [j for j in self.judges if j.proc.poll() is None or j.outstanding]
         open_judges = [j for j in live if j.open]
         wanted = min(self.jobs, len(self.pending)) - len(open_judges)
         for _ in range(max(0, wanted)):
-            self.count += 1
-            judge = _Judge(self.count, self.config, self.events, self.log,
+            judge = _Judge(self.config, self.events, self.log,
                            self.zygote.hand_out() if self.zygote else None)
             self.judges.append(judge)
             open_judges.append(judge)
         for judge in open_judges:
-            while self.pending and len(judge.outstanding) < self.per_judge:
+            while self.pending and len(judge.outstanding) < 2:
                 judge.send(self.pending.popleft())
         if not self.pending:
             for judge in open_judges:
@@ -286,7 +283,7 @@ class _Dispatch:
                 judge.kill()
         if self.zygote:
             self.zygote.stop()
-        while True:  # the judges' last words: their peak memory
+        while True:  # the judges' last words: their CPU figures
             try:
                 _, answer = self.events.get_nowait()
             except queue.Empty:
@@ -295,55 +292,20 @@ class _Dispatch:
                 self.stats.append(answer["stats"])
 
 
-# What one job holds at its peak (`make bench`): a judge (~300 MiB resident) and the 1 + prefetch
-# workers forked for it (~185 MiB each, torch's pages shared with their zygote counted in full).
+# What one job holds at its peak: a judge and the two workers forked for it (torch's pages shared
+# with their zygote counted in full).
 JOB_BYTES = 700 * 2 ** 20
-# Where the machine has a GPU, every worker starts CUDA for the device checks: a batch on an H200
-# measured a judge at 536 MiB and a worker at 909 MiB at their peak (docs/building.md).
+# Where the machine has a GPU, every worker starts CUDA for the device checks (docs/building.md).
 GPU_JOB_BYTES = 2400 * 2 ** 20
 CPU_MAX, MEMINFO = "/sys/fs/cgroup/cpu.max", "/proc/meminfo"  # cgroup v2's CPU quota; Linux's
 
 
-# A judge's start (torch, pytest, the checks collected: ~1 s of CPU, at a start where every core
-# is busy) is paid back by the submissions it grades; with fewer than this many per judge, one
-# judge fewer finished sooner (2 cores: 6 submissions 6.2 s on one judge, 7.3 s on two; 32:
-# 19.2 s on one, 13.8 s on two).
-TASKS_PER_JUDGE = 8
-
-
-def judge_core(number):
-    """The core judge `number` (1, 2, ...) and its workers run on: the usable cores in turn, or
-    None on a machine of one.  A judge and its worker take turns (one waits while the other
-    computes): on one core, each hands over to the other there, where a pair free to move went
-    through another core's wake-up for each of the 75 round trips of a submission (measured here:
-    a round trip of two processes on one core 5 us of CPU each, on two cores 18 us each; a class of
-    200, 8 alternating runs: 16.8 s pinned, 17.6 s not, median).  Nothing depends on it: a process
-    that may not be pinned runs where the kernel puts it.  Not where a CPU quota gives fewer
-    cores than the mask names (a container's share of a host: which of the host's cores are
-    free is the kernel's to know)."""
-    try:
-        cores = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return None
-    if len(cores) < 2 or usable_cores() < len(cores):
-        return None
-    return cores[(number - 1) % len(cores)]
-
-
-def default_jobs(tasks=None):
-    """--jobs' default: one job per core this process may use, fewer where memory is short (a
-    GPU machine's jobs hold more: GPU_JOB_BYTES), and for `tasks` submissions no more judges
-    than they pay the start of (TASKS_PER_JUDGE each).
-
-    Measured (`make bench`, part jobs): a judge and its worker take turns (the judge waits while
-    its worker computes, and the next worker is forked meanwhile), so one job keeps about one
-    core busy; with one compute thread each (process.py) a job per core is the fastest, more
-    jobs than cores only contend (2 cores: --jobs 1 11.9 s, 2 8.2 s for 21 submissions)."""
+def default_jobs():
+    """--jobs' default: one job per core this process may use (a judge and its worker take turns,
+    so one job keeps about one core busy), fewer where memory is short (a GPU machine's jobs hold
+    more: GPU_JOB_BYTES)."""
     per_job = GPU_JOB_BYTES if accelerator_nodes() else JOB_BYTES
-    jobs = max(1, min(usable_cores(), _available_bytes() // per_job or 1))
-    if tasks is not None:
-        jobs = min(jobs, max(1, -(-tasks // TASKS_PER_JUDGE)))
-    return jobs
+    return max(1, min(usable_cores(), _available_bytes() // per_job or 1))
 
 
 def usable_cores():

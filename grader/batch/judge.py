@@ -1,7 +1,7 @@
 """The judge: a long-lived process grading one submission after another (started by dispatch.py).
 
 It reads tasks on stdin (one JSON line each), writes each student's files (records.py) and
-answers on stdout (one JSON line per task, then one with its peak memory and CPU).  A judge
+answers on stdout (one JSON line per task, then one with its CPU figures).  A judge
 imports torch and pytest once and grades many submissions: pytest is configured and the checks
 collected once (runner.CheckSession), and each submission's worker is forked from one warm zygote
 (forkserver.py) or, without the fork server, started cold.  Each submission still gets its own
@@ -19,7 +19,6 @@ import time
 from grader import process, words
 from grader.batch.records import FORMAT, write_student
 from grader.judge import serving
-from grader.sandbox.runtime import facts
 
 PROBE_T = 5  # the T of the attend checks whose judged weights the page draws
 
@@ -84,9 +83,8 @@ def _begin(task, judge):
     return started
 
 
-def _complete(started, config, judge, split=None):
-    """Grade a started submission and write its files; `split` (the judge's CPU split) gets
-    the CPU of drawing its heatmaps' data and writing its pages."""
+def _complete(started, config, judge):
+    """Grade a started submission and write its files."""
     task = started.task
     if started.crash is not None:
         raise started.crash
@@ -95,7 +93,6 @@ def _complete(started, config, judge, split=None):
     if started.error is not None:
         from grader import rubric
 
-        drawing = time.thread_time()
         record.update(status="ungradable", error=started.error["en"], error_said=started.error,
                       score=0,
                       max_score=sum(c.points for c in rubric.load().checks), container=None,
@@ -107,12 +104,9 @@ def _complete(started, config, judge, split=None):
 
             flag_identity(package, task["student"])  # the entry's name is who it is
         data = judge.finish(started.sub, started.student, entry=task["entry"])  # closes the worker
-        drawing = time.thread_time()
         record.update(_graded(started, data))
     record["seconds"] = round(time.monotonic() - started.began, 3)
     write_student(config["outdir"], record, config["lang"])
-    if split is not None:
-        split["render_cpu"] += time.thread_time() - drawing
     return {"id": task["id"], "student": task["student"], "status": record["status"],
             "score": record["score"], "max_score": record["max_score"], "error": record["error"],
             "error_said": record.get("error_said"), "seconds": record["seconds"]}
@@ -130,9 +124,6 @@ def judge_main(argv):
     """Read tasks (JSON lines) on stdin, grade them, write the files, answer on stdout."""
     process.hold_gc()  # until the checks are collected (process.py)
     config = json.loads(argv[0])
-    # On its core (dispatch.judge_core) before any thread: each one it starts runs there too, and
-    # so do the workers it starts itself; a forked worker is asked to by its spawn request.
-    facts.pin_to(config.get("core"))
     answers = serving.reply_channel()
     from grader.sandbox import launch as sandbox
     from grader.judge.service import Judge
@@ -144,21 +135,17 @@ def judge_main(argv):
     if config.get("zygote"):  # the batch's shared zygote (dispatch.SharedZygote)
         from grader.sandbox import forkserver
 
-        server = forkserver.ForkServer(config["isolation"], attach=config["zygote"],
-                                       core=config.get("core"))
+        server = forkserver.ForkServer(config["isolation"], attach=config["zygote"])
     judge = Judge(sandbox.Limits(**config["limits"]), config["isolation"],
                   start="auto" if config.get("fork_server", True) else "exec", server=server)
     session = judge.session(("public", "hidden"))
     judge.workers.ready()
     session.ready.wait(timeout=120)  # a session that failed to start says so at its first run
-    split = {"startup_cpu": _process_cpu(), "render_cpu": 0.0}
-    graded = _grade_tasks(_task_inbox(), config, judge, answers, split)
-    split.update(check_cpu=session.check_cpu, threads=session.threads_given)
-    _answer(answers, {"stats": dict(_stats(judge, graded), **split)})
-    # The judge is closed (_stats); dispatch.py ends this process without the interpreter's
-    # teardown (a full collection and torch's unloading took ~0.9 s of CPU per judge, at the end
-    # of every batch).
-    return 0
+    startup_cpu = _process_cpu()
+    graded = _grade_tasks(_task_inbox(), config, judge, answers)
+    serving.reply(answers, {"stats": dict(_stats(judge, graded, startup_cpu),
+                                          threads=session.threads_given)})
+    return 0  # dispatch.py's JUDGE_CODE ends the process without the interpreter's teardown
 
 
 def _process_cpu():
@@ -166,10 +153,6 @@ def _process_cpu():
 
     own = resource.getrusage(resource.RUSAGE_SELF)
     return own.ru_utime + own.ru_stime
-
-
-def _answer(answers, message):
-    serving.reply(answers, message)  # ASCII: any string the student made survives the pipe
 
 
 def _task_inbox():
@@ -186,13 +169,13 @@ def _task_inbox():
     return inbox
 
 
-def _grade_tasks(inbox, config, judge, answers, split):
-    """Grade every task, keeping `prefetch` submissions starting behind the one being checked;
-    returns how many were graded (split["render_cpu"] gets the pages' CPU)."""
-    ahead = collections.deque()  # started submissions, oldest first
+def _grade_tasks(inbox, config, judge, answers):
+    """Grade every task, the next submission's worker starting while one is checked; returns how
+    many were graded.  Answers are ASCII JSON lines: any string the student made survives."""
+    ahead = collections.deque()  # started submissions, oldest first: at most two
     done, graded = False, 0
     while True:
-        while not done and len(ahead) <= config["prefetch"]:
+        while not done and len(ahead) < 2:
             try:
                 task = inbox.get(timeout=None if not ahead else 0.2)
             except queue.Empty:
@@ -203,7 +186,7 @@ def _grade_tasks(inbox, config, judge, answers, split):
             ahead.append(_begin(task, judge))
         if not ahead:
             break
-        _answer(answers, _complete_or_report(ahead.popleft(), config, judge, split))
+        serving.reply(answers, _complete_or_report(ahead.popleft(), config, judge))
         graded += 1
     for started in ahead:
         if started.student is not None:
@@ -211,9 +194,9 @@ def _grade_tasks(inbox, config, judge, answers, split):
     return graded
 
 
-def _complete_or_report(started, config, judge, split):
+def _complete_or_report(started, config, judge):
     try:
-        return _complete(started, config, judge, split)
+        return _complete(started, config, judge)
     except Exception as exc:  # an internal error: reported, not written, retried next run
         import traceback
 
@@ -224,21 +207,16 @@ def _complete_or_report(started, config, judge, split):
                 "status": "error", "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
 
 
-def _stats(judge, graded):
-    """Peak resident memory and CPU: this judge (its own high-water mark: memory.py), and its
-    largest worker (ru_maxrss, KiB on Linux: a forked worker's is reported by the zygote, which
-    waits for it; shared pages count in full).  Closes the judge."""
+def _stats(judge, graded, startup_cpu):
+    """This judge's CPU after its start, and its workers' (a forked worker's is reported by the
+    zygote, which waits for it).  Closes the judge."""
     import resource
-
-    from grader.judge import memory
 
     server = judge.workers.server
     judge.close()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    worker_kb, worker_cpu = children.ru_maxrss, children.ru_utime + children.ru_stime
+    worker_cpu = children.ru_utime + children.ru_stime
     if server is not None:
-        worker_kb, worker_cpu = server.peak_child_kb, server.child_cpu_seconds
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    return {"judge_mb": memory.peak_resident_mib(), "worker_mb": worker_kb / 1024,
-            "judge_cpu": own.ru_utime + own.ru_stime, "worker_cpu": worker_cpu,
+        worker_cpu = server.child_cpu_seconds
+    return {"judge_cpu": _process_cpu() - startup_cpu, "worker_cpu": worker_cpu,
             "graded": graded}
