@@ -507,11 +507,6 @@ def test_default_jobs_one_per_usable_core_fewer_where_memory_is_short(monkeypatc
     assert dispatch.default_jobs() == 3  # each job's workers start CUDA: 8 GiB hold 3 of them
     monkeypatch.setattr(dispatch, "accelerator_nodes", lambda: [])
     assert dispatch.default_jobs() == 8
-    monkeypatch.setattr(dispatch, "_available_bytes", lambda: 100 * dispatch.JOB_BYTES)
-    # a few submissions (a rerun's late files) do not pay a second judge's start
-    per = dispatch.TASKS_PER_JUDGE
-    for tasks, jobs in ((1, 1), (per, 1), (per + 1, 2), (3 * per, 3), (100 * per, 8)):
-        assert dispatch.default_jobs(tasks) == jobs
     monkeypatch.undo()
     quota = tmp_path / "cpu.max"
     monkeypatch.setattr(dispatch, "CPU_MAX", str(quota))
@@ -521,15 +516,3 @@ def test_default_jobs_one_per_usable_core_fewer_where_memory_is_short(monkeypatc
     quota.write_text("100000 100000\n")  # a container given one CPU of the host's
     assert dispatch.usable_cores() == 1
 
-
-def test_judges_take_the_usable_cores_in_turn(monkeypatch):
-    from grader.batch import dispatch
-
-    monkeypatch.setattr(dispatch.os, "sched_getaffinity", lambda pid: {5, 2, 7})
-    monkeypatch.setattr(dispatch, "usable_cores", lambda: 3)
-    assert [dispatch.judge_core(n) for n in range(1, 6)] == [2, 5, 7, 2, 5]
-    monkeypatch.setattr(dispatch, "usable_cores", lambda: 2)  # a quota of 2 of the 3: unpinned
-    assert dispatch.judge_core(1) is None
-    monkeypatch.setattr(dispatch.os, "sched_getaffinity", lambda pid: {3})
-    monkeypatch.setattr(dispatch, "usable_cores", lambda: 1)
-    assert dispatch.judge_core(1) is None  # one core: nothing to choose

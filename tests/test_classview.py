@@ -427,7 +427,9 @@ def test_student_strings_are_inert_in_every_class_output():
     page = page.replace(classhtml.SCRIPT, "")  # the page's own script, not a student's
     assert "<script>" not in page and "</pre><script>" not in page
     assert "&lt;script&gt;" in page and "\u202e" not in page
-    md = classpage.summary_sections_markdown(summary, "en")
+    md = "\n".join(classpage.students_markdown(summary, "en") + classpage.reteach_markdown(
+        summary, "en") + classpage.near_copies_markdown(summary["near_copies"], "en")
+        + classpage.overrides_markdown(summary, "en"))
     assert "````python\nx = '</pre><script>'\n```\n````" in md  # a fence longer than its runs
     outside = md.replace("x = '</pre><script>'\n```", "")
     assert "\n# not a heading" not in outside and "<script>" not in outside
@@ -543,6 +545,40 @@ def test_an_override_survives_resume_regrade_and_merge(small, tmp_path):
     proc = run("merge", out, "--out", merged)
     assert proc.returncode == 0, proc.stderr
     check_applied(merged)
+
+
+def test_an_override_of_a_changed_file_lapses_and_the_ta_is_told_once(small, tmp_path):
+    """bob's override, then bob fixes his file and the class is run again: his new grading
+    counts (no override applied), the TA is told once in the batch's language, and the class
+    page, summary.md and `override --list` keep saying it until the TA sets it again."""
+    out, source = tmp_path / "out", tmp_path / "class"
+    shutil.copytree(small["single"], out)
+    shutil.copytree(small["class"], source)
+    why = "softmax order discussed in office hours"
+    assert run("override", out, "bob", "attend.softmax", 0.5, "--why", why).returncode == 0
+    shutil.copy(CORRECT / "einsum.py", source / "bob.py")  # fixed: the whole card now
+    points = rubric.load().by_id["attend.softmax"].points
+    first = run("batch", source, "--out", out, "--jobs", "1")
+    assert first.returncode == 0, first.stderr
+    told = words.text("batch", "override_stale", "zh", student="bob", check="attend.softmax",
+                      score="0.5", why=why, graded=f"{points:g}")
+    assert first.stderr.count(told) == 1
+    bob = {r["student"]: r for r in read_csv(out / "gradebook.csv")}["bob"]
+    assert float(bob["attend.softmax"]) == points and why not in bob["note"]
+    kept = json.loads((out / overrides.FILE).read_text(encoding="utf-8"))
+    assert kept["overrides"] == [] and kept["history"][-1]["action"] == "stale"
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["overrides"] == [] and summary["override_history"][-1]["action"] == "stale"
+    html = (out / "summary.html").read_text(encoding="utf-8")
+    assert 'class="note stale" data-student="bob"' in html
+    assert told in (out / "summary.md").read_text(encoding="utf-8")
+    listed = run("override", out, "--list", "--lang", "en")
+    assert words.text("batch", "override_stale", "en", student="bob", check="attend.softmax",
+                      score="0.5", why=why, graded=f"{points:g}") in listed.stdout
+    again = run("batch", source, "--out", out, "--jobs", "1")  # nothing new: said no more
+    assert again.returncode == 0 and told not in again.stderr
+    assert run("override", out, "bob", "attend.softmax", 1, "--why", "again").returncode == 0
+    assert 'class="note stale"' not in (out / "summary.html").read_text(encoding="utf-8")
 
 
 # -- the recipes, run the way their engines would ----------------------------------------------

@@ -7,6 +7,8 @@ works without its script (the table comes sorted by need and whole).
 import urllib.parse
 
 from grader import words
+from grader.batch.classpage import percent
+from grader.batch.overrides import lapsed, stale_text
 from grader.batch.roster import ACTIONS, WORDS
 from grader.render.report import class_points, plural
 from grader.render.classtext import html_escape as esc
@@ -92,10 +94,6 @@ def page_link(student):
 
 def _anchor(key):
     return "cause-" + urllib.parse.quote(key, safe="")
-
-
-def _percent(x):
-    return f"{round(100 * x)}%"
 
 
 def _heads(*columns):
@@ -211,24 +209,24 @@ def _side_by_side(pair):
 
 def _group(n, group, pair):
     members = " ".join(page_link(s) for s in group["members"])
-    strength = said_both("strength", strongest=_percent(group["strongest"]),
-                         weakest=_percent(group["weakest"]), pairs=group["pairs"])
+    strength = said_both("strength", strongest=percent(group["strongest"]),
+                         weakest=percent(group["weakest"]), pairs=group["pairs"])
     names = esc(" ".join(group["members"]))
     line = (f'<details class="group" id="group-{n}" data-members="{names}">'
-            f'<summary><span class="figure">{_percent(group["strongest"])}</span> '
+            f'<summary><span class="figure">{percent(group["strongest"])}</span> '
             f'{said_both("group")} {n}: <span class="members">{members}</span> · {strength}'
             "</summary>")
     if pair is not None:
         line += ('<p class="note">' + said_both("pair_note")
-                 + f" {page_link(pair['a'])} ↔ {page_link(pair['b'])} ({_percent(pair['share_a'])}"
-                 f" / {_percent(pair['share_b'])})</p>" + _side_by_side(pair))
+                 + f" {page_link(pair['a'])} ↔ {page_link(pair['b'])} ({percent(pair['share_a'])}"
+                 f" / {percent(pair['share_b'])})</p>" + _side_by_side(pair))
     return line + "</details>"
 
 
 def near_copies_html(near):
     """One line per group (members, strength); its strongest pair side by side on demand."""
     out = ['<h2 id="near-copies">' + said_both("near_head")
-           + f'</h2><p class="note">{said_both("threshold")} {_percent(near["threshold"])} · '
+           + f'</h2><p class="note">{said_both("threshold")} {percent(near["threshold"])} · '
            '<a href="similarity.csv">similarity.csv</a> · '
            + said_both("near_note", flagged=near["flagged"], groups=len(near["groups"]))
            + "</p>"]
@@ -247,6 +245,9 @@ def overrides_html(summary):
     if not items and not history:
         return ""
     out = ['<h2 id="overrides">' + said_both("overrides_head") + "</h2>"]
+    out += [f'<p class="note stale" data-student="{esc(e["student"])}" data-check='
+            f'"{esc(e["check"])}">' + both(*(stale_text(e, lang) for lang in words.LANGS))
+            + "</p>" for e in lapsed(history)]
     if items:
         out.append('<table class="list" id="overrides-now">' + _heads(
             ("student", None), ("check", None), ("override_score", None), ("why", None),

@@ -6,12 +6,14 @@ import csv
 import io
 
 from grader import words
+from grader.batch.overrides import lapsed, stale_text
 from grader.batch.roster import ACTION_WORDS
 from grader.render.report import class_points, plural
 from grader.render.classtext import csv_cell, md_code_block, md_inline
 
 
-def _percent(x):
+def percent(x):
+    """A share (0..1) as a whole percent."""
     return f"{round(100 * x)}%"
 
 
@@ -82,15 +84,15 @@ def reteach_markdown(summary, lang):
 def near_copies_markdown(near, lang):
     said = _said(lang)
     lines = ["", f"## {said('near_head')}", "",
-             said("near_note", threshold=_percent(near["threshold"])), ""]
+             said("near_note", threshold=percent(near["threshold"])), ""]
     lines += [f"- {said('group')} {n}: " + ", ".join(md_inline(s) for s in g["members"])
-              + f" ({said('strongest')} {_percent(g['strongest'])}, "
+              + f" ({said('strongest')} {percent(g['strongest'])}, "
               f"{g['pairs']} {said('pairs')})"
               for n, g in enumerate(near.get("group_figures") or [], 1)]
     for pair in near["pairs"]:
-        lines += ["", f"### {_percent(pair['similarity'])} {md_inline(pair['a'])} ↔ "
-                      f"{md_inline(pair['b'])} ({_percent(pair['share_a'])} / "
-                      f"{_percent(pair['share_b'])})", ""]
+        lines += ["", f"### {percent(pair['similarity'])} {md_inline(pair['a'])} ↔ "
+                      f"{md_inline(pair['b'])} ({percent(pair['share_a'])} / "
+                      f"{percent(pair['share_b'])})", ""]
         lines += [md_inline(pair["a"]) + said("shared") + ":", "",
                   md_code_block(_shared_text(pair["code_a"], pair["regions"][0]))]
     return lines
@@ -101,8 +103,9 @@ def overrides_markdown(summary, lang):
     history = summary.get("override_history", [])
     if not summary["overrides"] and not history:
         return []
-    lines = ["", f"## {said('overrides_head')}", "", said("overrides_table"),
-             "|---|---|---|---|---|"]
+    lines = ["", f"## {said('overrides_head')}", ""]
+    stale = [f"- {stale_text(e, lang, md_inline)}" for e in lapsed(history)]
+    lines += stale + [""] * bool(stale) + [said("overrides_table"), "|---|---|---|---|---|"]
     lines += [f"| {md_inline(o['student'])} | `{o['check']}` | {class_points(o['was'])} → "
               f"{class_points(o['score'])} | {md_inline(o['why'])} | "
               f"{md_inline(o.get('who') or '')} {md_inline(o.get('when') or '')} |"
@@ -114,13 +117,6 @@ def overrides_markdown(summary, lang):
                   f"{md_inline(e['student'])} `{e['check']}` {class_points(e['replaced'])} → "
                   f"{class_points(e['score'])}: {md_inline(e['why'])}" for e in history]
     return lines
-
-
-def summary_sections_markdown(summary, lang):
-    lines = [""] + students_markdown(summary, lang) + [""] + reteach_markdown(summary, lang)
-    if summary.get("near_copies") is not None:
-        lines += near_copies_markdown(summary["near_copies"], lang)
-    return "\n".join(lines + overrides_markdown(summary, lang)) + "\n"
 
 
 def _shared_text(code, regions):

@@ -20,28 +20,21 @@ and the class page, never a rename).  OUTDIR gets:
 
 How it runs, one module per stage.  The parent process (no torch) lists and hashes the entries
 (entries.py), skips every entry whose report.json carries the same content hash and grader
-fingerprint (records.py), and hands the rest to --jobs judge processes (dispatch.py).  A judge
-(judge.py) imports torch and pytest once, grades many submissions, each in its own fresh sandboxed
-worker, and writes each student's files atomically, report.json last, so a batch killed at any
-moment (kill -9) and run again regrades only what is missing or changed.  This module is the CLI:
-the gradebook and the summary are rebuilt from the report files at the end of every run, so an
-interrupted-then-resumed batch ends with the same gradebook as an uninterrupted one; `merge` joins
-the outputs of shards.  After the grading the parent keeps each entry's code as the submission
-loader read it (similarity/sources) and the rebuild compares the pairs it has not compared yet
-(similarity.py), applies the overrides (overrides.py) and counts root causes (mistakes.py).
-The `override` and `recipes` subcommands are registered here; their code is in overrides.py and
-recipes.py.  Nothing is ever written inside DIR: entries are only read (zips in memory, folders
-by their attention file).
+fingerprint (records.py), and hands the rest to --jobs judge processes (dispatch.py, judge.py),
+which write each student's files, report.json last: a batch killed at any moment and run again
+regrades only what is missing or changed.  This module is the CLI: the class outputs are rebuilt
+from the report files at the end of every run (gradebook.py), so a resumed batch ends as an
+uninterrupted one; `merge` joins the outputs of shards.  The `override`, `export` and `recipes`
+subcommands are registered here.  Nothing is ever written inside DIR.
 """
 import hashlib
-import json
 import os
 import time
 
 from grader.batch.dispatch import Progress, SharedZygote, default_jobs, dispatch
 from grader.batch.entries import Entry, hash_file, list_entries, parse_shard, shard_of
 from grader.batch.records import (FORMAT, MANIFEST, MARKDOWN, PAGE, REPORT, STUDENTS, is_current,
-                                  read_record, records_in, remove_leftovers)
+                                  read_manifest, read_record, records_in, remove_leftovers)
 from grader.batch import similarity
 from grader.batch.refusal import Refusal, refuse, say
 from grader.batch.similarity import THRESHOLD, keep_source
@@ -51,10 +44,7 @@ from grader.statefile import write_atomic
 
 ROOT = paths.KIT_ROOT
 LOG = "batch.log"
-# What decides a report or draws a page: the judge (checks, reference, variants), the sandbox and
-# its runtime, the renderers, the rubric and the vocabulary (words.toml); of the batch, the judge
-# process (the heatmaps' data), the records (the pages' files) and the gradebook (which the
-# records draw the Markdown with).
+# What decides a report or draws a page (the batch's judge, records and gradebook among them).
 # Editing anything else (the class outputs, rebuilt on every run anyway) never forces a regrade.
 FINGERPRINTED = ("judge", "sandbox", "render", "rubric.py", "rubric.toml", "words.py",
                  "words.toml", "paths.py",
@@ -122,9 +112,8 @@ def run(args):
     limits = options.limits_from(args)
     config = {"outdir": outdir, "lang": args.lang, "isolation": isolation,
               "limits": limits.describe(), "fingerprint": fingerprint,
-              "prefetch": max(0, args.prefetch), "fork_server": not args.cold_workers,
-              "verbose": args.verbose}
-    jobs = max(1, args.jobs or default_jobs(len(todo)))  # an explicit --jobs is obeyed
+              "fork_server": not args.cold_workers, "verbose": args.verbose}
+    jobs = max(1, args.jobs or default_jobs())  # an explicit --jobs is obeyed
     _announce(entries, todo, manifest, config, jobs)
     answers = _grade(todo, config, jobs)
     if answers is None:
@@ -172,7 +161,7 @@ def _grade(todo, config, jobs):
     began = time.monotonic()
     with open(os.path.join(config["outdir"], LOG), "a", encoding="utf-8") as log:
         try:
-            answers = dispatch(tasks, jobs, config, progress, log, config["prefetch"], stats)
+            answers = dispatch(tasks, jobs, config, progress, log, stats)
         except KeyboardInterrupt:
             progress.close()
             say("interrupted", config["lang"])
@@ -187,19 +176,11 @@ def _grade(todo, config, jobs):
 
 
 def _cpu_split(stats):
-    """The judges' and workers' peak memory and where a submission's CPU went.  A judge's start
-    (torch, pytest, the checks collected, its zygote) is paid once per judge: the CPU per
-    submission is what each one adds (`make bench` prints the split)."""
+    """The judges' and workers' CPU per submission, each judge's start apart."""
     graded = sum(s["graded"] for s in stats) or 1
-
-    def each(key):
-        return f"{sum(s.get(key) or 0 for s in stats) / graded:.3f}"
-    startup = sum(s.get("startup_cpu") or 0 for s in stats)
-    return {"processes": len(stats), "judge_mb": f"{max(s['judge_mb'] for s in stats):.0f}",
-            "worker_mb": f"{max(s['worker_mb'] for s in stats):.0f}",
-            "judge_cpu": f"{(sum(s['judge_cpu'] for s in stats) - startup) / graded:.3f}",
-            "check_cpu": each("check_cpu"), "render_cpu": each("render_cpu"),
-            "worker_cpu": each("worker_cpu"), "startup": f"{startup / len(stats):.2f}",
+    return {"processes": len(stats),
+            "judge_cpu": f"{sum(s['judge_cpu'] for s in stats) / graded:.3f}",
+            "worker_cpu": f"{sum(s['worker_cpu'] for s in stats) / graded:.3f}",
             "threads": max((s.get("threads") or 0) for s in stats)}
 
 
@@ -216,11 +197,10 @@ def _read_manifests(sources):
     graded by different grader versions."""
     manifests = []
     for folder in sources:
-        try:
-            with open(os.path.join(folder, MANIFEST), encoding="utf-8") as handle:
-                manifests.append((folder, json.load(handle)))
-        except (OSError, ValueError):
-            raise Refusal("no_manifest", folder=folder, manifest=MANIFEST) from None
+        manifest = read_manifest(folder)
+        if manifest is None:
+            raise Refusal("no_manifest", folder=folder, manifest=MANIFEST)
+        manifests.append((folder, manifest))
     fingerprints = {m["grader"] for _, m in manifests}
     if len(fingerprints) > 1:
         raise Refusal("versions", versions=", ".join(sorted(fingerprints)))
@@ -307,11 +287,7 @@ def merge(args):
 
 def _lang_of(outdir, default="zh"):
     """The language a batch output was made in (its batch.json), else `default`."""
-    try:
-        with open(os.path.join(outdir, MANIFEST), encoding="utf-8") as handle:
-            lang = json.load(handle).get("lang")
-    except (OSError, ValueError, AttributeError):
-        return default
+    lang = (read_manifest(outdir) or {}).get("lang")
     return lang if lang in options.LANGS else default
 
 
@@ -334,8 +310,6 @@ def add_arguments(sub):
                    "is short or there are few submissions; docs/instructors.md, Speed)")
     options.add_lang(p, help="language of the Markdown and the page's first view")
     p.add_argument("--shard", help="K/N: grade only the K-th of N deterministic parts")
-    p.add_argument("--prefetch", type=int, default=1,
-                   help="submissions whose worker starts while one is checked (per process)")
     options.add_isolation(p)
     p.add_argument("--cold-workers", action="store_true",
                    help="start every worker with its own torch import instead of forking it from a "
@@ -358,8 +332,8 @@ def add_arguments(sub):
     recipes.add_arguments(sub)
 
 
-VERBOSE_HELP = ("also say how it ran: isolation, worker processes, peak memory, CPU per "
-                "submission, compute threads, pairs compared")
+VERBOSE_HELP = ("also say how it ran: isolation, worker processes, CPU per submission, "
+                "compute threads, pairs compared")
 SIMILARITY_HELP = (f"flag two submissions as near-copies when this share of one's own code "
                    f"(given code left out) is found in the other (default {THRESHOLD})")
 
@@ -388,11 +362,10 @@ def override_command(args):
 
     outdir = args.out = os.path.abspath(args.out)
     lang = args.lang or _lang_of(outdir)
-    try:
-        with open(os.path.join(outdir, MANIFEST), encoding="utf-8") as handle:
-            students = {e["student"] for e in json.load(handle)["entries"]}
-    except (OSError, ValueError, KeyError):
+    manifest = read_manifest(outdir)
+    if manifest is None:
         return refuse(Refusal("no_manifest", folder=outdir, manifest=MANIFEST), lang)
+    students = {e["student"] for e in manifest["entries"]}
     try:
         if args.list:
             from grader import inert

@@ -251,9 +251,12 @@ def summary_html(summary, lang):
 
 def write_class_outputs(outdir, records, lang, threshold=None, verbose=False):
     """gradebook.csv, mistakes.csv, similarity.csv and the summary (JSON, Markdown, HTML), from
-    the records with the folder's overrides applied; the pages of the students an override
+    the records with the folder's overrides applied (those of a changed file lapse: said on
+    stderr, in `lang`); the pages of the students an override
     touches (now or in its history) redrawn.  `verbose`: say how many pairs were compared."""
     the_rubric = rubric_module.load()
+    for event in overrides_module.expire(outdir, records):  # said once: now out of force
+        print(overrides_module.stale_text(event, lang), file=sys.stderr)
     items = overrides_module.load(outdir)
     history = overrides_module.load_history(outdir)
     records = [overrides_module.apply(r, items) for r in records]

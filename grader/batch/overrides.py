@@ -10,7 +10,10 @@ remove, oldest first]}.  Every rebuild of the class outputs (a run, a resume, a 
 the override command itself) applies the overrides to the records read back from report.json:
 the check's score is replaced (the report.json keeps what the grader decided), the total follows,
 the student's page shows the card as overridden beside the grader's own verdict, the gradebook's
-note and the summary list it.
+note and the summary list it.  An override holds the content hash of the entry it was set on: once
+that student's file changed and was regraded, the override lapses (expire): it leaves force, the
+TA is told once, and its history keeps it, shown on the class page and by --list until the TA
+sets it again.
 """
 import datetime
 import getpass
@@ -120,6 +123,42 @@ def remove_override(outdir, student, check, why, who, when):
     return event
 
 
+def expire(outdir, records):
+    """The overrides set on another content of the entry than the records' (the file changed and
+    was regraded) taken out of force, each kept in the history as a "stale" event with the new
+    grading's score of the check; returns those events (none twice: they are out of force)."""
+    regraded = {r["student"]: r for r in records if r["status"] in ("graded", "ungradable")}
+    items = load(outdir)
+    stale = [o for o in items if o.get("digest") and o["student"] in regraded
+             and regraded[o["student"]].get("digest") != o["digest"]]
+    if not stale:
+        return []
+    events = []
+    for o in stale:
+        checks = (regraded[o["student"]].get("report") or {}).get("checks", [])
+        graded = next((c["score"] for c in checks if c["id"] == o["check"]), None)
+        events.append({"action": "stale", "student": o["student"], "check": o["check"],
+                       "score": graded, "replaced": o["score"], "why": o["why"],
+                       "who": o.get("who"), "when": now()})
+    save(outdir, [o for o in items if o not in stale], load_history(outdir) + events)
+    return events
+
+
+def lapsed(history):
+    """The stale events of `history` that no later set, change or remove of the same student and
+    check follows: what the TA has not decided again."""
+    last = {_key(e): e for e in history}
+    return [e for e in last.values() if e["action"] == "stale"]
+
+
+def stale_text(event, lang, name=str):
+    """A stale event as the sentence the TA is told (`name` makes the id and the reason safe for
+    the medium)."""
+    return words.text("batch", "override_stale", lang, student=name(event["student"]),
+                      check=event["check"], score=class_points(event["replaced"]),
+                      why=name(event["why"]), graded=class_points(event["score"]))
+
+
 def combine(folders):
     """The overrides and history of several output folders (a merge); the same student and check
     overridden differently in two of them is refused."""
@@ -186,6 +225,7 @@ def history_lines(outdir, lang="en"):
                   was=class_points(o.get("was")), score=class_points(o["score"]),
                   who=o.get("who") or "?", when=o.get("when") or "?", why=o["why"])
              for o in load(outdir)]
+    lines += [stale_text(e, lang) for e in lapsed(load_history(outdir))]
     lines += [said("history_line", when=e.get("when") or "?", who=e.get("who") or "?",
                    action=words.text("roster", ACTION_WORDS[e["action"]], lang),
                    student=e["student"], check=e["check"], was=class_points(e["replaced"]),
@@ -215,4 +255,4 @@ def command(args, the_rubric, students, read_record):
     graded = next(c["score"] for c in record["report"]["checks"] if c["id"] == args.check)
     return record_override(args.out, {"student": args.student, "check": args.check,
                                       "score": args.score, "why": why, "who": who,
-                                      "when": when}, graded)
+                                      "when": when, "digest": record.get("digest")}, graded)

@@ -35,12 +35,21 @@ def read_record(outdir, student):
     return record
 
 
+def read_manifest(outdir):
+    """OUTDIR's batch.json, or None where it is missing or no batch manifest."""
+    try:
+        with open(os.path.join(outdir, MANIFEST), encoding="utf-8") as handle:
+            manifest = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) and "entries" in manifest else None
+
+
 def records_in(outdir, missing=None):
     """(the batch manifest at OUTDIR, its students' records in the manifest's order).  A record
     that is absent or of other content than the manifest says is `missing(item)` where given,
     else left out."""
-    with open(os.path.join(outdir, MANIFEST), encoding="utf-8") as handle:
-        manifest = json.load(handle)
+    manifest = read_manifest(outdir)
     records = []
     for item in manifest["entries"]:
         record = read_record(outdir, item["student"])

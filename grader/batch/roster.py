@@ -14,7 +14,8 @@ RANK = {"ungradable": 0, "not_graded": 0, "untouched_stub": 1, "import_failed": 
 # Each status in words, (zh, en): words.toml's [roster].
 WORDS = {status: tuple(words.pair("roster", status).values()) for status in RANK}
 # An override's history, in words (overrides.py's actions): their [roster] keys, and (zh, en).
-ACTION_WORDS = {"set": "action_set", "change": "action_change", "remove": "action_remove"}
+ACTION_WORDS = {"set": "action_set", "change": "action_change", "remove": "action_remove",
+                "stale": "action_stale"}
 ACTIONS = {action: tuple(words.pair("roster", key).values())
            for action, key in ACTION_WORDS.items()}
 # Why a status needs a look: its [roster] key.
@@ -24,8 +25,6 @@ NOTES = {"ungradable": "note_ungradable", "not_graded": "note_not_graded",
 STUB_KEYS = {"not_implemented", "quiz_missing"}
 CRASH_KEYS = {"crashed", "memory_limit", "protocol"}
 TIMEOUT_KEYS = {"timeout", "budget"}  # a call too slow, or the submission's whole time used up
-
-
 
 
 def _keys(result):
