@@ -157,11 +157,8 @@ def similarity_csv(rows):
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["student_a", "student_b", "similarity", "share_a", "share_b",
                      "shared_chars", "flagged"])
-    cells = {}  # each student's cell, made once: a class of 1000 has 500,500 rows
     for r in rows:
-        a, b = r["a"], r["b"]
-        writer.writerow([cells[a] if a in cells else cells.setdefault(a, csv_cell(a)),
-                         cells[b] if b in cells else cells.setdefault(b, csv_cell(b)),
-                         f"{r['similarity']:.4f}", f"{r['share_a']:.4f}", f"{r['share_b']:.4f}",
-                         r["shared"], "yes" if r["flagged"] else ""])
+        writer.writerow([csv_cell(r["a"]), csv_cell(r["b"]), f"{r['similarity']:.4f}",
+                         f"{r['share_a']:.4f}", f"{r['share_b']:.4f}", r["shared"],
+                         "yes" if r["flagged"] else ""])
     return out.getvalue()

@@ -87,8 +87,9 @@ class Progress:
 
 class SharedZygote:
     """One zygote for the batch's first judges (forkserver.start_zygote): one torch import
-    instead of one per judge.  Each judge gets a control socket of its own; a judge started later (in place of one that died) starts
-    its own zygote.  The zygote exits once every judge's socket is closed."""
+    instead of one per judge.  Each judge gets a control socket of its own; a judge started
+    later (in place of one that died) starts its own zygote.  The zygote exits once every
+    judge's socket is closed."""
 
     @staticmethod
     def mode(config, judges):

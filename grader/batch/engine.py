@@ -244,7 +244,7 @@ def merge(args):
 
     outdir = os.path.abspath(args.out)
     sources = [os.path.abspath(p) for p in args.outdirs]
-    said_in = args.lang or _lang_of(sources[0])  # the refusals too: the shards' language
+    said_in = args.lang or lang_of(sources[0])  # the refusals too: the shards' language
     if outdir in sources:
         return refuse(Refusal("merge_new"), said_in)
     if args.similarity is not None and not 0 < args.similarity <= 1:
@@ -285,7 +285,7 @@ def merge(args):
     return 1 if missing else 0
 
 
-def _lang_of(outdir, default="zh"):
+def lang_of(outdir, default="zh"):
     """The language a batch output was made in (its batch.json), else `default`."""
     lang = (read_manifest(outdir) or {}).get("lang")
     return lang if lang in options.LANGS else default
@@ -339,45 +339,8 @@ SIMILARITY_HELP = (f"flag two submissions as near-copies when this share of one'
 
 
 def main(args):
-    if args.command == "override":
-        return override_command(args)
-    if args.command == "recipes":
-        from grader.batch import recipes
+    from grader.batch import export, overrides, recipes
 
-        return recipes.main(args)
-    if args.command == "export":
-        from grader.batch import export
-
-        return export.main(args)
-    return merge(args) if args.command == "merge" else run(args)
-
-
-def override_command(args):
-    """Record the override (set, change or remove), then rebuild the gradebook, the summary and
-    the student's page; or list the overrides and their history."""
-    from grader import rubric
-    from grader.batch import overrides
-
-    from grader.batch.roster import ACTION_WORDS
-
-    outdir = args.out = os.path.abspath(args.out)
-    lang = args.lang or _lang_of(outdir)
-    manifest = read_manifest(outdir)
-    if manifest is None:
-        return refuse(Refusal("no_manifest", folder=outdir, manifest=MANIFEST), lang)
-    students = {e["student"] for e in manifest["entries"]}
-    try:
-        if args.list:
-            from grader import inert
-
-            print("\n".join(inert.one_line(line)
-                            for line in overrides.history_lines(outdir, lang)))
-            return 0
-        event = overrides.command(args, rubric.load(), students, read_record)
-    except Refusal as exc:
-        return refuse(exc, lang)
-    rebuild(outdir)
-    say("override_done", lang, action=words.text("roster", ACTION_WORDS[event["action"]], lang),
-        student=args.student, check=args.check, was=f"{event['replaced']:g}",
-        score=f"{event['score']:g}", file=overrides.FILE)
-    return 0
+    commands = {"override": overrides.main, "recipes": recipes.main, "export": export.main,
+                "merge": merge}
+    return commands.get(args.command, run)(args)

@@ -94,9 +94,8 @@ def _complete(started, config, judge):
         from grader import rubric
 
         record.update(status="ungradable", error=started.error["en"], error_said=started.error,
-                      score=0,
-                      max_score=sum(c.points for c in rubric.load().checks), container=None,
-                      report=None, attention_maps=None)
+                      score=0, max_score=sum(c.points for c in rubric.load().checks),
+                      container=None, report=None, attention_maps=None)
     else:
         package = getattr(started.sub, "package", None)  # a `make submit` zip, verified
         if package is not None:
@@ -104,20 +103,14 @@ def _complete(started, config, judge):
 
             flag_identity(package, task["student"])  # the entry's name is who it is
         data = judge.finish(started.sub, started.student, entry=task["entry"])  # closes the worker
-        record.update(_graded(started, data))
+        record.update(status="graded", error=None, score=data["score"],
+                      max_score=data["max_score"],
+                      container=getattr(started.sub, "container", None), report=data, attention_maps=attention_maps(started.student), package=package)
     record["seconds"] = round(time.monotonic() - started.began, 3)
     write_student(config["outdir"], record, config["lang"])
     return {"id": task["id"], "student": task["student"], "status": record["status"],
             "score": record["score"], "max_score": record["max_score"], "error": record["error"],
             "error_said": record.get("error_said"), "seconds": record["seconds"]}
-
-
-def _graded(started, data):
-    """A graded record's fields: the report, the heatmaps' data, a `make submit` zip's manifest."""
-    package = getattr(started.sub, "package", None)
-    return {"status": "graded", "error": None, "score": data["score"],
-            "max_score": data["max_score"], "container": getattr(started.sub, "container", None),
-            "report": data, "attention_maps": attention_maps(started.student), "package": package}
 
 
 def judge_main(argv):

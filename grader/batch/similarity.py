@@ -108,10 +108,10 @@ def settings_key(texts):
 def class_figures(prints, pairs):
     """{(a, b): {'share', 'shared'}} for every (a, b) of `pairs` (keys of `prints`, the
     fingerprints): the numbers compare() gets from copydetect's compare_files (the tests hold
-    them equal), for many pairs at once.  For each code, which of its k-grams each partner holds
-    ([places, partners], from one hash -> holders index), then the characters their k-long runs
-    cover: copydetect's overlap, for all of a code's partners together (compare_files one pair
-    at a time was ~6 s of a class of 143 on this 2-core VM)."""
+    them equal), for many pairs at once, since compare_files one pair at a time takes most of
+    a class's rebuild.  For each code, which of its k-grams each partner holds ([places,
+    partners], from one hash -> holders index), then the characters their k-long runs cover:
+    copydetect's overlap, for all of a code's partners together."""
     partners = {}
     for a, b in pairs:
         partners.setdefault(a, set()).add(b)
@@ -223,19 +223,12 @@ def save_pairs(outdir, settings, pairs):
 
 
 def merge_caches(outdir, folders):
-    """The pairs the inputs of a merge already compared, joined into OUTDIR's cache (those of
-    other settings are dropped when the cache is next read)."""
-    joined, settings = {}, None
+    """The pairs the inputs of a merge already compared, joined into OUTDIR's cache."""
+    settings = settings_key(boilerplate_texts())
+    joined = {}
     for folder in [outdir] + list(folders):
-        try:
-            with open(os.path.join(folder, FOLDER, PAIRS), encoding="utf-8") as handle:
-                data = json.load(handle)
-        except (OSError, ValueError):
-            continue
-        settings = settings or data.get("settings")
-        if data.get("settings") == settings:
-            joined.update(data.get("pairs", {}))
-    if settings is not None:
+        joined.update(load_pairs(folder, settings))
+    if joined:
         save_pairs(outdir, settings, joined)
 
 
