@@ -17,7 +17,6 @@ import re
 
 from grader.authoring.course import ASSIGNMENT, COURSE, NOTEBOOK
 from grader.render.report import points
-from grader.tools.notebook import render_check
 from grader.authoring.notebook_build import (HIDDEN_BEGIN, HIDDEN_END, cell_grade_id, cell_text,
                                              dumps, grade_id_of)
 
@@ -36,7 +35,7 @@ def sandbox_outputs(check, result, rubric, lang, note=""):
         text = f"✗ {check.id}: 评分器没能运行这项检查 · the grader could not run this check"
         return [_stream("stdout", text + note + "\n"),
                 _stream("stderr", f"✗ {check.id}: 0/{report.points(check.points)}\n")]
-    outputs = [_stream("stdout", render_check(rubric, result, lang) + note + "\n")]
+    outputs = [_stream("stdout", report.card(rubric, result, lang) + note + "\n")]
     if result["score"] <= 0:
         outputs.append(_stream("stderr", f"✗ {check.id}: 0/{report.points(check.points)}\n"))
     return outputs

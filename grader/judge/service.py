@@ -93,5 +93,4 @@ def grade(path, visibilities=("public", "hidden"), isolation="auto", limits=None
     """One submission, start to finish, through a judge of its own with cold workers: the report
     data.  Gradescope, the nbgrader regrade (the notebook judge), Classroom and hints grade so."""
     with Judge(limits, isolation) as judge:
-        sub, student = judge.begin(path)
-        return judge.finish(sub, student, visibilities)
+        return judge.grade(path, visibilities)

@@ -166,6 +166,13 @@ def misconception(result):
     return keys[0] if keys else None
 
 
+def card(rubric, result, lang):
+    """One check as `make check` shows it: mark, id, title, points, status, then the feedback."""
+    lines = [check_line(result, rubric.by_id[result["id"]].title[lang], lang)]
+    lines += ["    " + line for line in feedback(rubric, result, lang).splitlines()]
+    return "\n".join(lines)
+
+
 def to_json(rubric, report, lang):
     out = {"score": report["score"], "max_score": report["max_score"], "checks": []}
     for r in report["checks"]:
@@ -189,12 +196,11 @@ def to_text(rubric, report, lang, hidden_not_run=0):
         if r["exercise"] != current:
             current = r["exercise"]
             lines.append(f"\n== {current} ==")
-        # a failure at import is said once, above; the cards only list what did not run
-        lines.append(check_line(r, rubric.by_id[r["id"]].title[lang], lang,
-                                status=text["not_run"] if failure else None))
-        feedback_text = "" if failure else feedback(rubric, r, lang)
-        if feedback_text:
-            lines.extend("    " + line for line in feedback_text.splitlines())
+        if failure:  # said once, above; the cards only list what did not run
+            lines.append(check_line(r, rubric.by_id[r["id"]].title[lang], lang,
+                                    status=text["not_run"]))
+        else:
+            lines.append(card(rubric, r, lang))
     lines += _totals(rubric, report, lang, hidden_not_run)
     meta = report["metadata"]
     lines.append(f"[{meta_line(meta, lang)}]")

@@ -270,7 +270,7 @@ def autograde_cell(check_id, lang=None):
     result = next((c for c in data["checks"] if c["id"] == check_id), None)
     if result is None:
         return zero(" " + TEXT[lang]["not_run"])
-    print(render_check(rubric, result, lang))
+    print(report.card(rubric, result, lang))
     if result["status"] == "passed":
         return None
     if result["score"] > 0:
@@ -288,16 +288,6 @@ def _cache_failure():
     for hidden in (True, False):
         _cache[(digest, hidden, AUTOGRADE_CALL_SECONDS, AUTOGRADE_BUDGET_SECONDS, None)] = {
             "error": "grading this code was interrupted (timeout)"}
-
-
-def render_check(rubric, result, lang):
-    """One check as `make check` shows it: mark, id, title, points, status, then the feedback."""
-    from grader.render import report
-
-    lines = [report.check_line(result, rubric.by_id[result["id"]].title[lang], lang)]
-    text = report.feedback(rubric, result, lang)
-    lines += ["    " + line for line in text.splitlines()] if text else []
-    return "\n".join(lines)
 
 
 def load_ipython_extension(ipython):
