@@ -181,7 +181,7 @@ def test_rubric_texts_describe_the_inputs_the_checks_use():
     shape_v = f"[{test_attend.B},{test_attend.H},{T},{test_attend.D_V}]"
     for check in ("attend.scale", "attend.causal", "attend.return_weights"):
         assert shape_qk in text[check] and shape_v in text[check], check
-    assert f"v of width {hidden_attend.D_V}" in text["attend.reference"]
+    assert f"v of width {test_attend.D_V}" in text["attend.reference"]
     assert f"rows {hidden_attend.ZERO_ROWS[0]} and {hidden_attend.ZERO_ROWS[1]}" in \
         text["attend.zero_scores"]
     for check in RUBRIC.checks:

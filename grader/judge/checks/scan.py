@@ -48,11 +48,9 @@ OWNED_ROOTS = {"self", "cls", "super", "type"}  # chains that start at the stude
 
 
 def source_routes(source):
-    """(library routes, tampering routes) the source shows, read without running it.  The tree's
-    nodes, without MARKS, are listed once and every pass reads the list; routes are looked for at
-    ROUTE_NODES only."""
+    """(library routes, tampering routes) the source shows, read without running it."""
     try:
-        nodes = [node for node in ast.walk(ast.parse(source)) if not isinstance(node, MARKS)]
+        nodes = list(ast.walk(ast.parse(source)))
     except (SyntaxError, ValueError):
         return [], []
     _annotate(nodes)
@@ -60,19 +58,9 @@ def source_routes(source):
     names = Bindings(nodes)
     library, tamper = set(), set()
     for node in nodes:
-        if isinstance(node, ROUTE_NODES):
-            library.update(_library_refs(node, constants, names))
-            tamper.update(_tamper_refs(node, constants, names))
+        library.update(_library_refs(node, constants, names))
+        tamper.update(_tamper_refs(node, constants, names))
     return sorted(library), sorted(tamper)
-
-
-# Nodes no pass reads as nodes of their own: a name's Load or Store, an operator (read as the
-# `ctx` or `op` of the node holding them).  Half of a file's nodes; left out of the list.
-MARKS = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
-# The only nodes where _library_refs or _tamper_refs can find a route: any other node reaches
-# neither's branches, and _folded gives None for it.
-ROUTE_NODES = (ast.Name, ast.Attribute, ast.Import, ast.ImportFrom, ast.Call, ast.BinOp,
-               ast.JoinedStr, ast.Subscript, ast.Constant)
 
 
 class Bindings:

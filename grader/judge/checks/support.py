@@ -22,18 +22,10 @@ class Verdict(Exception):
         super().__init__(key)
 
 
-def generator(seed):
-    return torch.Generator().manual_seed(seed)
-
-
-def randn(*shape, seed):
-    return torch.randn(*shape, generator=generator(seed))
-
-
 def fresh(seed, salt):
     """A generator for inputs drawn fresh for this grading: the submission's seed (the `seed`
     fixture) mixed with a salt of the check's own, so no two checks draw the same tensors."""
-    return generator((seed * 1_000_003 + salt) % 2 ** 63)
+    return torch.Generator().manual_seed((seed * 1_000_003 + salt) % 2 ** 63)
 
 
 def fresh_randn(*shape, seed, salt):
@@ -57,7 +49,8 @@ def tensor(value, what="torch.Tensor"):
     return value
 
 
-def shaped(value, shape, what="the result"):
+def shaped(value, shape):
+    """The value as a torch.Tensor of `shape`, or a Verdict saying what came back instead."""
     t = tensor(value)
     if list(t.shape) != list(shape):
         raise Verdict("wrong_shape", expected=list(shape), got=list(t.shape))
@@ -70,7 +63,10 @@ def shaped(value, shape, what="the result"):
 COMPARE_CHUNK = 1 << 18
 
 
-def _allclose_in_float64(a, b, atol, rtol, equal_nan):
+def _allclose_by_chunks(a, b, atol, rtol, equal_nan):
+    """Tensors of one shape whose values are equal within tolerance, judged in float64."""
+    if type(a) is not torch.Tensor or type(b) is not torch.Tensor or a.shape != b.shape:
+        return False
     a, b = a.reshape(-1), b.reshape(-1)
     return all(torch.allclose(a[i:i + COMPARE_CHUNK].double(), b[i:i + COMPARE_CHUNK].double(),
                               rtol=rtol, atol=atol, equal_nan=equal_nan)
@@ -79,9 +75,13 @@ def _allclose_in_float64(a, b, atol, rtol, equal_nan):
 
 def close(a, b, atol=ATOL, rtol=RTOL):
     """Values equal within tolerance, NaNs never equal; shapes must match exactly."""
-    if type(a) is not torch.Tensor or type(b) is not torch.Tensor or a.shape != b.shape:
-        return False
-    return _allclose_in_float64(a, b, atol, rtol, equal_nan=False)  # a NaN is close to nothing
+    return _allclose_by_chunks(a, b, atol, rtol, equal_nan=False)
+
+
+def same(a, b, atol=ATOL, rtol=RTOL):
+    """Like `close`, but NaN (or ±inf) where the other has NaN (or the same inf) counts as equal:
+    a known-wrong variant that gives NaN gives it in the same cells as the student's code."""
+    return _allclose_by_chunks(a, b, atol, rtol, equal_nan=True)
 
 
 def num(v, digits=4):
@@ -93,14 +93,6 @@ def num(v, digits=4):
         return "-inf" if v < 0 else "inf"
     text = f"{v:.{digits}f}".rstrip("0").rstrip(".")
     return "0" if text in ("-0", "") else text
-
-
-def same(a, b, atol=ATOL, rtol=RTOL):
-    """Like `close`, but NaN (or ±inf) where the other has NaN (or the same inf) counts as equal:
-    a known-wrong variant that gives NaN gives it in the same cells as the student's code."""
-    if type(a) is not torch.Tensor or type(b) is not torch.Tensor or a.shape != b.shape:
-        return False
-    return _allclose_in_float64(a, b, atol, rtol, equal_nan=True)
 
 
 def fmt(t, digits=4):
@@ -126,23 +118,17 @@ def first_difference(got, expected):
     return index, got[index].item(), expected[index].item()
 
 
-def mismatch(got, expected, where, variants=(), key="wrong_values"):
-    """Raise a Verdict for values that differ, naming a known mistake when one matches.
-    `variants`: [(name, values)], or a function giving them (called only when the values
-    differ: a right answer never pays for the named mistakes' runs; an iterator it gives is read
-    up to the first match, so a variant after it is never run)."""
-    for name, candidate in (variants() if callable(variants) else variants):
-        if same(got, candidate) and not same(got, expected):
-            key = name
-            break
-    index, g, e = first_difference(got, expected)
-    raise Verdict(key, where=f"{where}{list(index)} ", expected=num(e), got=num(g))
-
-
-def expect_close(got, expected, where, variants=()):
-    got = shaped(got, expected.shape, where)
+def expect_close(got, expected, where, named=None):
+    """`got` with expected's shape and values, else a Verdict.  `named()` gives the known
+    mistakes, [(rubric key, their values)], asked for only when the values differ: the first whose
+    values the student's are is named."""
+    got = shaped(got, expected.shape)
     if not close(got, expected):
-        mismatch(got, expected, where, variants)
+        known = named() if named else []
+        key = next((name for name, values in known
+                    if same(got, values) and not same(got, expected)), "wrong_values")
+        index, g, e = first_difference(got, expected)
+        raise Verdict(key, where=f"{where}{list(index)} ", expected=num(e), got=num(g))
     return got
 
 
@@ -248,27 +234,20 @@ def weights_factor(weights, q, k, allowed):
     cells, rows over every cell that got weight (another mask), columns (softmax over the wrong
     axis), rows of k·qᵀ (scores transposed), or lines along the heads or the batch (a softmax
     over that axis).  A named mistake keeps its scale judged."""
-    scores = dot_scores(q, k)
-    w = weights.double()
-    for s, cells, axis in _relations(w, scores, allowed):
+    scores, w = dot_scores(q, k), weights.double()
+    finite_rows = ~torch.isnan(w).any(dim=-1, keepdim=True)  # a NaN row says nothing of the scale
+    relations = [(scores, allowed & finite_rows, -1), (scores, (w > TINY) & finite_rows, -1),
+                 (scores, allowed, -2)]
+    if scores.shape[-1] == scores.shape[-2]:
+        relations.append((scores.transpose(-2, -1), allowed & finite_rows, -1))
+    softmax = softmax_axis(w)
+    if softmax is not None and softmax < w.dim() - 2:  # over the heads or the batch
+        relations.append((scores, allowed & ~torch.isnan(w), softmax))
+    for s, cells, axis in relations:
         c = fitted_factor(w, s, cells, axis, strict=False)
         if c is not None and c > C_MIN:
             return c
     return None
-
-
-def _relations(w, scores, allowed):
-    """weights_factor's relations, in its order, each made when the one before it did not fit
-    (right weights fit the first: the rest, the softmax's axis above all, is never computed)."""
-    finite_rows = ~torch.isnan(w).any(dim=-1, keepdim=True)  # a NaN row says nothing of the scale
-    yield scores, allowed & finite_rows, -1
-    yield scores, (w > TINY) & finite_rows, -1
-    yield scores, allowed, -2
-    if scores.shape[-1] == scores.shape[-2]:
-        yield scores.transpose(-2, -1), allowed & finite_rows, -1
-    axis = softmax_axis(w)
-    if axis is not None and axis < w.dim() - 2:  # over the heads or the batch: its own relation
-        yield scores, allowed & ~torch.isnan(w), axis
 
 
 def _pattern(w, cells):
@@ -422,11 +401,6 @@ def _row_sums_alone(w, allowed):
     return "rows_not_one"
 
 
-def weights_diagnosis(weights, allowed):
-    """The mask or softmax mistake weights [..., T, T] show alone (no scores): a key or None."""
-    return weights_problem(weights, allowed)
-
-
 def judged_maps(student):
     """The attention maps the checks judged, by probe name, for the feedback page's heatmaps."""
     seed = getattr(student, "seed", None)
@@ -436,15 +410,20 @@ def judged_maps(student):
     return student.judged_maps
 
 
+def first_slice(t):
+    """The first [T, T] (or [T, d]) slice of a tensor with any leading axes."""
+    return t.reshape(-1, *t.shape[-2:])[0]
+
+
 def record_judged(student, probe, q, k, v, mask, weights=None):
     """Keep one [T, T] slice of inputs and judged weights for the page (the first one wins)."""
     maps = judged_maps(student)
     if probe in maps and maps[probe].get("weights") is not None:
         return
-    first = (lambda t: t.reshape(-1, *t.shape[-2:])[0])  # noqa: E731
-    maps[probe] = {"q": first(q), "k": first(k), "v": first(v),
-                   "mask": None if mask is None else first(mask.expand(*q.shape[:-1], k.shape[-2])),
-                   "weights": None if weights is None else first(weights).detach().clone()}
+    if mask is not None:
+        mask = first_slice(mask.expand(*q.shape[:-1], k.shape[-2]))
+    maps[probe] = {"q": first_slice(q), "k": first_slice(k), "v": first_slice(v), "mask": mask,
+                   "weights": None if weights is None else first_slice(weights).detach().clone()}
 
 
 def same_answer(a, b):
@@ -494,11 +473,10 @@ class Heat(str):
 def leak_map(weights, allowed, q=None, k=None):
     """The first [T, T] slice of `weights` as a heatmap, with cells that should be 0 marked;
     given the call's q and k, the heatmap carries the call for the page."""
-    first = weights.reshape(-1, *weights.shape[-2:])[0]
-    heat = Heat(heatmap(first, leaks=~allowed))
+    heat = Heat(heatmap(first_slice(weights), leaks=~allowed))
     if q is not None and k is not None:
-        heat.call = {"q": q.reshape(-1, *q.shape[-2:])[0], "k": k.reshape(-1, *k.shape[-2:])[0],
-                     "mask": allowed, "weights": first.detach().clone()}
+        heat.call = {"q": first_slice(q), "k": first_slice(k), "mask": allowed,
+                     "weights": first_slice(weights).detach().clone()}
     return heat
 
 

@@ -222,93 +222,51 @@ MODULE_VARIANTS = sorted((set(ATTEND_VARIANTS) - ATTEND_ONLY) | set(MODULE_KNOBS
 
 
 def block(name, wq, wk, wv, wo, heads, max_len, biases=None):
-    """The reference block, or its variant `name`, holding the given [out, in] weights; `biases`
-    ({q, k, v, o} -> [out]) is the knob of the mistake `bias`.
-
-    A block of one name, shape and bias knob is built once and loaded anew at each call (its
-    weights copied in, gradients cleared): what a call returns is valid until the next call with
-    the same name and shape, and every caller uses it at once (a forward, a backward, a search
-    that runs each variant before building the next)."""
-    key = (name, wq.shape[1], heads, max_len, biases is not None)
-    built = _BUILT.get(key)
-    if built is None or not _as_built(built):
-        built = _BUILT[key] = _build(name, wq.shape[1], heads, max_len, biases is not None)
+    """A new reference block, or its variant `name`, holding the given [out, in] weights;
+    `biases` ({q, k, v, o} -> [out]) is the knob of the mistake `bias`."""
+    width = wq.shape[1]
+    built = reference_for(name).CausalSelfAttention(width, heads, max_len)
+    if biases is not None:
+        built.qkv.bias = torch.nn.Parameter(torch.zeros(3 * width))
+        built.out_proj.bias = torch.nn.Parameter(torch.zeros(width))
     with torch.no_grad():
         built.qkv.weight.copy_(torch.cat([wq, wk, wv]))
-        if name != "no_out_proj":
-            built.out_proj.weight.copy_(wo)
+        built.out_proj.weight.copy_(wo)
         if biases is not None:
             built.qkv.bias.copy_(torch.cat([biases[p] for p in "qkv"]))
             built.out_proj.bias.copy_(biases["o"])
-    for parameter in built.parameters():
-        parameter.grad = None
-    return built
-
-
-_BUILT = {}  # (name, d_model, heads, max_len, with biases) -> the block block() loads
-
-
-def _build(name, d_model, heads, max_len, with_biases):
-    built = reference_for(name).CausalSelfAttention(d_model, heads, max_len)
-    if with_biases:
-        built.qkv.bias = torch.nn.Parameter(torch.zeros(3 * d_model))
-        built.out_proj.bias = torch.nn.Parameter(torch.zeros(d_model))
     if name == "no_out_proj":
         built.out_proj = torch.nn.Identity()
     return built
 
 
-def _as_built(built):
-    """The block is still as _build made it: float32 on the CPU, in training mode (a caller that
-    cast, moved or switched it would otherwise hand the next caller another block)."""
-    weight = built.qkv.weight
-    return weight.dtype == torch.float32 and weight.device.type == "cpu" and built.training
-
-
-_COPIES = {}
-
-
 def reference_for(name):
-    """The reference itself, or (once per name) a copy of it with that variant's functions."""
+    """The reference itself, or a new copy of it with that variant's functions."""
     knobs = MODULE_KNOBS.get(name) or ({"attend": _attend_knob(name)} if name in ATTEND_VARIANTS
                                        else None)
-    if knobs is None:
-        return reference.ref
-    if name not in _COPIES:
-        _COPIES[name] = reference_copy(**knobs)
-    return _COPIES[name]
-
-
-def _run(built, x):
-    with torch.no_grad():
-        return built(x, return_weights=True)  # (y [B,T,D], weights [B,H,T,T])
-
-
-def each_module_candidate(x, wq, wk, wv, wo, heads, max_len=None, biases=None):
-    """(name, (y, weights)) for every module variant, the q|k|v orders included (and `bias` when
-    the student's block holds biases, read through the contract's names), one at a time: each
-    variant is run only once it is reached, so a search that stops at its first match
-    (support.mismatch) runs nothing after it."""
-    max_len = max_len or x.shape[1]
-    for name, built in module_variant_blocks(wq, wk, wv, wo, heads, max_len, biases):
-        yield name, _run(built, x)
+    return reference_copy(**knobs) if knobs else reference.ref
 
 
 def module_variant_blocks(wq, wk, wv, wo, heads, max_len, biases=None):
-    """(name, block) for every module variant, in each_module_candidate's order, each built when it
-    is asked for: a search that stops at its first match builds and runs nothing after it."""
-    if biases:
-        yield "bias", block("bias", wq, wk, wv, wo, heads, max_len, biases=biases)
-    # q|k|v orders first: in the block, k|q|v and scores k @ qᵀ give the same numbers, and a
-    # wrong attend is named by attend's own checks.
-    blocks = (wq, wk, wv)
-    for order in QKV_ORDERS:
-        yield "qkv_order", block("qkv_order", *(blocks[i] for i in order), wo, heads, max_len)
-    yield "qkv_order", block("qkv_order", *_per_head(wq, wk, wv, heads), wo, heads, max_len)
-    for name in MODULE_VARIANTS:
-        if name == "qkv_order":
-            continue
-        yield name, block(name, wq, wk, wv, wo, heads, max_len)
+    """(name, block) for every named mistake of the block: `bias` first where the student's
+    block holds biases (read through the contract's names), then the other orders of the
+    q|k|v blocks (in the block, k|q|v and scores k @ qᵀ give the same numbers, and a wrong
+    attend is named by attend's own checks), then the rest."""
+    named = [("bias", block("bias", wq, wk, wv, wo, heads, max_len, biases))] if biases else []
+    orders = [[(wq, wk, wv)[i] for i in order] for order in QKV_ORDERS]
+    orders.append(_per_head(wq, wk, wv, heads))
+    named += [("qkv_order", block("qkv_order", *blocks, wo, heads, max_len)) for blocks in orders]
+    named += [(name, block(name, wq, wk, wv, wo, heads, max_len)) for name in MODULE_VARIANTS
+              if name != "qkv_order"]
+    return named
+
+
+def module_candidates(x, wq, wk, wv, wo, heads, max_len, biases=None):
+    """(name, (y, weights)) of every named mistake of the block on x, in module_variant_blocks'
+    order."""
+    with torch.no_grad():
+        return [(name, built(x, return_weights=True))
+                for name, built in module_variant_blocks(wq, wk, wv, wo, heads, max_len, biases)]
 
 
 def _per_head(wq, wk, wv, heads):

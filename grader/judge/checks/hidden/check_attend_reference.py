@@ -1,16 +1,14 @@
 """Hidden checks of attend and merge_heads against the reference solution (grader/judge/secret/reference.py),
 on inputs drawn fresh for this grading; a mismatch is named when a known-wrong variant (the
 reference with one knob turned, grader/judge/secret/variants.py) gives the student's numbers."""
-import functools
-
 import pytest
 
 from grader.judge.secret.reference import ref
 from grader.judge.secret.variants import ATTEND_VARIANTS, attend_variant
+from grader.judge.checks.public.check_attend import T, fresh_qkv
 from grader.judge.checks.support import (Verdict, attend_any_rank, causal_mask, close,
                                          expect_close, fresh_randn, leak_map, tensor)
 
-T, D_HEAD, D_V = 5, 4, 6
 SHAPES = {"2-D": (), "3-D": (2,), "4-D": (2, 3)}
 
 
@@ -21,23 +19,18 @@ def attend_both(student, q, k, v, mask=None):
     return tensor(out[0]), tensor(out[1])
 
 
-def fresh_qkv(seed, salt, lead):
-    return (fresh_randn(*lead, T, D_HEAD, seed=seed, salt=salt),
-            fresh_randn(*lead, T, D_HEAD, seed=seed, salt=salt + 1),
-            fresh_randn(*lead, T, D_V, seed=seed, salt=salt + 2))
+def attend_mistakes(q, k, v, part):
+    """(name, context or weights: `part` 0 or 1) of every named mistake of attend on q, k, v."""
+    return [(name, attend_variant(name, q, k, v)[part]) for name in ATTEND_VARIANTS]
 
 
 def expect_reference(context, weights, q, k, v):
     """Context and weights equal the reference's, or a Verdict naming the variant they equal."""
     expected, expected_w = ref.attend(q, k, v, return_weights=True)
-    variants = functools.cache(lambda: {name: attend_variant(name, q, k, v)
-                                        for name in ATTEND_VARIANTS})
     heat = leak_map(weights, causal_mask(T), q, k) if weights.shape == expected_w.shape else ""
     try:
-        expect_close(weights, expected_w, "weights",
-                     lambda: [(name, w) for name, (_, w) in variants().items()])
-        expect_close(context, expected, "context",
-                     lambda: [(name, c) for name, (c, _) in variants().items()])
+        expect_close(weights, expected_w, "weights", lambda: attend_mistakes(q, k, v, 1))
+        expect_close(context, expected, "context", lambda: attend_mistakes(q, k, v, 0))
     except Verdict as verdict:
         verdict.heatmap = heat
         raise

@@ -8,11 +8,11 @@ import torch
 
 from grader.sandbox.runtime import copytask
 from grader.judge.student import StudentError, WorkerFailure
-from grader.judge.secret.variants import (block, each_module_candidate, module_variant_blocks,
+from grader.judge.secret.variants import (block, module_candidates, module_variant_blocks,
                                           reference_for)
-from grader.judge.checks.public.check_module import (describe, fresh_weights, inject,
-                                                     new_injected, randomness_first, run,
-                                                     run_weights, shaped, slice_fields)
+from grader.judge.checks.public.check_module import (fresh_weights, inject, randomness_first,
+                                                     run, run_weights, shaped, slice_fields,
+                                                     unknown_layout)
 from grader.judge.checks.support import (Verdict, close, expect_close, fmt, fresh, fresh_randn,
                                          tensor)
 
@@ -27,17 +27,19 @@ def biases(learned):
     return None
 
 
-def candidates(module, x, w, heads=H, max_len=MAX_LEN):
-    """The named mistakes' (name, (y, weights)) for the judge's weights and the student's own
-    biases, each run once the search reaches it (support.mismatch stops at the first match)."""
-    return each_module_candidate(x, *w, heads, max_len,
-                                 biases=biases(module.contract("read", d_model=D)))
+def candidates(module, x, w, part):
+    """The named mistakes' (name, y or weights: `part` 0 or 1) for the judge's weights and the
+    student's own biases."""
+    learned = module.contract("read", d_model=D)
+    named = module_candidates(x, *w, H, MAX_LEN, biases(learned))
+    return [(name, out[part]) for name, out in named]
 
 
 def injected(student, seed, salt):
     """The student's block holding fresh weights, the weights, and a fresh input."""
     w = fresh_weights(seed, salt)
-    module = new_injected(student, w, H, MAX_LEN)
+    module = student.module(D, H, MAX_LEN)
+    inject(module, w)
     x = fresh_randn(B, T, D, seed=seed, salt=salt + 10)
     randomness_first(student, module, x)
     return module, w, x
@@ -48,10 +50,9 @@ def test_output_matches_reference(student, seed):
     module, w, x = injected(student, seed, 200)
     with torch.no_grad():
         expected = block("reference", *w, H, MAX_LEN)(x)
-    named = lambda: ((name, y) for name, (y, _) in candidates(module, x, w))  # noqa: E731
     y = run(module, x)
     with telling_qkv_from_scores(student, seed), naming_unused_projections(module, w, x, y, seed):
-        expect_close(y, expected, "y = forward(x)", named)
+        expect_close(y, expected, "y = forward(x)", lambda: candidates(module, x, w, 0))
 
 
 @pytest.mark.check("module.reference")
@@ -62,9 +63,8 @@ def test_weights_match_reference(student, seed):
     _, got = run_weights(module, x)
     if list(got.shape) == [B, T, T] and close(got, expected.mean(dim=1)):
         raise Verdict("weights_averaged")
-    named = lambda: ((name, wts) for name, (_, wts) in candidates(module, x, w))  # noqa: E731
     with telling_qkv_from_scores(student, seed):
-        expect_close(got, expected, "weights [B,H,T,T]", named)
+        expect_close(got, expected, "weights [B,H,T,T]", lambda: candidates(module, x, w, 1))
 
 
 @contextlib.contextmanager
@@ -153,13 +153,7 @@ def test_learns_the_copy_task(student, seed):
     made_with = [copytask.D_MODEL, copytask.N_HEADS, copytask.CONTEXT]
     trained = student.module(*made_with)
     trained.load(attn)
-    try:  # forward's error as run() tells it
-        out = trained(h)
-    except StudentError as exc:
-        if exc.not_implemented or exc.during == "import" or exc.memory_limit:
-            raise
-        raise Verdict("cannot_run", type=exc.type, message=exc.message) from None
-    out = shaped(out, list(h.shape), "block(h)")  # [B,T,D], computed in the worker
+    out = shaped(run(trained, h), list(h.shape))  # [B,T,D], computed in the worker
     _is_attention(trained, h, out)
     with torch.no_grad():
         logits = lm.head(out)  # [B,T,vocab]
@@ -191,9 +185,7 @@ def _is_attention(trained, h, out):
     learned = trained.contract("read", d_model=copytask.D_MODEL)
     if not isinstance(learned, dict) or not all(type(learned.get(p)) is torch.Tensor
                                                 for p in "qkvo"):
-        found = describe(trained, copytask.D_MODEL).get("found")
-        raise Verdict("unknown_layout", got=", ".join(n for n, ok in (found or {}).items()
-                                                      if ok is True) or "—")
+        raise unknown_layout(trained, copytask.D_MODEL)
     w = [learned[p].float() for p in "qkvo"]
     heads, context = copytask.N_HEADS, copytask.CONTEXT
     with torch.no_grad():

@@ -14,7 +14,7 @@ from grader.judge.student import StudentError, WorkerFailure
 from grader.judge.checks.scan import source_routes
 from grader.judge.checks.support import (Verdict, causal_mask, close, expect_student_error,
                                          first_difference, fmt, fresh_randn, leak_map, same_answer,
-                                         shaped, steady_call, tensor, weights_diagnosis)
+                                         shaped, steady_call, tensor, weights_problem)
 
 B, T, D, H, MAX_LEN = 2, 5, 12, 3, 8
 CUT = 3  # module.causal changes the input from this position on
@@ -26,12 +26,9 @@ def fresh_weights(seed, salt, width=D):
     return [fresh_randn(width, width, seed=seed, salt=salt + i) / math.sqrt(width) for i in range(4)]
 
 
-def run(module, x, return_weights=False, twice=False):
-    """forward(x) in the worker ([first, second]: two answers of it made one after the other);
-    an error there becomes `cannot_run` (module.shapes reports it)."""
+def run(module, x, return_weights=False):
+    """forward(x) in the worker; an error there becomes `cannot_run` (module.shapes reports it)."""
     try:
-        if twice:
-            return [module(x, return_weights=return_weights) for _ in range(2)]
         return module(x, return_weights=return_weights)
     except StudentError as exc:
         if exc.not_implemented or exc.during == "import" or exc.memory_limit:
@@ -51,20 +48,13 @@ def y_and_weights(out, x):
     weights = out[1]
     if weights.dim() < 2 or list(weights.shape[-2:]) != [x.shape[1]] * 2:
         raise Verdict("cannot_run", type="weights", message=str(list(weights.shape)))
-    return shaped(out[0], list(x.shape), "y"), weights
+    return shaped(out[0], list(x.shape)), weights
 
 
 def inject(module, weights, width=D):
     """Write q, k, v, out through the contract's names; the layout, or a Verdict naming what the
     names hold."""
     return layout(module, module.contract("inject", **inject_args(weights, width)), width)
-
-
-def new_injected(student, weights, heads, max_len, width=D):
-    """A new block holding `weights` (inject)."""
-    module = student.module(width, heads, max_len)
-    inject(module, weights, width)
-    return module
 
 
 def inject_args(weights, width):
@@ -74,34 +64,26 @@ def inject_args(weights, width):
 def layout(module, kind, width):
     """inject's answer `kind` when it names a layout, else a Verdict naming what the names hold."""
     if kind not in ("fused", "separate"):
-        found = describe(module, width).get("found")
-        names = [n for n, ok in found.items() if ok is True] if isinstance(found, dict) else []
-        raise Verdict("unknown_layout", got=", ".join(names) or "—")
+        raise unknown_layout(module, width)
     return kind
+
+
+def unknown_layout(module, width):
+    """A Verdict naming what the contract's names hold, by describe's reading."""
+    found = describe(module, width).get("found")
+    names = [n for n, ok in found.items() if ok is True] if isinstance(found, dict) else []
+    return Verdict("unknown_layout", got=", ".join(names) or "—")
 
 
 def describe(module, width=D):
     """What torch's registries hold (the worker's reading: a claim, used to name, never to score)."""
-    return _reading(module.contract("describe", d_model=width))
-
-
-def new_described(student):
-    """(a new block, describe's reading of it)."""
-    module = student.module(D, H, MAX_LEN)
-    return module, describe(module)
-
-
-def _reading(description):
+    description = module.contract("describe", d_model=width)
     return description if isinstance(description, dict) else {}
 
 
 def slice_fields(got, expected, where):
     index, g, e = first_difference(got, expected)
     return {"where": f"{where}{list(index)} ", "expected": f"{e:.4f}", "got": f"{g:.4f}"}
-
-
-def _numel(shape):
-    return math.prod(shape) if shape else 1
 
 
 def _listed(params):
@@ -120,15 +102,16 @@ def _listed(params):
 @pytest.mark.check("module.param_count")
 def test_parameter_count(student, seed):
     untampered(student)
-    module, description = new_described(student)
+    module = student.module(D, H, MAX_LEN)
+    description = describe(module)
     registries_untouched(description)
     params = _listed(description.get("params"))
-    count = sum(_numel(shape) for _, shape in params)
+    count = sum(math.prod(shape) for _, shape in params)
     biases = [(n, s) for n, s in params if len(s) == 1 and n.split(".")[-1] == "bias"]
-    if biases and count - sum(_numel(s) for _, s in biases) == 4 * D * D:
+    if biases and count - sum(math.prod(s) for _, s in biases) == 4 * D * D:
         raise Verdict("bias", where="", got=", ".join(f"{n}{s}" for n, s in biases))
     masks = [(n, s) for n, s in params if n == "mask"]
-    if masks and count - _numel(masks[0][1]) == 4 * D * D:
+    if masks and count - math.prod(masks[0][1]) == 4 * D * D:
         raise Verdict("mask_parameter", expected=4 * D * D, got=count)
     if count != 4 * D * D:
         raise Verdict("param_count", expected=4 * D * D, got=count,
@@ -175,9 +158,9 @@ def steady(module, x, return_weights=False):
     """forward(x) [, weights] when it runs and answers the same for the same input twice; None
     when it cannot be observed or is random (dropout, new weights per call: named elsewhere)."""
     def checked(out):
-        return y_and_weights(out, x) if return_weights else shaped(out, list(x.shape), "y")
+        return y_and_weights(out, x) if return_weights else shaped(out, list(x.shape))
 
-    answers = observed(lambda: run(module, x, return_weights, twice=True))
+    answers = observed(lambda: [run(module, x, return_weights) for _ in range(2)])
     first = observed(lambda: checked(answers[0])) if answers is not None else None
     second = observed(lambda: checked(answers[1])) if first is not None else None
     if second is None:
@@ -224,7 +207,7 @@ def randomness_first(student, module, x):
 def _answers_alike(module, x):
     """forward(x) twice, whatever it returns: True when the two answers agree, False when they
     differ, None when one cannot be observed (raised, hung, ...)."""
-    answers = observed(lambda: run(module, x, twice=True))
+    answers = observed(lambda: [run(module, x) for _ in range(2)])
     if answers is None or any(answer is None for answer in answers):
         return None
     return same_answer(*answers)
@@ -259,7 +242,8 @@ def test_mask_is_a_buffer(student, seed):
     """The mask as torch's registries hold it, read before forward runs; where forward runs
     steadily with the judge's weights, a step over every parameter must not move its zeros."""
     untampered(student)
-    module, description = new_described(student)
+    module = student.module(D, H, MAX_LEN)
+    description = describe(module)
     registries_untouched(description)
     mask = description.get("mask") or {}
     value = mask.get("value")
@@ -299,7 +283,6 @@ def _mask_survives_a_step(module, seed):
 @pytest.mark.parametrize("t", [T, MAX_LEN, 1])
 def test_forward_shapes(student, seed, t):
     x = fresh_randn(B, t, D, seed=seed, salt=60 + t)
-    what = f"forward(x[{B},{t},{D}])"
     module = student.module(D, H, MAX_LEN)
     try:
         y = module(x)
@@ -307,15 +290,15 @@ def test_forward_shapes(student, seed, t):
         if t < MAX_LEN and not exc.not_implemented and _full_length_works(module, seed):
             raise Verdict("mask_not_cropped", message=exc.message) from None
         raise
-    shaped(y, [B, t, D], what)
+    shaped(y, [B, t, D])
     out = module(x, return_weights=True)
     if not (isinstance(out, tuple) and len(out) == 2):
         raise Verdict("wrong_type", expected="(y, weights)", got=type(out).__name__)
-    shaped(out[0], [B, t, D], "y")
+    shaped(out[0], [B, t, D])
     weights = tensor(out[1])
     if list(weights.shape) == [B, t, t]:
         raise Verdict("weights_averaged")
-    shaped(weights, [B, H, t, t], "weights")
+    shaped(weights, [B, H, t, t])
 
 
 def _full_length_works(module, seed):
@@ -365,7 +348,7 @@ def test_module_is_causal(student, seed):
     later = x.clone()
     later[:, CUT:] += fresh_randn(B, T - CUT, D, seed=seed, salt=81)
     y, weights = run_weights(module, x)
-    y_later = shaped(run(module, later), [B, T, D], "y")
+    y_later = shaped(run(module, later), [B, T, D])
     allowed = causal_mask(T)
     if not close(y_later[:, :CUT], y[:, :CUT]):
         raise Verdict(_leak_key(weights, allowed), heatmap=leak_map(weights, allowed),
@@ -399,7 +382,7 @@ def _leak_key(weights, allowed):
     diagonal masked, the softmax's axis), else only what was seen: the future leaks in, through
     the weights (mask missing, filled with 0, ...: module.reference tells which) or outside them
     (a reshape that mixes positions)."""
-    key = weights_diagnosis(weights, allowed)
+    key = weights_problem(weights, allowed)
     if key == "mask_missing":
         return "future_leaks"
     return key or "leak_outside_weights"
