@@ -9,7 +9,7 @@ import urllib.parse
 from grader import words
 from grader.batch.classpage import percent
 from grader.batch.overrides import lapsed, stale_text
-from grader.batch.roster import ACTIONS, WORDS
+from grader.batch.roster import ACTION_WORDS, RANK
 from grader.render.report import class_points, plural
 from grader.render.classtext import html_escape as esc
 
@@ -130,7 +130,6 @@ def _score_cell(row):
 
 
 def _student_row(need, row):
-    zh, en = WORDS[row["status"]]
     causes = " ".join(f'<a href="#{esc(_anchor(k))}"><code>{esc(k)}</code></a>'
                       for k in row["causes"])
     note = row["note"]
@@ -139,7 +138,7 @@ def _student_row(need, row):
             f'data-causes="{len(row["causes"])}" data-flags="{len(row["flags"])}">'
             f'<td class="n">{need}</td><td>{page_link(row["student"])}'
             f'<br><span class="part">{esc(row["entry"])}</span></td>'
-            f'<td class="status"><span class="st">{both(zh, en)}</span>'
+            f'<td class="status"><span class="st">{said_both(row["status"], "roster")}</span>'
             + (f'<br><span class="part">{both(note["zh"], note["en"])}</span>'
                if note["en"] else "")
             + f'</td><td class="n">{_score_cell(row)}</td><td>{causes}</td>'
@@ -149,9 +148,9 @@ def _student_row(need, row):
 def students_html(summary):
     """Every student, neediest first: status, score, causes, flags, a link to the page."""
     roster = summary["roster"]
-    options = "".join(f'<option value="{key}">{esc(zh)} / {esc(en)}</option>'
-                      for key, (zh, en) in WORDS.items()
-                      if any(r["status"] == key for r in roster))
+    options = "".join(f'<option value="{key}">' + " / ".join(
+        esc(words.text("roster", key, lang)) for lang in words.LANGS) + "</option>"
+        for key in RANK if any(r["status"] == key for r in roster))
     out = ['<h2 id="students-head">' + said_both("students_head") + "</h2>",
            '<p class="note">' + said_both("students_note") + "</p>",
            '<div class="controls" hidden><label>' + said_both("filter")
@@ -264,7 +263,7 @@ def overrides_html(summary):
                    + said_both("history", n=len(history))
                    + '</summary><table class="list">' + "".join(
                        f'<tr data-action="{esc(e["action"])}"><td>{esc(e.get("when") or "")}</td>'
-                       f'<td>{esc(e.get("who") or "")}</td><td>{both(*ACTIONS[e["action"]])}</td>'
+                       f'<td>{esc(e.get("who") or "")}</td><td>{said_both(ACTION_WORDS[e["action"]], "roster")}</td>'
                        f'<td>{page_link(e["student"])}</td><td><code>{esc(e["check"])}</code></td>'
                        f'<td class="n">{class_points(e["replaced"])} → {class_points(e["score"])}</td>'
                        f'<td>{esc(e["why"])}</td></tr>' for e in history)

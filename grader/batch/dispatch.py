@@ -191,12 +191,6 @@ class _Judge:
             except (BrokenPipeError, OSError):
                 pass
 
-    def kill(self):
-        try:
-            self.proc.kill()
-        except OSError:
-            pass
-
 
 def dispatch(tasks, jobs, config, progress, log, stats):
     """Grade `tasks` on `jobs` judges; return {task id: answer}; `stats` gets each judge's CPU
@@ -281,7 +275,7 @@ class _Dispatch:
             try:
                 judge.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                judge.kill()
+                judge.proc.kill()
         if self.zygote:
             self.zygote.stop()
         while True:  # the judges' last words: their CPU figures

@@ -34,12 +34,12 @@ import time
 from grader.batch.dispatch import Progress, SharedZygote, default_jobs, dispatch
 from grader.batch.entries import Entry, hash_file, list_entries, parse_shard, shard_of
 from grader.batch.records import (FORMAT, MANIFEST, MARKDOWN, PAGE, REPORT, STUDENTS, is_current,
-                                  read_manifest, read_record, records_in, remove_leftovers)
+                                  read_manifest, read_record, records_in, remove_leftovers,
+                                  write_manifest)
 from grader.batch import similarity
 from grader.batch.refusal import Refusal, refuse, say
 from grader.batch.similarity import THRESHOLD, keep_source
 from grader import options, paths, words
-from grader.inert import json_text
 from grader.statefile import write_atomic
 
 ROOT = paths.KIT_ROOT
@@ -106,8 +106,7 @@ def run(args):
                 "shard": args.shard and f"{shard[0]}/{shard[1]}", "lang": args.lang,
                 "isolation": isolation, "similarity": args.similarity,
                 "entries": [e.as_dict() for e in entries]}
-    write_atomic(os.path.join(outdir, MANIFEST),
-                 json_text(manifest, ensure_ascii=False, indent=1) + "\n")
+    write_manifest(outdir, manifest)
     todo = [e for e in entries if not is_current(read_record(outdir, e.student), e, fingerprint)]
     limits = options.limits_from(args)
     config = {"outdir": outdir, "lang": args.lang, "isolation": isolation,
@@ -274,8 +273,7 @@ def merge(args):
     manifest = {"format": FORMAT, "merged_from": sources, "grader": manifests[0][1]["grader"],
                 "shard": None, "lang": lang, "similarity": threshold,
                 "entries": [dict(chosen[s][1]) for s in sorted(chosen)]}
-    write_atomic(os.path.join(outdir, MANIFEST),
-                 json_text(manifest, ensure_ascii=False, indent=1) + "\n")
+    write_manifest(outdir, manifest)
     gradebook.write_class_outputs(outdir, records, lang, threshold, verbose=args.verbose)
     missing = [r for r in records if r["status"] == "missing"]
     for r in missing:

@@ -9,6 +9,7 @@ files the kill left behind.
 import json
 import os
 
+from grader.inert import json_text
 from grader.statefile import write_atomic
 
 STUDENTS = "students"
@@ -43,6 +44,11 @@ def read_manifest(outdir):
     except (OSError, ValueError):
         return None
     return manifest if isinstance(manifest, dict) and "entries" in manifest else None
+
+
+def write_manifest(outdir, manifest):
+    write_atomic(os.path.join(outdir, MANIFEST),
+                 json_text(manifest, ensure_ascii=False, indent=1) + "\n")
 
 
 def records_in(outdir, missing=None):

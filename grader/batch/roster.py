@@ -11,13 +11,9 @@ from grader.render.report import class_points, error_of, import_failure
 # The statuses, in the order of need (a lower rank first).
 RANK = {"ungradable": 0, "not_graded": 0, "untouched_stub": 1, "import_failed": 2,
         "timed_out": 2, "crashed": 2, "graded": 3}
-# Each status in words, (zh, en): words.toml's [roster].
-WORDS = {status: tuple(words.pair("roster", status).values()) for status in RANK}
-# An override's history, in words (overrides.py's actions): their [roster] keys, and (zh, en).
+# An override's history, in words (overrides.py's actions): their [roster] keys.
 ACTION_WORDS = {"set": "action_set", "change": "action_change", "remove": "action_remove",
                 "stale": "action_stale"}
-ACTIONS = {action: tuple(words.pair("roster", key).values())
-           for action, key in ACTION_WORDS.items()}
 # Why a status needs a look: its [roster] key.
 NOTES = {"ungradable": "note_ungradable", "not_graded": "note_not_graded",
          "untouched_stub": "note_untouched_stub", "import_failed": "note_import_failed",
