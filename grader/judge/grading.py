@@ -45,7 +45,9 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
     try:
         checks = in_scope(rubric, rubric.select(visibilities), exercises)
         only = None if exercises is None else {check.id for check in checks}
-        parts = session.run(student, only) if session else runner.run(student, visibilities, only)
+        # pytest-json-report's document of the checks' tests: the report is built from it
+        document = session.run(student, only) if session else \
+            runner.run(student, visibilities, only)
     finally:
         student.close()
         sub.cleanup()
@@ -68,7 +70,7 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
         metadata["exercises"] = sorted(exercises)
     if getattr(sub, "package", None) is not None:  # a `make submit` zip: its manifest, verified
         metadata["package"] = sub.package
-    return Report.from_parts(checks, parts, metadata).data()
+    return Report.from_parts(checks, runner.parts_of(document), metadata).data()
 
 
 def prepare(sub, student):
