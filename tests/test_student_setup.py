@@ -1,0 +1,44 @@
+"""The student bundle's set-up (grader/tools/install.py through the bundle's Makefile): a Python
+that already imports the pinned torch lends it to the bundle's .venv, so `make check` installs no
+second torch and gives its first feedback at once."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from grader.authoring import release
+from grader.tools import install
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_a_python_with_the_pinned_torch_lends_it_and_make_check_runs(tmp_path):
+    bundle = release.build_release(str(tmp_path / "bundle"))
+    done = subprocess.run(["make", "check", f"PYTHON={sys.executable}"], cwd=bundle,
+                          capture_output=True, text=True, timeout=600)
+    out = done.stdout + done.stderr
+    assert "不再下载 torch" in out, out[-3000:]
+    # The bundle's venv holds no torch of its own: it reads the one this Python has.
+    site = install.site_packages(os.path.join(bundle, ".venv"))
+    assert not os.path.exists(os.path.join(site, "torch"))
+    assert open(os.path.join(site, "student-torch.pth"), encoding="utf-8").read().strip() == \
+        os.path.dirname(os.path.dirname(__import__("torch").__file__))
+    # The first feedback: the untouched stub's one line per exercise.
+    assert "split_heads" in done.stdout and "torch" not in done.stdout.split("\n")[0]
+
+
+def test_a_python_without_the_pinned_torch_lends_nothing(tmp_path, monkeypatch):
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("torch==0.0.1\nnumpy==2.4.6\n", encoding="utf-8")
+    assert install.pinned_torch(str(requirements)) == "0.0.1"
+    assert install.torch_here("0.0.1") is None
+    assert install.torch_here(install.pinned_torch(os.path.join(ROOT, "requirements.txt")))
+
+
+@pytest.mark.parametrize("given, found, expected", [
+    (["--index-url", "x"], None, ["--index-url", "x"]),  # the caller's arguments win
+    ([], ("2.13.0", "/somewhere"), []),  # torch lent: nothing to fetch from PyTorch's index
+])
+def test_pytorchs_cpu_index_only_where_torch_is_to_be_installed(given, found, expected):
+    assert install.cpu_wheels(given, found) == expected
