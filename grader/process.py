@@ -82,6 +82,14 @@ def gc_held():
     return _gc_held
 
 
+def run_judge(main):
+    """A judge process's entry: one compute thread and the collector held before torch is
+    imported, then main() and the exit without teardown."""
+    pin_environment()
+    hold_gc()  # until the judge's checks are collected
+    exit_now(main())
+
+
 def exit_now(code):
     """Leave a command without the interpreter's teardown of torch (about half a second, and it
     changes nothing): by then everything is written and every worker is gone."""

@@ -53,8 +53,9 @@ def _kit_clear_solutions():
 
 
 
-def nbgrader(args, course, env=None, log=None):
-    """Run `nbgrader ARGS` in the course folder with this environment's interpreter."""
+def nbgrader(args, course, env=None, log=None, must=False):
+    """Run `nbgrader ARGS` in the course folder with this environment's interpreter: (exit code,
+    output, seconds); `must`: a RuntimeError where it fails."""
     environment = dict(os.environ)
     environment["ATTN_KIT_ROOT"] = KIT_ROOT  # the course config finds the kit from any folder
     environment.update(env or {})
@@ -69,6 +70,8 @@ def nbgrader(args, course, env=None, log=None):
     if log:
         with open(log, "a", encoding="utf-8") as handle:
             handle.write(f"$ nbgrader {' '.join(args)}\n{output}\n")
+    if must and result.returncode != 0:
+        raise RuntimeError(f"nbgrader {args[0]} failed:\n{output[-3000:]}")
     return result.returncode, output, time.monotonic() - started
 
 
@@ -81,10 +84,8 @@ def new_course(course):
     os.makedirs(os.path.dirname(source))
     with open(source, "w", encoding="utf-8") as handle:
         handle.write(notebook_build.dumps(notebook_build.build()))
-    code, output, _ = nbgrader(["generate_assignment", ASSIGNMENT, "--force"], course)
+    generate_assignment(course)
     built = os.path.join(course, "release", ASSIGNMENT, NOTEBOOK + ".ipynb")
-    if code != 0 or not os.path.exists(built):
-        raise RuntimeError(f"nbgrader generate_assignment failed:\n{output[-3000:]}")
     with open(built, encoding="utf-8") as handle:
         return json.load(handle)
 
@@ -99,10 +100,7 @@ def release_notebook(out_path):
 
 
 def generate_assignment(course=COURSE):
-    code, output, seconds = nbgrader(["generate_assignment", ASSIGNMENT, "--force"], course)
-    if code != 0:
-        raise RuntimeError(f"nbgrader generate_assignment failed:\n{output[-3000:]}")
-    return seconds
+    return nbgrader(["generate_assignment", ASSIGNMENT, "--force"], course, must=True)[2]
 
 
 def assignment_known(course=COURSE):

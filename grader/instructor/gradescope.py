@@ -227,7 +227,4 @@ def main(argv=None):
 if __name__ == "__main__":
     from grader import process
 
-    process.pin_environment()  # before torch: the judge's threads too
-    process.hold_gc()  # until the judge's checks are collected
-
-    process.exit_now(main())
+    process.run_judge(main)

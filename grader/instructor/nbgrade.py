@@ -70,18 +70,13 @@ def autograde(course=COURSE, timeout=None, jobs=1, lang="zh"):
 
 
 def feedback(course=COURSE):
-    code, output, seconds = nbgrader(["generate_feedback", ASSIGNMENT, "--force"], course)
-    if code != 0:
-        raise RuntimeError(f"nbgrader generate_feedback failed:\n{output[-3000:]}")
+    seconds = nbgrader(["generate_feedback", ASSIGNMENT, "--force"], course, must=True)[2]
     return seconds, nbfeedback.hidden_leaks(course)
 
 
 def export(course=COURSE, out="grades.csv"):
     """nbgrader export: the gradebook as CSV (scores include the kit's corrections)."""
-    code, output, seconds = nbgrader(["export", "--to", out], course)
-    if code != 0:
-        raise RuntimeError(f"nbgrader export failed:\n{output[-3000:]}")
-    return os.path.join(course, out), seconds
+    return os.path.join(course, out), nbgrader(["export", "--to", out], course, must=True)[2]
 
 
 def main(argv):

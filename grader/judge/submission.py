@@ -240,14 +240,19 @@ def _walk_for_attention(folder):
                           f"{folder}：里面没有 attention.py 或 attention.ipynb")
 
 
-def load(path):
-    """A Submission for `path`, or SubmissionError with a one-line reason."""
+def work_file(path):
+    """The file a submission path names: the path itself, or the attention file of a folder."""
     if not os.path.exists(path):
         raise SubmissionError(f"{path}: no such file or folder", f"{path}：没有这个文件或文件夹")
+    return pick_in_folder(path) if os.path.isdir(path) else path
+
+
+def load(path):
+    """A Submission for `path`, or SubmissionError with a one-line reason."""
+    picked = work_file(path)
     if os.path.isdir(path):
         # A folder or a cloned repository (GitHub Classroom): only its attention file is read,
         # nothing of it is run; a symlink out of the folder (e.g. to solutions/) is refused.
-        picked = pick_in_folder(path)
         inside = os.path.realpath(path)
         if os.path.commonpath([inside, os.path.realpath(picked)]) != inside:
             raise SubmissionError(f"{picked}: a symlink to a file outside the submission",

@@ -198,6 +198,4 @@ def serve():
 if __name__ == "__main__":
     from grader import process
 
-    process.pin_environment()  # before torch: the judge's threads too
-    process.hold_gc()  # until the judge's checks are collected
-    process.exit_now(serve())
+    process.run_judge(serve)

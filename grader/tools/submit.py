@@ -104,10 +104,7 @@ def _source_of(raw, path):
 
 def resolve_work(path):
     """The student's work file: a .py or .ipynb, or the attention file of a folder."""
-    if not os.path.exists(path):
-        raise SubmissionError(f"{path}: no such file or folder", f"{path}：没有这个文件或文件夹")
-    if os.path.isdir(path):
-        path = submission_module.pick_in_folder(path)
+    path = submission_module.work_file(path)
     if not submission_module.has_suffix(path, ".py", ".ipynb"):
         raise SubmissionError(f"{path}: expected attention.py or attention.ipynb",
                               f"{path}：应当是 attention.py 或 attention.ipynb")
