@@ -15,12 +15,12 @@ import re
 import pytest
 import torch
 
-from grader.judge.student import StudentError, WorkerFailure
+from grader.judge.student import StudentError
 from grader.judge.checks.public.check_attend import attend_judged, attention_gate, fresh_qkv
 from grader.judge.checks.public.check_module import (fresh_weights, inject_args, layout,
                                                      y_and_weights)
 from grader.judge.checks.support import (Verdict, causal_mask, fresh_randn, note, same,
-                                         same_answer, shaped, weights_factor)
+                                         same_answer, shaped, for_the_runner, weights_factor)
 
 B, T, D, H, MAX_LEN = 2, 5, 12, 3, 8
 # What torch says when tensors of two devices meet (meta; CUDA).
@@ -67,7 +67,7 @@ def decide(outcomes, record_note):
 
 def student_raised(exc, device):
     """A StudentError on `device` as a verdict's fields, or NotJudged when it was no mismatch."""
-    if exc.not_implemented or exc.during == "import" or exc.memory_limit:
+    if for_the_runner(exc):
         raise exc
     if not (DEVICE_MISMATCH.search(exc.message) or copied_to_cpu(exc)):
         raise NotJudged("device_not_judged", device=device, type=exc.type, message=exc.message)
@@ -153,13 +153,13 @@ def new_block(student, weights):
     """(a new block, inject's answer for `weights`): its layout is for the caller to judge once
     it has made its calls on the block."""
     module = student.module(D, H, MAX_LEN)
-    return module, module.contract("inject", **inject_args(weights, D))
+    return module, module.contract("inject", **inject_args(weights))
 
 
 def _unobserved(exc):
     """A StudentError of the block made and run on the CPU as device_unobserved (module.shapes
     says why); a stub, an import error or the memory limit as itself."""
-    if exc.not_implemented or exc.during == "import" or exc.memory_limit:
+    if for_the_runner(exc):
         return exc
     return Verdict("device_unobserved")
 
@@ -316,7 +316,7 @@ def dtype_outcome(student, weights, dtype, x):
             items = module.contract("forward_on", x=x, device="cpu", dtype=dtype)
         except StudentError as exc:
             steady_answer(cpu, ("y",))  # its verdict first, as asked first
-            if exc.not_implemented or exc.during == "import" or exc.memory_limit:
+            if for_the_runner(exc):
                 raise
             if not DTYPE_MISMATCH.search(exc.message):
                 raise NotJudged("dtype_not_judged", dtype=dtype, type=exc.type,

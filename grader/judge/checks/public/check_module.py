@@ -14,16 +14,17 @@ from grader.judge.student import StudentError, WorkerFailure
 from grader.judge.checks.scan import source_routes
 from grader.judge.checks.support import (Verdict, causal_mask, close, expect_student_error,
                                          first_difference, fmt, fresh_randn, leak_map, same_answer,
-                                         shaped, steady_call, tensor, weights_problem)
+                                         shaped, steady_call, tensor, for_the_runner,
+                                         weights_problem)
 
 B, T, D, H, MAX_LEN = 2, 5, 12, 3, 8
 CUT = 3  # module.causal changes the input from this position on
 
 
 # -- helpers shared with the hidden checks ------------------------------------------------------
-def fresh_weights(seed, salt, width=D):
-    """q, k, v, out [width, width] of size about 1/√D: large enough that √D vs √d stands out."""
-    return [fresh_randn(width, width, seed=seed, salt=salt + i) / math.sqrt(width) for i in range(4)]
+def fresh_weights(seed, salt):
+    """q, k, v, out [D, D] of size about 1/√D: large enough that √D vs √d stands out."""
+    return [fresh_randn(D, D, seed=seed, salt=salt + i) / math.sqrt(D) for i in range(4)]
 
 
 def run(module, x, return_weights=False):
@@ -31,7 +32,7 @@ def run(module, x, return_weights=False):
     try:
         return module(x, return_weights=return_weights)
     except StudentError as exc:
-        if exc.not_implemented or exc.during == "import" or exc.memory_limit:
+        if for_the_runner(exc):
             raise
         raise Verdict("cannot_run", type=exc.type, message=exc.message) from None
 
@@ -51,14 +52,15 @@ def y_and_weights(out, x):
     return shaped(out[0], list(x.shape)), weights
 
 
-def inject(module, weights, width=D):
+def inject(module, weights):
     """Write q, k, v, out through the contract's names; the layout, or a Verdict naming what the
     names hold."""
-    return layout(module, module.contract("inject", **inject_args(weights, width)), width)
+    return layout(module, module.contract("inject", **inject_args(weights)), D)
 
 
-def inject_args(weights, width):
-    return {"d_model": width, "q": weights[0], "k": weights[1], "v": weights[2], "o": weights[3]}
+def inject_args(weights):
+    """The contract's inject arguments for the judge's q, k, v, out weights [D, D]."""
+    return {"d_model": D, "q": weights[0], "k": weights[1], "v": weights[2], "o": weights[3]}
 
 
 def layout(module, kind, width):
@@ -369,7 +371,7 @@ def _holding_judges_weights(student, seed):
     check: inject is module.param_count's to judge), is judged with its own weights."""
     module = student.module(D, H, MAX_LEN)
     try:
-        module.contract("inject", **inject_args(fresh_weights(seed, 85), D))
+        module.contract("inject", **inject_args(fresh_weights(seed, 85)))
     except StudentError:
         return module  # inject raised: its own weights, what it could hold
     except WorkerFailure:
