@@ -105,6 +105,13 @@ release: setup
 	$(PY) -m grader.authoring release
 	$(PY) -m grader.authoring assignment
 
+# Maintainers: every generated file, in the order each reads the one before it (the stub and the
+# notebook from the reference and the rubric, the workflow, the student bundle, the nbgrader
+# course).  A test that finds one of them stale names this command.
+.PHONY: regen
+regen: setup
+	$(PY) -m grader.authoring regen
+
 # Four pytest workers on two cores: the tests mostly wait (on workers' timeouts, kernels, nbgrader),
 # pytest with two used 0.85 of a core on average; four took 16.4-18.5 min instead of 20-21.
 test: setup sandbox browser

@@ -48,8 +48,8 @@ def graders(workflow):
 
 def test_workflow_is_generated_from_the_rubric():
     text = workflow_module.classroom_workflow(rubric.load())
-    assert read(workflow_module.WORKFLOW) == text, "run: python -m grader.authoring workflow"
-    assert read(SHIPPED) == text  # the release carries the template (test_kit: byte for byte)
+    assert read(workflow_module.WORKFLOW) == text, "the workflow is stale: run `make regen`"
+    assert read(SHIPPED) == text, "release/ is stale: run `make regen`"
 
 
 def test_workflow_runs_on_push_on_ubuntu_with_python_311(workflow):

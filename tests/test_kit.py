@@ -25,7 +25,8 @@ def read(path):
 
 
 def test_exercise_stub_is_generated_from_the_solution():
-    assert read(authoring.EXERCISE) == authoring.make_stub(read(authoring.SOLUTION))
+    assert read(authoring.EXERCISE) == authoring.make_stub(read(authoring.SOLUTION)), \
+        "exercises/attention.py is stale: run `make regen`"
 
 
 def test_stub_keeps_signatures_and_raises():
@@ -50,12 +51,13 @@ def test_release_is_reproduced_exactly(tmp_path):
             found += differences(sub)
         return found
 
-    assert differences(comparison) == []
+    stale = "release/ is stale: run `make regen` ({})"
+    assert differences(comparison) == [], stale.format(differences(comparison))
     for root, _, files in os.walk(out):
         for name in files:
             rel = os.path.relpath(os.path.join(root, name), out)
             assert filecmp.cmp(os.path.join(root, name), os.path.join(ROOT, "release", rel),
-                               shallow=False), rel
+                               shallow=False), stale.format(rel)
 
 
 def test_release_holds_no_solution_and_no_hidden_check():

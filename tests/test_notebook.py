@@ -30,7 +30,8 @@ def code_cells(nb):
 
 
 def test_committed_notebook_is_what_the_generator_writes():
-    assert read(notebook_build.NOTEBOOK) == notebook_build.dumps(notebook_build.build())
+    if read(notebook_build.NOTEBOOK) != notebook_build.dumps(notebook_build.build()):
+        pytest.fail(f"{notebook_build.NOTEBOOK} is stale: run `make regen`", pytrace=False)
 
 
 def test_one_solution_cell_per_function_and_class_with_markers_kept():

@@ -6,6 +6,9 @@
   python -m grader.authoring notebook           course/source/attention/attention.ipynb
   python -m grader.authoring assignment         nbgrader generate_assignment in course/
   python -m grader.authoring student-notebook OUT   the student notebook, from a throw-away course
+  python -m grader.authoring regen              all of the above that is committed, in order
+                                                (make regen): stub, notebook, workflow,
+                                                release, nbgrader course
 """
 import os
 import sys
@@ -30,6 +33,12 @@ def main(argv):
         seconds = course.generate_assignment(course.COURSE)
         print(f"nbgrader generate_assignment {course.ASSIGNMENT}: {seconds:.1f} s "
               f"-> {os.path.join(course.COURSE, 'release', course.ASSIGNMENT)}")
+        return 0
+    if command == "regen":  # each one reads what the ones before it wrote
+        for step in ("stubs", "notebook", "workflow", "release", "assignment"):
+            code = main([step])
+            if code:
+                return code
         return 0
     if command == "student-notebook" and rest:
         print(course.release_notebook(rest[0]))
