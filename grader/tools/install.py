@@ -21,28 +21,11 @@ import tempfile
 import urllib.request
 import venv
 
+from grader import words
+
 CPU_WHEELS = "https://download.pytorch.org/whl/cpu"
 
-SAID = {
-    "zh": {
-        "reuse": "使用这个 Python 已有的 torch {version}（{where}），不再下载 torch。",
-        "plan": "需要安装 {count} 个包：{names}。",
-        "torch_size": "其中 torch 的 CPU 版约 200 MB 下载、安装后约 1 GB，需要几分钟；下面是 pip 的进度。",
-        "nothing": "需要的包都已经有了。",
-        "done": "安装完成：{venv}",
-        "failed": "安装没有完成（pip 退出码 {code}）。上面是 pip 的输出；修好网络或 PIP_ARGS 后再运行一次同样的命令。",
-    },
-    "en": {
-        "reuse": "Using the torch {version} this Python already has ({where}): no second torch.",
-        "plan": "To install ({count}): {names}.",
-        "torch_size": "torch's CPU build among them: about 200 MB to download, about 1 GB "
-                      "installed, a few minutes; pip's progress follows.",
-        "nothing": "Everything needed is already there.",
-        "done": "Installed: {venv}",
-        "failed": "The installation did not finish (pip exit code {code}); pip's output is above. "
-                  "Fix the network or PIP_ARGS, then run the same command again.",
-    },
-}
+SAID = words.table("install")
 
 
 def pinned_torch(requirements):
