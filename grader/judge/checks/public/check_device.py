@@ -17,12 +17,11 @@ import torch
 
 from grader.judge.student import StudentError
 from grader.judge.checks.public.check_attend import attend_judged, attention_gate, fresh_qkv
-from grader.judge.checks.public.check_module import (fresh_weights, inject_args, layout,
-                                                     y_and_weights)
-from grader.judge.checks.support import (Verdict, causal_mask, fresh_randn, note, same,
-                                         same_answer, shaped, for_the_runner, weights_factor)
+from grader.judge.checks.public.check_module import (B, D, H, MAX_LEN, T, fresh_weights,
+                                                     inject_args, layout, y_and_weights)
+from grader.judge.checks.support import (Verdict, causal_mask, for_the_runner, fresh_randn, note,
+                                         same, same_answer, shaped, weights_factor)
 
-B, T, D, H, MAX_LEN = 2, 5, 12, 3, 8
 # What torch says when tensors of two devices meet (meta; CUDA).
 DEVICE_MISMATCH = re.compile(r"not on the expected device|same device|at least two devices|"
                              r"different from other tensors|on cpu, different from")

@@ -13,8 +13,8 @@ import torch
 from grader.judge.student import StudentError, WorkerFailure
 from grader.judge.checks.scan import source_routes
 from grader.judge.checks.support import (Verdict, causal_mask, close, expect_student_error,
-                                         first_difference, fmt, fresh_randn, leak_map, same_answer,
-                                         shaped, steady_call, tensor, for_the_runner,
+                                         first_difference, fmt, for_the_runner, fresh_randn,
+                                         leak_map, same_answer, shaped, steady_call, tensor,
                                          weights_problem)
 
 B, T, D, H, MAX_LEN = 2, 5, 12, 3, 8
