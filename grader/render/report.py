@@ -187,12 +187,36 @@ def to_json(rubric, report, lang):
     return inert.json_text(out, ensure_ascii=False, indent=2)
 
 
+# What an untouched stub answers: its exercise is said in one line, not a card per check.
+NOT_STARTED = {"not_implemented": "not_started", "quiz_missing": "not_answered"}
+
+
+def not_started(checks):
+    """"not_started" or "not_answered" where every check of an exercise failed only because the
+    stub is untouched, else None."""
+    keys = {misconception(r) for r in checks}
+    return NOT_STARTED.get(keys.pop()) if len(keys) == 1 and \
+        all(r["score"] == 0 for r in checks) else None
+
+
 def to_text(rubric, report, lang, hidden_not_run=0):
     text = TEXT[lang]
     failure = import_failure(report)
     lines = import_failure_lines(rubric, failure, lang) if failure else []
+    by_exercise = {}
+    for r in report["checks"]:
+        by_exercise.setdefault(r["exercise"], []).append(r)
+    untouched = {} if failure else {ex: not_started(rs) for ex, rs in by_exercise.items()}
     current = None
     for r in report["checks"]:
+        if untouched.get(r["exercise"]):
+            if r["exercise"] != current:
+                current = r["exercise"]
+                checks = by_exercise[current]
+                lines.append(text["exercise_line"].format(
+                    exercise=current, max_score=points(sum(c["max_score"] for c in checks)),
+                    what=text[untouched[current]]))
+            continue
         if r["exercise"] != current:
             current = r["exercise"]
             lines.append(f"\n== {current} ==")
@@ -202,6 +226,14 @@ def to_text(rubric, report, lang, hidden_not_run=0):
         else:
             lines.append(card(rubric, r, lang))
     lines += _totals(rubric, report, lang, hidden_not_run)
+    # The next step, where every exercise before the first untouched one passes.
+    first = next((ex for ex, state in untouched.items() if state), None)
+    before = list(by_exercise)[:list(by_exercise).index(first)] if first else []
+    if first is not None and all(r["status"] == "passed" for ex in before
+                                 for r in by_exercise[ex]):
+        check = rubric.by_id[by_exercise[first][0]["id"]]
+        lines.append(text["start_here"].format(exercise=first,
+                                               section=rubric.section(check.section, lang)))
     meta = report["metadata"]
     lines.append(f"[{meta_line(meta, lang)}]")
     if meta.get("left_out"):
