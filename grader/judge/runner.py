@@ -298,17 +298,14 @@ class CheckSession:
             # The checks' conftest.py is for pytest run by hand (this module is its plugin); only
             # the plugins the kit names: none installed beside it (xdist, randomly, ...).
             "--noconftest", "--disable-plugin-autoload", "-p", "pytest_jsonreport.plugin",
-            "--json-report-file", "none", "--json-report-omit", "traceback",
-            "-p", "no:cacheprovider",  # nothing written beside the checks
-            # The judge is a long-lived process of several threads: pytest's hooks for the
-            # exceptions of other threads and of finalizers are process-wide, and would report
-            # the kit's own as a student's warnings.
-            "-p", "no:threadexception", "-p", "no:unraisableexception",
-            "-s",  # no capture of the process's output, which the other threads share
+            "--json-report-file", "none", "-p", "no:cacheprovider",  # nothing written to disk
+            # The judge is a long-lived process of several threads (watch, the notebook's
+            # kernel): what pytest captures process-wide around each test (the output, the
+            # records of every logger, the warnings filters, the exceptions of other threads and
+            # of finalizers) would be the other threads' too, said as a student's.
+            "-s", "-p", "no:logging", "-p", "no:warnings", "-p", "no:threadexception",
+            "-p", "no:unraisableexception", "--json-report-omit", "log", "traceback",
             "-q", "--tb=no",  # a failing check's verdict is the kit's: pytest's text is not read
-            # A check module the judge imported first (the Gradescope run hardens that way)
-            # cannot be rewritten.
-            "-W", "ignore::pytest.PytestAssertRewriteWarning",
         ]
         self.failure = None  # what ended the session (a collection error: KitError)
         self.threads_given = None  # torch's threads on the check thread before it set 1
