@@ -33,6 +33,11 @@ def main():
     for _ in range(2):
         service.grade(os.path.join(ROOT, "solutions", "attention.py"), isolation=isolation)
     honest = peak_mib()
+    # The workers' peak: the largest of this process's waited-for descendants (each grading's
+    # cold worker, inside its bubblewrap), which Linux carries up as each one is reaped.
+    import resource
+
+    worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "attention.py")
         with open(path, "w", encoding="utf-8") as handle:
@@ -50,7 +55,8 @@ def main():
     if "--json" in sys.argv:
         with open(sys.argv[sys.argv.index("--json") + 1], "w", encoding="utf-8") as handle:
             json.dump({"reference_mb": honest, "largest_frames_mb": hostile, "bound_mb": bound,
-                       "target_mb": TARGET_MIB, "score": data["score"]}, handle)
+                       "target_mb": TARGET_MIB, "score": data["score"], "worker_mb": worker},
+                      handle)
     return 0 if hostile - honest <= bound else 1
 
 if __name__ == "__main__":
