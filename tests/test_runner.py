@@ -176,3 +176,33 @@ def test_a_note_is_said_only_for_the_submission_that_made_it(tmp_path):
     assert [n["key"] for n in noted.get("module.dtype", [])] == ["dtype_not_judged"]
     assert "no bfloat16 here" in str(noted)
     assert not [c["id"] for c in second["checks"] if c.get("notes")]
+
+
+def test_a_kit_error_in_a_class_goes_to_batch_log(tmp_path, capsys, monkeypatch):
+    """A batch judge says each kit error, with its traceback, on its stderr (batch.log); the
+    student's record is written as any other."""
+    import types
+
+    from grader.batch import judge as batch_judge
+
+    report = {"score": 0.0, "max_score": 1.0, "metadata": {}, "checks": [{
+        "id": "attend.scale", "exercise": "attend", "visibility": "public", "status": "error",
+        "score": 0.0, "max_score": 1.0, "parts": [], "notes": [],
+        "verdicts": [{"status": "error", "key": "internal",
+                      "fields": {"message": "RuntimeError: broken variant"},
+                      "traceback": "Traceback (most recent call last):\n  ...\n"
+                                   "RuntimeError: broken variant\n"}]}]}
+    judge = types.SimpleNamespace(finish=lambda sub, student, entry: report)
+    written = []
+    monkeypatch.setattr(batch_judge, "write_student", lambda outdir, record, lang:
+                        written.append(record))
+    monkeypatch.setattr(batch_judge, "attention_maps", lambda student: None)
+    started = batch_judge._Started({"id": 1, "student": "ann", "entry": "ann.py",
+                                    "digest": "d", "path": "ann.py"})
+    started.sub = started.student = types.SimpleNamespace()
+    batch_judge._complete(started, {"fingerprint": "f", "outdir": str(tmp_path), "lang": "en"},
+                          judge)
+    err = capsys.readouterr().err
+    assert "kit error grading ann.py, attend.scale: RuntimeError: broken variant" in err
+    assert "Traceback (most recent call last)" in err
+    assert written and written[0]["report"] is report

@@ -103,6 +103,12 @@ def _complete(started, config, judge):
 
             flag_identity(package, task["student"])  # the entry's name is who it is
         data = judge.finish(started.sub, started.student, entry=task["entry"])  # closes the worker
+        from grader.judge.runner import kit_errors
+
+        for check_id, verdict in kit_errors(data):  # the kit's own error: loud, in batch.log
+            print(f"kit error grading {task['entry']}, {check_id}: "
+                  f"{verdict['fields'].get('message', '')}\n{verdict['traceback']}",
+                  file=sys.stderr, flush=True)
         record.update(status="graded", error=None, score=data["score"],
                       max_score=data["max_score"],
                       container=getattr(started.sub, "container", None), report=data, attention_maps=attention_maps(started.student), package=package)
@@ -121,16 +127,11 @@ def judge_main(argv):
     from grader.sandbox import launch as sandbox
     from grader.judge.service import Judge
 
-    # One zygote for the batch's judges, or one of its own (where it works): torch is imported
-    # once, each submission's worker is a fork of it.  The judge's own heavy imports now, while
-    # the zygote imports torch; then pytest, configured and its checks collected once for all.
-    server = None
-    if config.get("zygote"):  # the batch's shared zygote (dispatch.SharedZygote)
-        from grader.sandbox import forkserver
-
-        server = forkserver.ForkServer(config["isolation"], attach=config["zygote"])
+    # A zygote of its own (where it works): torch is imported once, each submission's worker is
+    # a fork of it.  The judge's own heavy imports now, while the zygote imports torch; then
+    # pytest, configured and its checks collected once for all.
     judge = Judge(sandbox.Limits(**config["limits"]), config["isolation"],
-                  start="auto" if config.get("fork_server", True) else "exec", server=server)
+                  start="auto" if config.get("fork_server", True) else "exec")
     session = judge.session(("public", "hidden"))
     judge.workers.ready()
     session.ready.wait(timeout=120)  # a session that failed to start says so at its first run
