@@ -126,13 +126,13 @@ def mixed(tmp_path_factory):
 
 
 # -- the mixed folder -------------------------------------------------------------------------------
-def test_the_two_judges_fork_their_workers_from_one_zygote(mixed):
+def test_each_judge_forks_its_workers_from_a_zygote_of_its_own(mixed):
     from grader.sandbox import forkserver, launch
 
     if forkserver.supported(launch.choose_isolation("auto")) is None:
         pytest.skip("no fork server here: every worker starts cold")
     assert "2 个评分进程" in mixed["proc"].stderr  # --verbose, in the batch's language (zh)
-    assert said("verbose_forked", shared=said("verbose_shared")) in mixed["proc"].stderr
+    assert said("verbose_forked") in mixed["proc"].stderr
 
 
 def test_every_entry_gets_a_row_and_the_right_outcome(mixed):
@@ -414,7 +414,7 @@ def test_one_judge_grades_each_student_as_if_alone(tmp_path):
     out = tmp_path / "out"
     proc = run_batch(source, out, "--jobs", "1", "--call-timeout", "2", "--verbose")
     assert proc.returncode == 0, proc.stderr
-    assert said("verbose_forked", shared=said("verbose_own")) in proc.stderr
+    assert said("verbose_forked") in proc.stderr
     limits = sandbox.Limits(call_seconds=2.0)
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         alone = dict(zip(order, pool.map(

@@ -21,7 +21,6 @@ from grader.judge import grading
 from grader.judge import service  # noqa: E402
 from grader.sandbox.launch import Limits
 from grader import rubric, safefs
-from zygotes import shared_zygote
 
 FULL = sum(c.points for c in rubric.load().checks)  # the rubric's total, not a literal
 
@@ -164,26 +163,6 @@ def test_the_cpu_of_each_child_is_reported(server):
         time.sleep(0.05)
     assert server.children_exited > before
     assert server.child_cpu_seconds > 0
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_judges_sharing_a_zygote_each_end_only_their_own_workers(mode, tmp_path):
-    (proc, runtime_dir, spool), (first, second) = shared_zygote(mode)
-    try:
-        assert grade(first, authoring.SOLUTION)["score"] == grade(second, authoring.SOLUTION)[
-            "score"] == FULL
-        folder = submit(tmp_path, "waiting", REFERENCE)
-        kept = second.spawn(folder, "attention.py", Limits())
-        first.close()  # the first judge ends: the zygote kills its children, not the second's
-        time.sleep(0.5)
-        assert kept.proc.poll() is None and second.alive()
-        assert grade(second, os.path.join(folder, "attention.py"))["score"] == FULL
-        kept.kill()
-    finally:
-        first.close()
-        second.close()
-        forkserver.stop_zygote(proc, runtime_dir, spool)
-    assert proc.returncode == 0  # it left once both judges had gone, not killed after a wait
 
 
 def test_cold_start_only_where_the_fork_server_cannot_isolate(monkeypatch):

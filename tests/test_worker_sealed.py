@@ -8,8 +8,7 @@
   a block written the ordinary way (every file of tests/submissions/correct/);
 - no reader table, handle table or runtime module but `wire` is left where the student's file can
   reach it by a module attribute or an import, and patching that `wire` changes no reply (the
-  worker speaks through an instance of its own), in a real worker, cold, forked, and forked from
-  a class's zygote;
+  worker speaks through an instance of its own), in a real worker, cold and forked;
 - preparing a worker stays fast.
 """
 import glob
@@ -25,7 +24,6 @@ if str(ROOT) not in sys.path:
 
 from grader.judge import grading  # noqa: E402
 from loading import load_file  # noqa: E402
-from zygotes import shared_zygote  # noqa: E402
 from grader.judge.workers import forked  # noqa: E402
 from grader.sandbox import forkserver  # noqa: E402
 from grader.sandbox.runtime import contract  # noqa: E402
@@ -177,20 +175,11 @@ if "wire" in sys.modules:
 
 
 def _fork_server(start):
-    """(the fork server a worker comes from, how it is closed): None for a cold worker, a judge's
-    own, or one of two judges' sharing a class's zygote (dispatch.SharedZygote)."""
+    """(the fork server a worker comes from, how it is closed): None for a cold worker."""
     if start == "cold":
         return None, lambda: None
-    if start == "fork":
-        server = forkserver.ForkServer("process")
-        return server, server.close
-    (proc, runtime_dir, spool), servers = shared_zygote("process")
-
-    def close():
-        for server in servers:
-            server.close()
-        forkserver.stop_zygote(proc, runtime_dir, spool)
-    return servers[0], close
+    server = forkserver.ForkServer("process")
+    return server, server.close
 
 
 def _found(tmp_path, start):
@@ -215,7 +204,7 @@ def _found(tmp_path, start):
     return found, described
 
 
-@pytest.mark.parametrize("start", ["cold", "fork", "class"])
+@pytest.mark.parametrize("start", ["cold", "fork"])
 def test_nothing_the_verdict_relies_on_is_reachable_by_a_module_attribute(tmp_path, start):
     if start != "cold" and not forkserver.supported("process"):
         pytest.skip("no fork server here")

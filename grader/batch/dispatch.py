@@ -85,82 +85,17 @@ class Progress:
             self.stream.flush()
 
 
-class SharedZygote:
-    """One zygote for the batch's first judges (forkserver.start_zygote): one torch import
-    instead of one per judge.  Each judge gets a control socket of its own; a judge started
-    later (in place of one that died) starts its own zygote.  The zygote exits once every
-    judge's socket is closed."""
-
-    @staticmethod
-    def mode(config, judges):
-        """The zygote's mode where `judges` judges share one under `config`, else None."""
-        from grader.sandbox import forkserver
-
-        if judges < 2 or not config.get("fork_server", True) or sys.platform != "linux":
-            return None
-        return forkserver.supported(config["isolation"])
-
-    @classmethod
-    def start(cls, config, judges):
-        from grader.sandbox import forkserver
-
-        mode = cls.mode(config, judges)
-        if mode is None:
-            return None
-        try:
-            return cls(*forkserver.start_zygote(mode, judges))
-        except (OSError, RuntimeError) as exc:  # each judge tries one of its own
-            if config.get("verbose"):
-                print(words.text("batch", "verbose_no_zygote", config["lang"], error=exc),
-                      file=sys.stderr)
-            return None
-
-    def __init__(self, proc, controls, runtime_dir, spool):
-        from grader.sandbox import launch as sandbox
-
-        self.proc, self.controls = proc, controls
-        self.runtime_dir, self.spool = runtime_dir, spool
-        self.log = sandbox.CappedReader(proc.stderr, 16 * 1024)  # read, so it never blocks
-        self.log.start()
-        self.handed = 0
-
-    def hand_out(self):
-        """(the judge's attach settings, its control socket), or None once all are handed out."""
-        if not self.controls:
-            return None
-        self.handed += 1
-        control = self.controls.pop()
-        return {"fd": control.fileno(), "runtime_dir": self.runtime_dir, "spool": self.spool,
-                "tag": self.handed}, control
-
-    def stop(self):
-        from grader.sandbox import forkserver
-
-        for control in self.controls:  # never handed out: the zygote stops waiting for them
-            control.close()
-        self.controls = []
-        forkserver.stop_zygote(self.proc, self.runtime_dir, self.spool)
-
-
 class _Judge:
     """A judge as the parent sees it: its process, the pipe its tasks go down and the one its
     answers come up."""
 
-    def __init__(self, config, events, log, zygote):
-        """Start a judge; `zygote`: a shared zygote's (attach settings, control socket), or
-        None."""
+    def __init__(self, config, events, log):
         env = process.pin_environment(dict(os.environ))  # one compute thread (process.py)
         env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        attach, control = zygote or (None, None)
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", JUDGE_CODE,
-                 json.dumps(dict(config, zygote=attach))],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=ROOT, env=env,
-                text=True, encoding="utf-8", pass_fds=[control.fileno()] if control else ())
-        finally:  # the judge holds it now: its closing is the EOF the zygote waits for
-            if control is not None:
-                control.close()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", JUDGE_CODE, json.dumps(config)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=ROOT, env=env,
+            text=True, encoding="utf-8")
         self.tasks = self.proc.stdin
         self.outstanding, self.open = {}, True
         threading.Thread(target=self._read, args=(self.proc.stdout, events), daemon=True).start()
@@ -222,7 +157,6 @@ class _Dispatch:
         self.progress, self.log, self.stats = progress, log, stats
         self.events, self.judges, self.answers = queue.Queue(), [], {}
         self.attempts = collections.Counter()
-        self.zygote = SharedZygote.start(config, min(jobs, len(tasks)))
 
     def feed(self):
         """Start judges up to `jobs`, give each up to two tasks (the one it checks and the one
@@ -231,8 +165,7 @@ class _Dispatch:
         open_judges = [j for j in live if j.open]
         wanted = min(self.jobs, len(self.pending)) - len(open_judges)
         for _ in range(max(0, wanted)):
-            judge = _Judge(self.config, self.events, self.log,
-                           self.zygote.hand_out() if self.zygote else None)
+            judge = _Judge(self.config, self.events, self.log)
             self.judges.append(judge)
             open_judges.append(judge)
         for judge in open_judges:
@@ -276,8 +209,6 @@ class _Dispatch:
                 judge.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 judge.proc.kill()
-        if self.zygote:
-            self.zygote.stop()
         while True:  # the judges' last words: their CPU figures
             try:
                 _, answer = self.events.get_nowait()

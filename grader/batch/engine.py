@@ -31,7 +31,7 @@ import hashlib
 import os
 import time
 
-from grader.batch.dispatch import Progress, SharedZygote, default_jobs, dispatch
+from grader.batch.dispatch import Progress, default_jobs, dispatch
 from grader.batch.entries import Entry, hash_file, list_entries, parse_shard, shard_of
 from grader.batch.records import (FORMAT, MANIFEST, MARKDOWN, PAGE, REPORT, STUDENTS, is_current,
                                   read_manifest, read_record, records_in, remove_leftovers,
@@ -143,8 +143,7 @@ def _announce(entries, todo, manifest, config, jobs):
         return
     processes = min(jobs, len(todo))
     said = lambda key, **fields: words.text("batch", key, lang, **fields)  # noqa: E731
-    shared = said("verbose_shared" if SharedZygote.mode(config, processes) else "verbose_own")
-    workers = (said("verbose_forked", shared=shared) if config["fork_server"]
+    workers = (said("verbose_forked") if config["fork_server"]
                and forkserver.supported(config["isolation"]) else said("verbose_cold"))
     say("verbose_setup", lang, isolation=config["isolation"], processes=processes,
         workers=workers)

@@ -20,10 +20,8 @@ class Judge:
     `spares`: workers kept started ahead where there is no fork server; `refill`: replace them
     after each grading (False for a judge that grades one submission)."""
 
-    def __init__(self, limits=None, isolation="auto", start="exec", spares=0, server=None,
-                 refill=True):
-        self.workers = WorkerSource(isolation, limits, start=start, spares=spares, server=server,
-                                    refill=refill)
+    def __init__(self, limits=None, isolation="auto", start="exec", spares=0, refill=True):
+        self.workers = WorkerSource(isolation, limits, start=start, spares=spares, refill=refill)
         self.limits, self.isolation = self.workers.limits, self.workers.isolation
         self.sessions = {}
 

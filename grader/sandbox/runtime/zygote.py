@@ -5,7 +5,7 @@ nothing from the judge side.  It never runs a student's code itself: every submi
 forked from this clean, torch-loaded process, so a submission costs a fork instead of torch's
 import, and nothing one student's code did can be seen by the next (the child's memory dies with it).
 
-Usage: python -I -u zygote.py CONTROL_FD[,CONTROL_FD...] MODE  (one control socket per judge)
+Usage: python -I -u zygote.py CONTROL_FD MODE  (the control socket of the judge that started it)
 
 MODE "namespaces" (bubblewrap as root; this process is root inside the sandbox, with no network):
 each child (fork_into_namespaces) lives in a mount, a PID (as its PID 1), an IPC and a network
@@ -26,8 +26,7 @@ Control channel (a SOCK_SEQPACKET socket; one JSON object per packet):
   judge  -> {"op": "end", "id": N, "grace": S}   (the judge closed the worker's channel: a
             worker still running S seconds later is killed with its process group)
   zygote -> {"exited": N, "code": C, "cpu_seconds": S}   (C < 0: signal -C)
-When a judge closes its channel, every child of that judge is killed; when every judge has, the
-zygote exits.
+When the judge closes its channel, every child is killed and the zygote exits.
 """
 import ctypes
 import json
@@ -251,62 +250,50 @@ def probe_namespaces(spool=SPOOL):
 
 
 class Zygote:
-    """Serves one judge per control socket (a batch's judges may share one zygote: one torch
-    import fewer per judge).  Each judge's children are its own: told to it, ended by it, killed
-    when its channel closes; the zygote exits once every channel is closed."""
+    """Serves the judge at the other end of its control socket.  Its children are told to the
+    judge, ended by it, and killed when the judge closes its channel; the zygote then exits."""
 
-    def __init__(self, control_fds, mode):
-        self.controls = [socket.socket(fileno=fd) for fd in control_fds]
+    def __init__(self, control_fd, mode):
+        self.control = socket.socket(fileno=control_fd)
         self.mode = mode
-        self.children = {}  # pid -> (its judge's control, spawn id)
-        self.deadlines = {}  # pid -> when it is killed (its judge has let it go)
+        self.children = {}  # pid -> spawn id
+        self.deadlines = {}  # pid -> when it is killed (the judge has let it go)
         self.wake_read, self.wake_write = os.pipe()
         os.set_blocking(self.wake_write, False)
         signal.set_wakeup_fd(self.wake_write)
         signal.signal(signal.SIGCHLD, lambda *_: None)
 
-    def send(self, control, message):
+    def send(self, message):
         try:
-            control.send(json.dumps(message).encode())
+            self.control.send(json.dumps(message).encode())
         except OSError:
-            pass  # that judge is gone: its children are being killed
+            pass  # the judge is gone: its children are being killed
 
-    def spawn(self, control, request, fds):
+    def spawn(self, request, fds):
         if len(fds) != 3:
             for fd in fds:
                 os.close(fd)
-            self.send(control, {"failed": request.get("id"), "error": "expected three fds"})
+            self.send({"failed": request.get("id"), "error": "expected three fds"})
             return
         try:
             pid = fork_into_namespaces() if self.mode == "namespaces" else os.fork()
         except OSError as exc:
             for fd in fds:
                 os.close(fd)
-            self.send(control, {"failed": request.get("id"),
-                                "error": f"{type(exc).__name__}: {exc}"})
+            self.send({"failed": request.get("id"), "error": f"{type(exc).__name__}: {exc}"})
             return
         if pid == 0:
             child(request, fds, self.mode,
-                  [c.fileno() for c in self.controls] + [self.wake_read, self.wake_write],
-                  self.torch)
+                  [self.control.fileno(), self.wake_read, self.wake_write], self.torch)
         for fd in fds:
             os.close(fd)
-        self.children[pid] = (control, request.get("id"))
-        self.send(control, {"spawned": request.get("id"), "pid": pid})
+        self.children[pid] = request.get("id")
+        self.send({"spawned": request.get("id"), "pid": pid})
 
-    def end(self, control, spawn_id, grace):
+    def end(self, spawn_id, grace):
         for pid, known in self.children.items():
-            if known == (control, spawn_id):
+            if known == spawn_id:
                 self.deadlines[pid] = time.monotonic() + min(max(float(grace), 0.0), 10.0)
-
-    def let_go(self, control):
-        """A judge closed its channel: its children are killed now, the others go on."""
-        self.controls.remove(control)
-        for pid, (owner, _) in self.children.items():
-            if owner is control:
-                self.deadlines[pid] = 0
-        self.kill_overdue()
-        control.close()
 
     def kill_overdue(self, everyone=False):
         now = time.monotonic()
@@ -326,56 +313,54 @@ class Zygote:
                 return
             if pid == 0:
                 return
-            control, spawn_id = self.children.pop(pid, (None, None))
+            spawn_id = self.children.pop(pid, None)
             self.deadlines.pop(pid, None)
             try:  # whatever it started in its process group goes with it
                 os.killpg(pid, signal.SIGKILL)
             except OSError:
                 pass
-            if control in self.controls:  # a judge that has gone is told nothing
-                self.send(control, {"exited": spawn_id, "code": os.waitstatus_to_exitcode(status),
-                                    "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4)})
+            self.send({"exited": spawn_id, "code": os.waitstatus_to_exitcode(status),
+                       "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4)})
 
     def run(self):
         self.torch = worker.prepare()  # each fork has it all, frozen for the collector
         why_not = probe_namespaces() if self.mode == "namespaces" else None
-        for control in self.controls:
-            self.send(control, {"ready": why_not is None, "mode": self.mode, "error": why_not})
+        self.send({"ready": why_not is None, "mode": self.mode, "error": why_not})
         if why_not is not None:
             return
-        while self.controls:
+        while True:
             timeout = (max(min(self.deadlines.values()) - time.monotonic(), 0)
                        if self.deadlines else None)
-            readable, _, _ = select.select(self.controls + [self.wake_read], [], [], timeout)
+            readable, _, _ = select.select([self.control, self.wake_read], [], [], timeout)
             self.kill_overdue()
             if self.wake_read in readable:
                 os.read(self.wake_read, 4096)
                 self.reap()
-            for control in [c for c in readable if c in self.controls]:
-                try:
-                    data, fds, _, _ = socket.recv_fds(control, 65536, 8)
-                except OSError:
-                    data, fds = b"", []
-                if not data:
-                    self.let_go(control)
-                    continue
-                try:
-                    request = json.loads(data)
-                except ValueError:
-                    request = {}
-                if request.get("op") == "spawn":
-                    self.spawn(control, request, fds)
-                else:
-                    for fd in fds:
-                        os.close(fd)
-                    if request.get("op") == "end":
-                        self.end(control, request.get("id"), request.get("grace", 0))
+            if self.control not in readable:
+                continue
+            try:
+                data, fds, _, _ = socket.recv_fds(self.control, 65536, 8)
+            except OSError:
+                data, fds = b"", []
+            if not data:
+                break  # the judge closed its channel
+            try:
+                request = json.loads(data)
+            except ValueError:
+                request = {}
+            if request.get("op") == "spawn":
+                self.spawn(request, fds)
+            else:
+                for fd in fds:
+                    os.close(fd)
+                if request.get("op") == "end":
+                    self.end(request.get("id"), request.get("grace", 0))
         self.deadlines = dict.fromkeys(self.children, 0)
         self.kill_overdue(everyone=True)
 
 
 def main():
-    Zygote([int(fd) for fd in sys.argv[1].split(",")], sys.argv[2]).run()
+    Zygote(int(sys.argv[1]), sys.argv[2]).run()
 
 
 if __name__ == "__main__":
