@@ -3,34 +3,17 @@
 
 Argument parsing only; the worker is started before anything heavy is imported.
 """
+import argparse
+import os
 import sys
 
-from grader.sandbox import probe
+from grader import options, process, words
+from grader.judge.submission import SubmissionError
 
 # The commands of release/ (students and one submission).  For these the instructors' batch
 # commands are not added to the parser: importing them (grader.batch, ~20 ms) would come
 # before the worker of a `grade` or a `check` could start.
 ONE_SUBMISSION = ("grade", "check", "watch", "hint", "submit")
-
-
-def _may_sandbox(argv):
-    """Whether `argv` is a one-submission command that may run its worker in bubblewrap."""
-    asked = [a for n, a in enumerate(argv) if n and argv[n - 1] == "--isolation"]
-    asked += [a.partition("=")[2] for a in argv if a.startswith("--isolation=")]
-    return bool(argv) and argv[0] in ONE_SUBMISSION and "process" not in asked
-
-
-if __name__ == "__main__" and _may_sandbox(sys.argv[1:]):
-    # bwrap tried (~10 ms, a process of its own) while the rest is imported: the worker's start
-    # waits for its answer.  main() starts it, if not yet, once the options are parsed.
-    probe.start_probe()
-
-import argparse  # noqa: E402
-import os  # noqa: E402
-
-from grader import collector, options, threads, words  # noqa: E402
-from grader.sandbox import launch as sandbox  # noqa: E402
-from grader.judge.submission import SubmissionError  # noqa: E402
 
 DEFAULT_EXERCISE = os.path.join("exercises", "attention.py")
 
@@ -118,12 +101,10 @@ def _add_submit(sub):
 
 
 def main(argv=None):
-    threads.pin_environment()  # before anything imports torch: judges, zygotes, their threads
+    process.pin_environment()  # before anything imports torch: judges, zygotes, their threads
     args = parse(sys.argv[1:] if argv is None else argv)
     if args.command in ONE_SUBMISSION:
-        collector.hold()  # a judge starts here: no collection until its checks are collected
-    if hasattr(args, "isolation") and options.isolation_of(args) != "process":
-        sandbox.start_probe()  # bwrap tried while the rest is imported, before a worker needs it
+        process.hold_gc()  # a judge starts here: no collection until its checks are collected
     if args.command in ("batch", "merge", "override", "export", "recipes"):
         from grader.batch import engine as batch
 
@@ -171,7 +152,19 @@ def grade_command(args):
             handle.write(text)
     else:
         sys.stdout.write(text)
-    return 0
+    return said_kit_errors(data, args.lang)
+
+
+def said_kit_errors(data, lang):
+    """Each check that failed through the kit's own code (not the submission's: its card says
+    so) on stderr, with the traceback: exit status 1 where there was one, else 0."""
+    from grader.judge.runner import kit_errors
+
+    errors = kit_errors(data)
+    for check_id, verdict in errors:
+        print(words.text("cli", "error", lang) + f"{check_id}: {verdict['fields']['message']}\n"
+              + verdict["traceback"], file=sys.stderr)
+    return 1 if errors else 0
 
 
 def render(data, fmt, lang):
@@ -193,6 +186,4 @@ def render(data, fmt, lang):
 
 
 if __name__ == "__main__":
-    from grader.fastexit import exit_now
-
-    exit_now(main())
+    process.exit_now(main())

@@ -69,9 +69,7 @@ def json_text(obj, lines=None, **options):
 
     `lines` (a depth, with `indent`): the dicts and lists of the first `lines` levels laid out
     one member a line, anything deeper on the line of its member (a student's report at 3: one
-    check a line).  The same JSON to a reader, mostly written by json's C encoder, which an
-    `indent` alone turns off: a student's report.json took 0.83 ms in the pure-Python one, 0.43
-    ms so (100 reports of a class)."""
+    check a line): the same JSON to a reader."""
     if lines is None:
         text = json.dumps(obj, **options)
     else:

@@ -4,7 +4,7 @@ The worker is started before the judge imports torch and pytest, so the two impo
 """
 import platform
 
-from grader import collector, threads
+from grader import process
 from grader.sandbox import launch as sandbox
 from grader.judge import submission
 from grader.judge.student import Student
@@ -21,7 +21,6 @@ def start(path, isolation="auto", limits=None, workers=None):
     student = Student(lambda: sub.work_dir, limits=limits or sandbox.Limits(), isolation=isolation,
                       workers=workers, source=sub.source)
     student.start()
-    collector.importing()  # the worker is on its way: the judge's imports come next
     return sub, student
 
 
@@ -38,20 +37,17 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
     import torch
 
     from grader import rubric as rubric_module
-    from grader.render import report
+    from grader.render.model import Report
     from grader.judge import runner
-    from grader.sandbox.runtime import copytask
 
-    # The CPU's generator, which is all the judge draws from (its inputs come from generators of
-    # their own): torch.manual_seed would queue one more formatted stack a submission.
-    copytask.seed_cpu(SEED)
-    student.seed = sub.seed  # the checks' `seed` fixture: fresh inputs, recorded below
-    threads.one_thread_here()  # tiny tensors: a pool per op only fights the other processes
+    prepare(sub, student)
     rubric = rubric_module.load()
     try:
         checks = in_scope(rubric, rubric.select(visibilities), exercises)
         only = None if exercises is None else {check.id for check in checks}
-        parts = session.run(student, only) if session else runner.run(student, visibilities, only)
+        # pytest-json-report's document of the checks' tests: the report is built from it
+        document = session.run(student, only) if session else \
+            runner.run(student, visibilities, only)
     finally:
         student.close()
         sub.cleanup()
@@ -74,7 +70,19 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
         metadata["exercises"] = sorted(exercises)
     if getattr(sub, "package", None) is not None:  # a `make submit` zip: its manifest, verified
         metadata["package"] = sub.package
-    return report.build(rubric, checks, parts, metadata)
+    return Report.from_parts(checks, runner.parts_of(document), metadata).data()
+
+
+def prepare(sub, student):
+    """What the judge sets before the checks of one submission run (every door, and plain
+    pytest on the checks: checks/conftest.py)."""
+    from grader.sandbox.runtime import copytask
+
+    # The CPU's generator, which is all the judge draws from (its inputs come from generators of
+    # their own): torch.manual_seed would queue one more formatted stack a submission.
+    copytask.seed_cpu(SEED)
+    student.seed = sub.seed  # the checks' `seed` fixture: fresh inputs, recorded in the report
+    process.one_thread_here()  # tiny tensors: a pool per op only fights the other processes
 
 
 def in_scope(rubric, checks, exercises=None):

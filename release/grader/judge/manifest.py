@@ -92,16 +92,6 @@ def find(archive):
     return prefix, data, None
 
 
-def student_in_zip(path):
-    """The manifest's student id (file-system safe) of a package, or None: for the batch's ids."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            _, data, _ = find(archive)
-    except Exception:  # noqa: BLE001  any unreadable zip: named after its entry, graded later
-        return None
-    return safe_id(data["student"]) if data else None
-
-
 class ZipTooSlow(Exception):
     """Hashing the package's members took longer than its time cap."""
 

@@ -1,34 +1,43 @@
-"""Run the checks (ordinary pytest files) in the judge process and map them to the rubric.
+"""Run the checks (ordinary pytest files) in the judge process; each student's result is
+pytest-json-report's document of its tests, and the rubric's parts are read from it.
 
 pytest collects `grader/judge/checks/public` (and `hidden` when present and asked for), once per
-judge; the kit's plugin then runs the collected checks for each student handed over, giving each
-the `student` proxy, and turns whatever ended a check (a Verdict, the student's exception, a dead
-worker) into plain data.  A check whose arguments are the kit's fixtures and its parameters is
-called directly (KitPlugin.run_directly); one that asks for any other fixture goes through
-pytest's own protocol, and both are recorded alike.  A rubric check passes only if every test
-that carries its id ran and passed; one that did not run at all is an `error`, never a pass.
+judge; the kit's plugin then runs the collected checks through pytest's own protocol for each
+student handed over, with a fresh pytest-json-report plugin registered for that student's tests
+only.  Each test's metadata (pytest_json_runtest_metadata, below) holds its rubric id, the
+points it carries and earned, and the verdict made of whatever ended it (a Verdict, the
+student's exception, a dead worker, or the kit's own error with its traceback).  A rubric check
+passes only if every test that carries its id ran and passed; one that did not run at all is an
+`error`, never a pass.
+
+This module is also the plugin that gives the checks their fixtures (`student`, `seed`,
+`record_note`) and their metadata, both in the kit's session and when pytest is run by hand on
+the checks (checks/conftest.py registers it).
 """
-import inspect
 import os
 import queue
 import sys
 import threading
 import time
-import warnings
+import traceback
 
 import pytest
+from pytest_jsonreport.plugin import Hooks as JSONReportHooks, JSONReport
 
-from grader.judge import speculation
 from grader.judge.checks.support import Verdict, judged_maps
 from grader.judge.student import StudentError, WorkerFailure
-from grader import collector, paths, threads
+from grader import paths, process
 
 CHECKS_DIR = paths.CHECKS
-UNUSED_PLUGINS = ("logging", "unraisableexception", "threadexception", "faulthandler", "warnings",
-                  "skipping", "debugging", "setuponly", "setupplan", "stepwise", "junitxml",
-                  "legacypath", "doctest", "unittest")
 STATUS_OF_FAILURE = {"timeout": "timeout", "crashed": "error", "protocol": "error", "budget": "error",
                      "sandbox": "error"}
+STUDENT = pytest.StashKey()  # () -> the judge-side proxy of the submission being graded
+SHARES = pytest.StashKey()  # {nodeid: (check id, points carried)}
+LIBRARIES = os.path.dirname(os.path.dirname(pytest.__file__)) + os.sep
+
+
+class KitError(RuntimeError):
+    """The checks could not be collected: every grading of the session raises it."""
 
 
 def plain(value):
@@ -39,7 +48,9 @@ def plain(value):
 
 
 def classify(exc):
-    """Plain data describing why a check ended: status, message key and its fields."""
+    """Plain data describing why a check ended: status, message key and its fields.  An
+    exception that is not the submission's is the kit's own ("internal"): its traceback is kept
+    under `traceback`, which the student's card does not show (`grade` prints it)."""
     if isinstance(exc, Verdict):
         fields = {k: plain(v) for k, v in exc.fields.items()}
         return {"status": "failed", "key": exc.key, "fields": fields,
@@ -64,167 +75,38 @@ def classify(exc):
         return {"status": STATUS_OF_FAILURE.get(exc.kind, "error"), "key": exc.kind,
                 "fields": {"message": exc.words(), **{k: plain(v) for k, v in exc.fields.items()}}}
     return {"status": "error", "key": "internal",
-            "fields": {"message": f"{type(exc).__name__}: {str(exc)[:300]}"}}
+            "fields": {"message": f"{type(exc).__name__}: {str(exc)[:300]}"},
+            "traceback": kit_traceback(exc)}
 
 
-class KitPlugin:
-    """Hands the checks the `student` proxy, records verdicts, and runs the collected checks once
-    per student that the CheckSession hands over."""
-
-    def __init__(self, owner):
-        self.owner = owner
-        self.current = None
-        self.records = {}  # node id -> {check, outcome, verdict}, for the current student
-        self.plans = {}  # item -> direct_plan(item), made once: the items serve every student
-
-    def pytest_configure(self, config):
-        config.addinivalue_line("markers", "check(id): the rubric check this test scores")
-        config.stash[KIT_PLUGIN] = self
-
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self, item, call):
-        """Each phase's report carries the check id and, when the phase ended in an exception,
-        the verdict made of it (the report is plain data: the exception itself stays here)."""
-        outcome = yield
-        report = outcome.get_result()
-        marker = item.get_closest_marker("check")
-        report.kit_check = marker.args[0] if marker else None
-        report.kit_verdict = (classify(call.excinfo.value)
-                              if call.excinfo is not None and call.when in ("setup", "call")
-                              else None)
-        if report.kit_verdict is not None and report.kit_check:
-            self.keep_drawn_call(report.kit_check, call.excinfo.value)
-
-    def keep_drawn_call(self, check_id, exc):
-        """The judged call a failing check's heatmap text was drawn from, kept for the feedback
-        page under the check's id (the first failing part's), so the page's drawing and the
-        card's text are the same numbers."""
-        call = getattr(getattr(exc, "heatmap", None), "call", None)
-        if call is not None:
-            judged_maps(self.current).setdefault(check_id, call)
-
-    def pytest_runtest_logreport(self, report):
-        """One record per test: its check, the first verdict, passed only if every phase passed."""
-        record = self.records.setdefault(report.nodeid, {
-            "check": report.kit_check, "outcome": "passed", "verdict": None})
-        if report.outcome != "passed":  # failed, or skipped: a check that did not run never passes
-            record["outcome"] = "failed"
-        if record["verdict"] is None:
-            record["verdict"] = report.kit_verdict
-        for name, value in report.user_properties:  # support.note(): said, and costs nothing
-            if name == "kit_note" and "note" not in record:
-                record["note"] = value
-
-    def pytest_sessionstart(self, session):
-        self.owner.restore_stdout()
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtestloop(self, session):
-        """Instead of running the items once: run all of them for each student handed over.
-        The last item runs with nextitem=None, which tears every fixture down (the session-scoped
-        `student` included), so each student starts from nothing, as in a fresh session."""
-        owner = self.owner
-        # This thread computes: OpenMP keeps the thread count per thread (threads.py).
-        owner.threads_given = threads.one_thread_here()
-        collector.release()  # imported and collected: collect automatically from here on
-        owner.ready.set()  # configured and collected: what follows is per student
-        while True:
-            request = owner.requests.get()
-            if request is None:
-                return True
-            student, only = request
-            began = time.thread_time()
-            owner.results.put(self._run_items(session, student, only))
-            owner.check_cpu += time.thread_time() - began
-
-    def _run_items(self, session, student, only=None):
-        """Every collected check against `student` (only those whose id is in `only`, where it
-        is given): its parts, or the exception that ended it.  A check that asks only for the
-        kit's fixtures is called here directly (run_directly); any other goes through pytest's
-        own protocol, tearing its fixtures down after it."""
-        self.current = student
-        self.records = {}
-        items = [item for item in session.items if only is None or check_of(item) in only]
-        # The Student asks ahead (speculation.py); another proxy handed to the checks may not.
-        speculates = hasattr(student, "ask_ahead")
-        asked = set()  # the visibilities whose checks' first requests were asked ahead
-        try:
-            for index, item in enumerate(items):
-                plan = self._plan(item)
-                visibility = visibility_of(item)
-                if speculates and visibility not in asked and student.may_ask_ahead():
-                    asked.add(visibility)
-                    self.ask_ahead(student, [later for later in items[index:]
-                                             if visibility_of(later) == visibility])
-                if plan is None:
-                    item.user_properties.clear()  # the node outlives the student: notes do not
-                    item.config.hook.pytest_runtest_protocol(item=item, nextitem=None)
-                elif speculates:
-                    student.expect(item.nodeid)
-                    try:
-                        self.run_directly(item, *plan)
-                    finally:
-                        student.planned = None
-                else:
-                    self.run_directly(item, *plan)
-            return parts_of(self.records)
-        except BaseException as exc:  # noqa: B036 (handed to the caller, which raises it)
-            return exc
-        finally:
-            self.current = None
-
-    def _plan(self, item):
-        plan = self.plans.get(item, False)
-        if plan is False:
-            plan = self.plans[item] = direct_plan(item)
-        return plan
-
-    def ask_ahead(self, student, items):
-        """The first request of each of `items` the kit calls directly, asked of the worker
-        together (speculation.py)."""
-        plans, double = [], speculation.stand_in(student)
-        for item in items:
-            plan = self._plan(item)
-            first = plan and speculation.first_request(item.obj, plan[1], plan[2], double)
-            if first:
-                plans.append((item.nodeid, first))
-        student.ask_ahead(plans, speculation.AHEAD_SECONDS)
-
-    def run_directly(self, item, check_id, names, params):
-        """The check's function called with the kit's fixtures and its parameters, recorded as
-        pytest_runtest_logreport records a run (pytest's protocol around each check, its phases,
-        reports and hooks, cost ~0.3 ms of the judge's CPU a check: 12-15 ms a submission)."""
-        notes = []
-        fixtures = {"student": self.current, "seed": self.current.seed,
-                    "record_note": lambda name, value: notes.append((name, value))}
-        record = {"check": check_id, "outcome": "passed", "verdict": None}
-        try:
-            item.obj(**{name: params[name] if name in params else fixtures[name]
-                        for name in names})
-        except (Exception, pytest.skip.Exception, pytest.fail.Exception) as exc:
-            record.update(outcome="failed", verdict=classify(exc))
-            if check_id:
-                self.keep_drawn_call(check_id, exc)
-        for name, value in notes:
-            if name == "kit_note" and "note" not in record:
-                record["note"] = value
-        self.records[item.nodeid] = record
+def kit_traceback(exc):
+    """The exception's traceback from the check's own frame: the frames of pytest and pluggy
+    (installed where pytest is), which ran the check, left out."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(LIBRARIES):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
 
 
-KIT_PLUGIN = pytest.StashKey()
+def kit_errors(data):
+    """(check id, verdict) of each kit error in a report's data."""
+    return [(check["id"], verdict) for check in data["checks"]
+            for verdict in check["verdicts"] if verdict.get("traceback")]
 
+
+# -- the checks' fixtures and metadata: the kit's session and plain pytest alike -------------------
 
 @pytest.fixture(scope="session")
 def student(request):
-    """The judge-side proxy of the submission being graded (KitPlugin.current)."""
-    return request.config.stash[KIT_PLUGIN].current
+    """The judge-side proxy of the submission being graded: `student.attend(q, k, v)`."""
+    return request.config.stash[STUDENT]()
 
 
 @pytest.fixture(scope="session")
 def seed(request):
     """The submission's own seed (recorded in the report): checks draw fresh inputs from it
     with `support.fresh(seed, salt)`, so a regrade reproduces them."""
-    return request.config.stash[KIT_PLUGIN].current.seed
+    return request.config.stash[STUDENT]().seed
 
 
 @pytest.fixture
@@ -234,9 +116,32 @@ def record_note(request):
     return lambda name, value: request.node.user_properties.append((name, value))
 
 
-KIT_FIXTURES = frozenset({"student", "seed", "record_note"})
-# What the kit's own fixtures ask for in turn (each of them: request), never handed to a check.
-KIT_FIXTURES_NEED = frozenset({"request"})
+@pytest.hookimpl(optionalhook=True)
+def pytest_json_runtest_metadata(item, call):
+    """pytest-json-report's metadata of a test, merged phase by phase: its rubric id and the
+    points it carries (setup), the points it earned (call), the verdict where setup or the call
+    ended in an exception (a failed teardown earns nothing either)."""
+    check_id, share = item.config.stash[SHARES].get(item.nodeid, (None, 0.0))
+    if call.excinfo is not None and call.when in ("setup", "call"):
+        return {"check": check_id, "max_points": share, "points": 0.0,
+                "verdict": classify(call.excinfo.value)}
+    if call.when == "setup":
+        return {"check": check_id, "max_points": share, "points": 0.0}
+    if call.when == "call":
+        return {"points": share}
+    return {"points": 0.0} if call.excinfo is not None else {}
+
+
+def shares(items):
+    """{nodeid: (check id, points carried)}: each test's share of its rubric check's points."""
+    from grader import rubric as rubric_module
+
+    points = {check.id: check.points for check in rubric_module.load().checks}
+    tests = {}
+    for item in items:
+        tests.setdefault(check_of(item), []).append(item.nodeid)
+    return {nodeid: (check_id, points.get(check_id, 0.0) / len(nodeids))
+            for check_id, nodeids in tests.items() for nodeid in nodeids}
 
 
 def visibility_of(item):
@@ -250,22 +155,126 @@ def check_of(item):
     return marker.args[0] if marker else None
 
 
-def direct_plan(item):
-    """(check id, the function's argument names, its parameters) for a check the kit may call
-    itself: a plain function whose arguments are the kit's fixtures and the parameters of its
-    parametrize, with no other fixture in play (an autouse one, a module's setup); else None
-    (pytest's protocol runs it)."""
-    params = dict(getattr(getattr(item, "callspec", None), "params", {}))
-    function = getattr(item, "obj", None)
-    if not isinstance(item, pytest.Function) or item.cls is not None \
-            or not inspect.isfunction(function):
-        return None
-    names = list(inspect.signature(function).parameters)
-    if any(name not in KIT_FIXTURES and name not in params for name in names) \
-            or any(name not in names and name not in KIT_FIXTURES_NEED
-                   for name in item.fixturenames):
-        return None
-    return check_of(item), names, params
+def parts_of(document):
+    """{check_id: [part, ...]}, part = {name, status, verdict[, note]}, from a pytest-json-report
+    document: a test that did not pass has its verdict's status, or `error` where it has none."""
+    parts = {}
+    for test in document["tests"]:
+        metadata = test.get("metadata") or {}
+        if metadata.get("check") is None:
+            continue
+        verdict = metadata.get("verdict")
+        status = "passed" if test["outcome"] == "passed" and verdict is None else \
+            (verdict or {}).get("status", "error")
+        part = {"name": test["nodeid"].split("::")[-1], "status": status, "verdict": verdict}
+        notes = [p["kit_note"] for p in test.get("user_properties", ()) if "kit_note" in p]
+        if notes and notes[0]:  # support.note(): said, and costs nothing
+            part["note"] = notes[0]
+        parts.setdefault(metadata["check"], []).append(part)
+    return parts
+
+
+# -- the kit's long-lived session --------------------------------------------------------------
+
+class StudentReport(JSONReport):
+    """pytest-json-report's plugin for one student's tests: registered before them, its
+    document made after them.  The kit's session configured pytest once: the plugin's hook
+    specs are added once (KitPlugin.pytest_addhooks) and its configure step is not replayed at
+    each registration (it would make this student's plugin the one pytest unregisters at the
+    session's end)."""
+    pytest_addhooks = None
+    pytest_configure = None
+
+
+class KitPlugin:
+    """Runs the collected checks once per student that the CheckSession hands over, each
+    through pytest's protocol, and keeps the call a failing check's heatmap was drawn from."""
+
+    def __init__(self, owner):
+        self.owner = owner
+        self.current = None
+        self.collect_errors = []  # the tracebacks of check modules that could not be collected
+
+    def pytest_addhooks(self, pluginmanager):
+        pluginmanager.add_hookspecs(JSONReportHooks)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_configure(self, config):
+        """The kit prints its own report: pytest's terminal reporter, made by now, goes."""
+        config.pluginmanager.unregister(name="terminalreporter")
+        config.stash[STUDENT] = lambda: self.current
+
+    def pytest_exception_interact(self, node, call, report):
+        if isinstance(report, pytest.CollectReport):
+            self.collect_errors.append(kit_traceback(call.excinfo.value))
+
+    def pytest_collection_finish(self, session):
+        session.config.stash[SHARES] = shares(session.items)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_makereport(self, item, call):
+        """A failing check's heatmap call, kept (pytest makes the report)."""
+        if call.excinfo is not None and call.when in ("setup", "call"):
+            self.keep_drawn_call(check_of(item), call.excinfo.value)
+
+    def keep_drawn_call(self, check_id, exc):
+        """The judged call a failing check's heatmap text was drawn from, kept for the feedback
+        page under the check's id (the first failing part's), so the page's drawing and the
+        card's text are the same numbers."""
+        call = getattr(getattr(exc, "heatmap", None), "call", None)
+        if check_id and call is not None:
+            judged_maps(self.current).setdefault(check_id, call)
+
+    def pytest_json_modifyreport(self, json_report):
+        """The exit code plain pytest would give these tests (the session itself runs on)."""
+        summary = json_report["summary"]
+        json_report["exitcode"] = int(pytest.ExitCode.TESTS_FAILED if summary.get("failed")
+                                      or summary.get("error") else pytest.ExitCode.OK)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session):
+        """Instead of running the items once: run them for each student handed over, until
+        None comes.  A check module that could not be collected ends the session here."""
+        owner = self.owner
+        # This thread computes: OpenMP keeps the thread count per thread (process.py).
+        owner.threads_given = process.one_thread_here()
+        process.release_gc()  # imported and collected: collect automatically from here on
+        owner.ready.set()  # configured and collected: what follows is per student
+        if self.collect_errors:
+            owner.failure = KitError("the checks could not be collected:\n\n"
+                                     + "\n".join(self.collect_errors))
+            return True
+        while True:
+            request = owner.requests.get()
+            if request is None:
+                return True
+            student, only = request
+            began = time.thread_time()
+            owner.results.put(self._run_items(session, student, only))
+            owner.check_cpu += time.thread_time() - began
+
+    def _run_items(self, session, student, only=None):
+        """Every collected check against `student` (only those whose id is in `only`, where it
+        is given), each through pytest's protocol: the document of their pytest-json-report, or
+        the exception that stopped them.  The last one runs with nextitem=None, which tears
+        every fixture down (the session-scoped `student` included), so each student starts
+        from nothing, as in a fresh session."""
+        items = [item for item in session.items if only is None or check_of(item) in only]
+        report, manager = StudentReport(session.config), session.config.pluginmanager
+        self.current = student
+        manager.register(report)
+        try:
+            report.pytest_sessionstart(session)
+            for item, nextitem in zip(items, items[1:] + [None]):
+                item.user_properties.clear()  # the node outlives the student: notes do not
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            report.pytest_sessionfinish(session)
+            return report.report
+        except BaseException as exc:  # noqa: B036 (handed to the caller, which raises it)
+            return exc
+        finally:
+            manager.unregister(report)
+            self.current = None
 
 
 def check_files(visibilities):
@@ -273,91 +282,58 @@ def check_files(visibilities):
     return [f for f in folders if os.path.isdir(f)]
 
 
-def parts_of(records):
-    """{check_id: [part, ...]}, part = {name, status, verdict}, from the plugin's records."""
-    parts = {}
-    for nodeid, record in records.items():
-        if record["check"] is None:
-            continue
-        verdict = record["verdict"]
-        status = "passed" if record["outcome"] == "passed" and verdict is None else \
-            (verdict or {}).get("status", "error")
-        part = {"name": nodeid.split("::")[-1], "status": status, "verdict": verdict}
-        if record.get("note"):
-            part["note"] = record["note"]
-        parts.setdefault(record["check"], []).append(part)
-    return parts
-
-
-_STDOUT_SWAP = threading.Lock()
-
-
 class CheckSession:
     """One pytest session whose checks are collected once and run against student after student.
 
-    Configuring pytest and collecting the checks is half of the judge's time for one submission
-    (~60 of ~125 ms CPU); a batch judge pays it once.  pytest.main runs in a thread of its own
-    and waits in pytest_runtestloop for the next student; `run` hands one over and returns the
-    parts.  One student at a time.
+    pytest.main runs in a thread of its own and waits in pytest_runtestloop for the next
+    student; `run` hands one over and returns its pytest-json-report document.  One student at
+    a time.
     """
 
     def __init__(self, visibilities=("public", "hidden")):
         self.requests, self.results = queue.Queue(), queue.Queue()
         self.plugin = KitPlugin(self)
         self.args = check_files(visibilities) + [
-            "-q", "-p", "no:cacheprovider", "--noconftest",
             "-c", os.path.join(CHECKS_DIR, "pytest.ini"), "--rootdir", CHECKS_DIR,
-            "--tb=no", "--no-header", "-s",
-            # Built-in plugins the checks do not use and that cost the judge time per
-            # submission (two gc.collect()s at exit, a log handler around every test phase, a
-            # catch_warnings around each, the skip and xfail marks read for each: 6 of ~22 ms
-            # for 50 checks that do nothing).
-            *[arg for name in UNUSED_PLUGINS for arg in ("-p", f"no:{name}")],
+            # The checks' conftest.py is for pytest run by hand (this module is its plugin); only
+            # the plugins the kit names: none installed beside it (xdist, randomly, ...).
+            "--noconftest", "--disable-plugin-autoload", "-p", "pytest_jsonreport.plugin",
+            "--json-report-file", "none", "-p", "no:cacheprovider",  # nothing written to disk
+            # The judge is a long-lived process of several threads (watch, the notebook's
+            # kernel): what pytest captures process-wide around each test (the output, the
+            # records of every logger, the warnings filters, the exceptions of other threads and
+            # of finalizers) would be the other threads' too, said as a student's.
+            "-s", "-p", "no:logging", "-p", "no:warnings", "-p", "no:threadexception",
+            "-p", "no:unraisableexception", "--json-report-omit", "log", "traceback",
+            "-q", "--tb=no",  # a failing check's verdict is the kit's: pytest's text is not read
         ]
-        # What "-W ignore::..." said before the warnings plugin was left out: a check module the
-        # judge imported first (the Gradescope run hardens that way) cannot be rewritten.
-        warnings.filterwarnings("ignore", category=pytest.PytestAssertRewriteWarning)
-        self.devnull = open(os.devnull, "w")  # pytest's own progress: the kit prints the report
-        self.saved_stdout = None
+        self.failure = None  # what ended the session (a collection error: KitError)
         self.threads_given = None  # torch's threads on the check thread before it set 1
         # For the batch's CPU split: set once pytest is configured and the checks collected;
         # the check thread's CPU spent on students since.
         self.ready, self.check_cpu = threading.Event(), 0.0
-        # Only the plugins the kit names: no third-party plugin installed beside it (xdist,
-        # randomly, ...) is loaded into the judge.  pytest reads the variable while it configures
-        # (in the thread), so it is restored only by close().
-        self.autoload = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
-        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         self.thread = threading.Thread(target=self._main, daemon=True)
         self.thread.start()
 
     def _main(self):
-        # pytest's terminal reporter keeps the sys.stdout it finds when it is created: point it at
-        # devnull only until the session starts (KitPlugin.pytest_sessionstart puts it back), under
-        # a lock, so that two sessions starting in two threads cannot swap each other's stdout.
-        _STDOUT_SWAP.acquire()
-        self.saved_stdout, sys.stdout = sys.stdout, self.devnull
+        # The kit's fixtures are this module's plain functions, which find the student through
+        # the session's config (pytest deprecates session-scoped fixtures written as a plugin
+        # object's methods): the module is handed to pytest as a plugin beside it.
         try:
-            # The kit's fixtures are this module's plain functions, which find the plugin through
-            # the session's config (pytest deprecates session-scoped fixtures written as a plugin
-            # object's methods): the module is handed to pytest as a plugin beside it.
             pytest.main(self.args, plugins=[self.plugin, sys.modules[__name__]])
-            raise RuntimeError("the check session ended early (see the judge's log)")
+            failure = self.failure or RuntimeError("the check session ended early (see stderr)")
         except BaseException as exc:  # noqa: B036 (raised in the caller's thread)
-            self.results.put(exc)
-        finally:
-            self.restore_stdout()
-
-    def restore_stdout(self):
-        if self.saved_stdout is not None:
-            sys.stdout, self.saved_stdout = self.saved_stdout, None
-            _STDOUT_SWAP.release()
+            failure = exc
+        self.failure = failure
+        self.ready.set()  # a session that failed before its checks: nobody waits for it
+        process.release_gc()
+        self.results.put(failure)
 
     def run(self, student, only=None):
-        """Run every check (or those whose id is in `only`) against `student`; return
-        {check_id: [part, ...]}."""
+        """Run every check (or those whose id is in `only`) against `student`; return the
+        pytest-json-report document of their tests."""
         if not self.thread.is_alive():
-            raise RuntimeError("the check session is closed")
+            raise self.failure or RuntimeError("the check session is closed")
         self.requests.put((student, None if only is None else frozenset(only)))
         result = self.results.get()
         if isinstance(result, BaseException):
@@ -368,11 +344,6 @@ class CheckSession:
         if self.thread.is_alive():
             self.requests.put(None)
             self.thread.join(timeout=30)
-        if self.autoload is None:
-            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
-        else:
-            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = self.autoload
-        self.devnull.close()
 
     def __enter__(self):
         return self
@@ -382,6 +353,6 @@ class CheckSession:
 
 
 def run(student, visibilities=("public", "hidden"), only=None):
-    """Run the checks once; return {check_id: [part, ...]} with part = {name, status, verdict}."""
+    """Run the checks once; return their pytest-json-report document."""
     with CheckSession(visibilities) as session:
         return session.run(student, only)

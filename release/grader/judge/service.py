@@ -20,23 +20,21 @@ class Judge:
     `spares`: workers kept started ahead where there is no fork server; `refill`: replace them
     after each grading (False for a judge that grades one submission)."""
 
-    def __init__(self, limits=None, isolation="auto", start="exec", spares=0, server=None,
-                 refill=True):
-        self.workers = WorkerSource(isolation, limits, start=start, spares=spares, server=server,
-                                    refill=refill)
+    def __init__(self, limits=None, isolation="auto", start="exec", spares=0, refill=True):
+        self.workers = WorkerSource(isolation, limits, start=start, spares=spares, refill=refill)
         self.limits, self.isolation = self.workers.limits, self.workers.isolation
         self.sessions = {}
 
     def begin(self, path, limits=None):
         """Load the submission at `path` and start its worker at once: (sub, student).  Raises
         submission.SubmissionError for what cannot be graded."""
-        from grader import collector
+        from grader import process
         from grader.judge import grading
 
         try:
             return grading.start(path, self.isolation, limits or self.limits, self.workers)
         except BaseException:  # no checks to collect for it: the held start is over (watch and
-            collector.release()  # the notebook's judge go on waiting for the next file)
+            process.release_gc()  # the notebook's judge go on waiting for the next file)
             raise
 
     def student(self, sub, limits=None):
@@ -74,9 +72,9 @@ class Judge:
         return self.finish(sub, student, visibilities)
 
     def close(self):
-        from grader import collector
+        from grader import process
 
-        collector.release()  # where no session got as far as its checks
+        process.release_gc()  # where no session got as far as its checks
         for session in self.sessions.values():
             session.close()
         self.sessions = {}
@@ -93,5 +91,4 @@ def grade(path, visibilities=("public", "hidden"), isolation="auto", limits=None
     """One submission, start to finish, through a judge of its own with cold workers: the report
     data.  Gradescope, the nbgrader regrade (the notebook judge), Classroom and hints grade so."""
     with Judge(limits, isolation) as judge:
-        sub, student = judge.begin(path)
-        return judge.finish(sub, student, visibilities)
+        return judge.grade(path, visibilities)

@@ -11,7 +11,7 @@ import threading
 import time
 
 from grader.sandbox import launch as sandbox
-from grader.sandbox.runtime import facts
+from grader.sandbox.runtime.limits import SANDBOX_FAILED
 from grader.sandbox.launch import WorkerFailure
 from grader.sandbox.runtime import wire
 
@@ -80,7 +80,7 @@ class Student:
         self.startup_seconds = startup_seconds or self.workers.startup_seconds(self.limits)
         self.max_starts = max_starts
         self.worker, self.starts, self.next_id, self.spent = None, 0, 0, 0.0
-        self.round_trips = 0  # requests sent: one may carry several calls (request_all)
+        self.round_trips = 0  # requests sent, one call each
         # The reserve: once the budget is used up (a slow attend, say), calls of a kind that took
         # almost none of it (the quiz's constants, the registries, split_heads) still run, on a
         # small second budget of their own, so one slow piece does not cost the others.
@@ -99,11 +99,6 @@ class Student:
         # handed out are killed and no new one starts.  RLock: the SIGINT handler runs on the
         # main thread, possibly inside start().
         self.cancelled, self.adopted, self.lock = False, [], threading.RLock()
-        # The first requests of checks asked ahead, in one round trip (speculation.py): by the
-        # check's key, (the worker that answered, the calls, the outcomes); and
-        # the one the running check may be answered from (expect).
-        self.ahead, self.planned, self.ahead_failed = {}, None, False
-        self.frame_bytes = 0  # the size of the last frame received
 
     @property
     def work_dir(self):
@@ -272,7 +267,6 @@ class Student:
 
         try:
             header, payload = self.frames.read_frame(fill)
-            self.frame_bytes = len(header) + len(payload)  # what ask_ahead keeps is capped
             return wire.decode(header, payload, expect_id=expect_id)
         except socket.timeout:
             self._fail("timeout", f"no answer within {seconds:g} s", f"{seconds:g} 秒内没有回答")
@@ -288,7 +282,7 @@ class Student:
         (the grader's own failure, never blamed on the student); any other end is the student's
         process ending (a student's own exit(70) after the hello included)."""
         before_hello = getattr(self, "hello_pending", True)
-        if before_hello and self.worker.proc.poll() == facts.SANDBOX_FAILED:
+        if before_hello and self.worker.proc.poll() == SANDBOX_FAILED:
             self._fail("sandbox", "the grader could not set up its sandbox (exit code 70)",
                        "评分器没能搭好运行代码的沙箱（退出码 70）")
         self._fail("crashed", f"worker exited ({self.worker.exit_description()})",
@@ -300,76 +294,45 @@ class Student:
         raise WorkerFailure(kind, message, zh)
 
     def request(self, op, timeout=None, afresh=False, **args):
-        """One call into the worker.  `afresh`: made even where an earlier call of its kind hung
-        or crashed (a call expected to stop early, such as forward refusing a too-long input,
-        must not be judged by another input's hang)."""
-        return self.request_all([(op, args)], timeout, afresh)[0]
-
-    def request_all(self, calls, timeout=None, afresh=False):
-        """Calls [(op, args)] made in this order in one round trip, their answers in a list: the
-        same as asking them one by one and stopping at the first that raises (its exception is
-        raised, with `call_index` telling which one it was and `answers` what the calls before it
-        answered; a WorkerFailure raised before anything was sent, for a kind of call that hung
-        before, has neither).  Each answer has its own timeout
-        and is charged to its own kind.  Follow-ups of a `new` address the block it made."""
-        if not 0 < len(calls) <= wire.MAX_CALLS:
-            raise ValueError(f"a request carries 1 to {wire.MAX_CALLS} calls, not {len(calls)}")
-        ahead = self._answered_ahead(calls, timeout)  # only ever a check's first request
+        """One call into the worker, in a round trip of its own; its answer, or the student's
+        error raised.  `afresh`: made even where an earlier call of its kind hung or crashed (a
+        call expected to stop early, such as forward refusing a too-long input, must not be
+        judged by another input's hang)."""
         if self.import_error is not None:
             raise self.import_error
-        kinds = [f"{op}:{args.get('fn', args.get('action', ''))}" for op, args in calls]
-        self.kind = kinds[0]
-        for kind in () if afresh else kinds:
-            for blocker in (kind, NEEDS_FORWARD.get(kind)):
-                if blocker in self.poisoned:
-                    raise self.poisoned[blocker]
-        answers = []
+        self.kind = kind = f"{op}:{args.get('fn', args.get('action', ''))}"
+        for blocker in () if afresh else (kind, NEEDS_FORWARD.get(kind)):
+            if blocker in self.poisoned:
+                raise self.poisoned[blocker]
         try:
-            if ahead is None:
-                self._send(calls)
-            else:  # asked ahead of the check (ask_ahead): every answer is taken as if it came now
-                self._check_budget()
-            for kind in kinds:
-                self.kind = kind
-                answers.append(self._reply(timeout, follow_up=bool(answers)) if ahead is None
-                               else self._replay(ahead[len(answers)], timeout, bool(answers)))
+            self._send(op, args)
+            return self._reply(timeout)
         except WorkerFailure as failure:
-            # which call was being waited for, and what the ones before it answered
-            failure.call_index, failure.answers = len(answers), answers
-            kind = self.kind
             self.crashes[kind] = self.crashes.get(kind, 0) + 1
             if failure.kind == "timeout" or self.crashes[kind] >= 2:
                 self.poisoned[kind] = WorkerFailure(
                     failure.kind, failure.message + " (an earlier call of the same kind)",
                     failure.zh + "（同类的前一次调用）", **failure.fields)
             raise
-        except StudentError as error:
-            error.call_index, error.answers = len(answers), answers  # the calls before it answered
-            raise
-        return answers
 
-    def _send(self, calls):
-        """The request carrying `calls`, sent to a worker that has said hello."""
+    def _send(self, op, args):
+        """The request of one call, sent to a worker that has said hello."""
         self._check_budget()
         self.start()
         if self.hello_pending:
             self._await_hello()
         began = time.monotonic()
         try:
-            self.worker.channel.sendall(request_frame(calls, self.next_id + 1))
+            frame = wire.encode({"id": self.next_id + 1, "op": op, "args": args})
+            self.worker.channel.sendall(frame)
         except OSError:
             self._exited()
         finally:
             self._charge(time.monotonic() - began)
         self.round_trips += 1
 
-    def _reply(self, timeout, follow_up=False):
-        """The answer to the next call, waited for with its own timeout.  Where the budget is
-        used up before a follow-up's answer, it fails as a call asked then would (the worker,
-        which is making it anyway, is stopped: its answer must not meet the next request)."""
-        if follow_up and self._left() <= 0:
-            self._stop()
-            raise self._budget_used()
+    def _reply(self, timeout):
+        """The answer to the call just sent, waited for with its own timeout."""
         self.next_id += 1
         began = time.monotonic()
         try:
@@ -392,92 +355,6 @@ class Student:
             self._fail("protocol", "reply without a result", "应答里没有结果")
         return reply["ok"]
 
-    # -- asked ahead (speculation.py) ---------------------------------------------------------
-    def ask_ahead(self, plans, seconds):
-        """Send the requests of `plans` [(key, calls)] to the worker together (a round
-        trip for each AHEAD_BYTES of them) and keep what each call answered, for the check of
-        that key to be answered from (expect, request_all).  Only to a worker that has said
-        hello, for nothing is asked on the student's behalf before it.  Nothing is charged,
-        counted or reported here: where a call does not answer within its timeout or within
-        `seconds` for them all, or the worker dies or speaks nonsense, everything asked ahead is
-        forgotten, the worker stopped (not counted against max_starts) and the checks ask for
-        themselves as they would have; nothing is asked ahead for this submission again."""
-        self.ahead = {}
-        if not plans or not self.may_ask_ahead():
-            return
-        worker, events, deadline = self.worker, len(self.events), time.monotonic() + seconds
-        kept = 0  # bytes of the answers kept
-        try:
-            for batch in _batches(plans, self.next_id + 1):
-                began = time.monotonic()
-                worker.channel.sendall(b"".join(frame for _, _, _, frame in batch))
-                self.round_trips += 1
-                for key, calls, first_id, _ in batch:
-                    outcomes, size = [], 0
-                    for offset in range(len(calls)):
-                        self.next_id = first_id + offset
-                        wait = min(self.limits.call_seconds, deadline - time.monotonic())
-                        if wait <= 0:
-                            raise WorkerFailure("timeout", "asked ahead for too long",
-                                                "提前发出的调用等得太久")
-                        reply = self._receive(wait, expect_id=self.next_id)
-                        outcomes.append((reply, time.monotonic() - began))
-                        size += self.frame_bytes
-                        began = time.monotonic()
-                        if "ok" not in reply:  # a dict of this id (_receive made sure)
-                            break  # an error (the worker made no more of them) or nonsense
-                    if kept + size <= AHEAD_KEEP_BYTES:  # else read, dropped, asked by its check
-                        self.ahead[key] = (worker, calls, outcomes)
-                        kept += size
-                    self.next_id = first_id + len(calls) - 1
-        except (WorkerFailure, OSError, wire.ProtocolError):
-            self.ahead = {}
-            del self.events[events:]  # the checks meet it again if it is the student's
-            if self.worker is worker:
-                self._stop()
-            self.max_starts += 1
-            self.ahead_failed = True
-
-    def may_ask_ahead(self):
-        """A worker that has said hello serves this submission, and nothing asked ahead of it
-        went wrong (ask_ahead asks only then)."""
-        return self.worker is not None and not self.hello_pending and self.import_error is None \
-            and not self.cancelled and not self.ahead_failed
-
-    def expect(self, key):
-        """The check of `key` is about to run: its first request may be answered from ahead."""
-        self.planned = self.ahead.pop(key, None)
-
-    def _answered_ahead(self, calls, timeout):
-        """The outcomes asked ahead for the running check, where this is its first request, has
-        no timeout of its own (none is asked ahead: speculation.first_request) and is the same
-        by value as the one asked ahead, of the worker still serving; else None."""
-        planned, self.planned = self.planned, None
-        if planned is None:
-            return None
-        from grader.judge import speculation
-
-        worker, asked, outcomes = planned
-        if timeout is not None or worker is not self.worker \
-                or not speculation.same_calls(asked, calls):
-            return None
-        return outcomes
-
-    def _replay(self, outcome, timeout, follow_up):
-        """What _reply gives for an answer asked ahead: its time charged as the call's, a
-        follow-up refused once the budget is used up, the call failing as a timeout where it
-        took longer than the time left for it now, the student's error raised."""
-        reply, seconds = outcome
-        if follow_up and self._left() <= 0:
-            self._stop()
-            raise self._budget_used()
-        limit = max(min(timeout or self.limits.call_seconds, self._left()), 0.1)
-        if seconds > limit:
-            self._charge(limit)
-            self._fail("timeout", f"no answer within {limit:g} s", f"{limit:g} 秒内没有回答")
-        self._charge(seconds)
-        return self._answer_in(reply)
-
     # -- what the checks call -----------------------------------------------------------------
     def call(self, fn, *args, views=(), **kwargs):
         """Call the student's function; `views` = [(arg index, dim0, dim1)] are transposed (or
@@ -490,9 +367,8 @@ class Student:
         fails, and the file's own names, told at import, lack it) is no attempt, like a stub."""
         try:
             return request()
-        except StudentError as exc:  # the lookup is the first call of a request (request_all)
-            if exc.is_a("AttributeError") and exc.line is None and name not in self.names \
-                    and getattr(exc, "call_index", 0) == 0:
+        except StudentError as exc:
+            if exc.is_a("AttributeError") and exc.line is None and name not in self.names:
                 exc.not_defined = name
             raise
 
@@ -505,50 +381,11 @@ class Student:
     def attend(self, q, k, v, mask=None, return_weights=False):
         return self.call("attend", q, k, v, mask=mask, return_weights=return_weights)
 
-    def attend_twice(self, q, k, v, mask=None, return_weights=False):
-        """[first, second]: attend on the same inputs twice, in one round trip (each call gets
-        its own copy of the inputs, as two separate calls would)."""
-        call = calling("attend", [q, k, v], {"mask": mask, "return_weights": return_weights})
-        return self._called("attend", lambda: self.request_all([("call", call)] * 2))
-
-    def call_each(self, fn, *arg_lists):
-        """[answer of each]: the student's function `fn` on each list of arguments, in one round
-        trip, each call made only where the one before it answered (request_all: an error tells
-        its `call_index` and what the calls before it `answers`)."""
-        calls = [("call", calling(fn, args, {})) for args in arg_lists]
-        return self._called(fn, lambda: self.request_all(calls))
-
     def module(self, d_model, n_heads, max_len=None):
-        return self.module_then([d_model, n_heads] + ([] if max_len is None else [max_len]))[0]
-
-    def module_then(self, made_with, action=None, **args):
-        """(block, answer): CausalSelfAttention(*made_with) and, in the same round trip, its
-        first contract `action` (None: no action, answer None), made only where the block was."""
-        calls = [("contract", dict(args, action=action))] if action else []
-        block, answers = self.module_calls(made_with, calls)
-        return block, (answers[0] if action else None)
-
-    def module_calls(self, made_with, calls):
-        """(block, [answer of each call]): CausalSelfAttention(*made_with) and, in the same round
-        trip, `calls` [(op, args)] on it, each made only where the one before it answered: for
-        calls a check makes one after the other whatever the answers (a round trip costs more CPU
-        than most calls).  A StudentError's `call_index` counts from the first of `calls` (0; -1:
-        the block itself was not made), and so does a WorkerFailure's where it has one (none:
-        refused before it was sent); a StudentError of one of `calls` carries `block`, the block
-        made."""
-        request = [("new", {"args": list(made_with)})] + list(calls)
-        try:
-            answers = self._called("CausalSelfAttention", lambda: self.request_all(request))
-        except StudentError as error:
-            if error.call_index > 0:
-                error.block = RemoteModule(self, error.answers[0])
-            error.call_index -= 1
-            raise
-        except WorkerFailure as failure:
-            if hasattr(failure, "call_index"):
-                failure.call_index -= 1
-            raise
-        return RemoteModule(self, answers[0]), answers[1:]
+        """A new CausalSelfAttention(d_model, n_heads[, max_len]) in the worker."""
+        made_with = [d_model, n_heads] + ([] if max_len is None else [max_len])
+        return RemoteModule(self, self._called("CausalSelfAttention",
+                                               lambda: self.request("new", args=made_with)))
 
     def devices(self):
         """The devices other than the CPU the worker can try (its claim: it only chooses where
@@ -613,47 +450,6 @@ class Student:
         return "".join(out + err for out, err in parts)
 
 
-# What ask_ahead keeps of the answers at most (the reference's: ~55 KiB): a file that answers
-# larger has the rest asked by their checks, so the judge holds no more of its answers at once
-# than when each check asks (a call made twice: two frames; tests/bench_judge_memory.py).
-AHEAD_KEEP_BYTES = 1024 * 1024
-# What one round trip of ask_ahead sends at most: a frame of this size or less sent in one call
-# never waits for the worker to read (a stream socket's buffer here: 208 KiB), so the judge is
-# reading the answers before the worker could block on writing them.
-AHEAD_BYTES = 48 * 1024
-
-
-def request_frame(calls, first_id):
-    """The frame of one request carrying `calls` [(op, args)], its first call's id `first_id`."""
-    (op, args), more = calls[0], [{"op": o, "args": a} for o, a in calls[1:]]
-    request = {"id": first_id, "op": op, "args": args}
-    if more:
-        request["more"] = more
-    return wire.encode(request)
-
-
-def _batches(plans, first_id):
-    """`plans` [(key, calls)] as round trips of at most AHEAD_BYTES: each a list of
-    (key, calls, its first id, its frame); a plan whose frame cannot be made or is
-    larger than that alone is left to its check."""
-    batch, size = [], 0
-    for key, calls in plans:
-        try:
-            frame = request_frame(calls, first_id)
-        except (wire.ProtocolError, TypeError, ValueError):
-            continue
-        if len(frame) > AHEAD_BYTES:
-            continue
-        if size + len(frame) > AHEAD_BYTES:
-            yield batch
-            batch, size = [], 0
-        batch.append((key, calls, first_id, frame))
-        size += len(frame)
-        first_id += len(calls)
-    if batch:
-        yield batch
-
-
 def calling(fn, args, kwargs, views=()):
     """The arguments of a "call" request: the student's function `fn` on these arguments."""
     return {"fn": fn, "args": list(args), "kwargs": kwargs, "views": [list(v) for v in views]}
@@ -666,14 +462,10 @@ class RemoteModule:
         self.student, self.handle, self.starts = student, handle, student.starts
 
     def _request(self, op, afresh=False, **args):
-        return self._request_all([(op, args)], afresh)[0]
-
-    def _request_all(self, calls, afresh=False):
         if self.student.starts != self.starts:
             raise WorkerFailure("crashed", "the worker holding this module was restarted",
                                 "持有这个模块的进程已经重启")
-        return self.student.request_all([(op, dict(args, handle=self.handle))
-                                         for op, args in calls], afresh=afresh)
+        return self.student.request(op, afresh=afresh, handle=self.handle, **args)
 
     def load(self, state):
         return self._request("load", state=state)
@@ -681,19 +473,6 @@ class RemoteModule:
     def __call__(self, x, return_weights=False, afresh=False):
         return self._request("forward", afresh=afresh, x=x, return_weights=return_weights)
 
-    def calls(self, calls):
-        """[answer of each]: `calls` [(op, args)] on this block in one round trip, each made only
-        where the one before it answered (Student.request_all)."""
-        return self._request_all(calls)
-
-    def twice(self, x, return_weights=False):
-        """[first, second]: forward on the same input twice, in one round trip."""
-        return self._request_all([("forward", {"x": x, "return_weights": return_weights})] * 2)
-
     def contract(self, action, **args):
         """The block through the contract's attribute names (the worker's contract.py)."""
         return self._request("contract", action=action, **args)
-
-    def contract_twice(self, action, **args):
-        """[first, second]: the same contract action twice, in one round trip."""
-        return self._request_all([("contract", dict(args, action=action))] * 2)

@@ -10,10 +10,11 @@ import json
 import os
 import re
 import stat
+import tempfile
 import time
 import zlib
 
-from grader import safefs, scratch
+from grader import safefs
 
 STUDENT_FILE = "attention.py"
 MAX_BYTES = safefs.MAX_SOURCE_BYTES
@@ -75,7 +76,7 @@ class Submission:
         if self._work_dir is None:
             if self._cleaned:
                 raise RuntimeError("the submission is cleaned up: it has no work folder")
-            folder = scratch.mkdtemp("attn-work-")
+            folder = tempfile.mkdtemp(prefix="attn-work-")
             path = os.path.join(folder, STUDENT_FILE)
             with open(path, "w", encoding="utf-8", errors="surrogatepass") as handle:
                 handle.write(self.source)
@@ -205,13 +206,19 @@ def _read(path):
     except OSError as exc:
         raise SubmissionError(f"{path}: not readable ({exc.strerror})",
                               f"{path}：无法读取（`{exc.strerror}`）") from None
+    return decoded(raw, path)
+
+
+def decoded(raw, path):
+    """The text of the student's file `path` from its bytes (a BOM dropped)."""
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise SubmissionError(f"{path}: not UTF-8 text", f"{path}：不是 UTF-8 文本") from None
 
 
-def _pick_in_folder(folder):
+def pick_in_folder(folder):
+    """The attention file a folder holds (searched as load does)."""
     try:
         return _walk_for_attention(folder)
     except RecursionError:  # os.walk recurses: a folder nested 1500 levels deep
@@ -233,14 +240,19 @@ def _walk_for_attention(folder):
                           f"{folder}：里面没有 attention.py 或 attention.ipynb")
 
 
-def load(path):
-    """A Submission for `path`, or SubmissionError with a one-line reason."""
+def work_file(path):
+    """The file a submission path names: the path itself, or the attention file of a folder."""
     if not os.path.exists(path):
         raise SubmissionError(f"{path}: no such file or folder", f"{path}：没有这个文件或文件夹")
+    return pick_in_folder(path) if os.path.isdir(path) else path
+
+
+def load(path):
+    """A Submission for `path`, or SubmissionError with a one-line reason."""
+    picked = work_file(path)
     if os.path.isdir(path):
         # A folder or a cloned repository (GitHub Classroom): only its attention file is read,
         # nothing of it is run; a symlink out of the folder (e.g. to solutions/) is refused.
-        picked = _pick_in_folder(path)
         inside = os.path.realpath(path)
         if os.path.commonpath([inside, os.path.realpath(picked)]) != inside:
             raise SubmissionError(f"{picked}: a symlink to a file outside the submission",
@@ -254,7 +266,7 @@ def load(path):
 
 
 def _zip_walk_key(name):
-    """Sort zip members the way _pick_in_folder walks a folder: a folder's files before its
+    """Sort zip members the way pick_in_folder walks a folder: a folder's files before its
     subfolders, subfolders by name."""
     parts = name.split("/")
     return [(1, p) for p in parts[:-1]] + [(0, parts[-1])]

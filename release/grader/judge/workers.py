@@ -11,22 +11,21 @@
 Every worker of every source is its own fresh sandboxed process; the source only decides how
 much of torch's import it has done before the student's file is handed over.
 
-Why the spares are made on a thread of their own: bubblewrap runs with --die-with-parent, which is
-PR_SET_PDEATHSIG, and Linux sends that signal when the *thread* that forked the process ends, not
-the process.  Spares made on a check session's pytest thread (the pool refilled while a run was
-taking one) died with that thread at the end of the run, and every later save started cold.  The
-pool's maker thread lives as long as the pool, so its spares do too.
+The spares are made on a thread of their own that lives as long as the pool: bubblewrap's
+--die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that forked the process ends, so a
+spare made on a run's thread would die with it.
 """
 import collections
 import os
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 
-from grader import scratch
 from grader.sandbox import launch as sandbox
+from grader.sandbox.runtime import wire
 from grader.judge.submission import STUDENT_FILE
 
 STARTS = ("auto", "fork", "spare", "exec")
@@ -36,8 +35,7 @@ class Spare(sandbox.WorkerProcess):
     """A worker started before its student's file exists: torch imported, waiting for go."""
 
     def __init__(self, limits, isolation):
-        self.work_dir = scratch.mkdtemp("attn-spare-")
-        self.started_at = time.monotonic()
+        self.work_dir = tempfile.mkdtemp(prefix="attn-spare-")
         os.chmod(self.work_dir, 0o777)  # the sandboxed worker runs as another uid
         try:
             super().__init__(self.work_dir, STUDENT_FILE, limits, isolation, wait_go=True)
@@ -51,17 +49,9 @@ class Spare(sandbox.WorkerProcess):
             handle.write(source)
         os.chmod(path, 0o644)
         try:
-            super().go()
+            self.channel.sendall(wire.encode({"op": "go"}))  # it imports the file now
         except OSError:
             pass  # it died waiting: the Student sees a crash at start-up and says so
-
-    def interrupt(self):
-        """Kill it from another thread; the thread using it sees EOF and cleans up (kill())."""
-        if self.proc.returncode is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
     def kill(self):
         super().kill()
@@ -74,12 +64,9 @@ class SparePool:
     def __init__(self, limits, isolation, size=2):
         self.limits, self.isolation, self.size = limits, isolation, size
         self.spares, self.lock = collections.deque(), threading.Lock()
-        # Signalled when the maker thread ends a start: take() waits for a spare being started
-        # instead of starting a second, cold one beside it (two torch imports on two cores).
+        # take() waits for a spare being started instead of starting a second one beside it
         self.made, self.making = threading.Condition(self.lock), False
-        # Replace a spare as soon as it is taken, so it is warm by the next grading; off until the
-        # first grading is over, which already has the judge and two spares importing torch.
-        self.eager = False
+        self.eager = False  # replace a taken spare at once: from the end of the first grading
         self.wanted, self.closed = threading.Event(), threading.Event()
         self.maker = threading.Thread(target=self._make_loop, name="spare-maker", daemon=True)
         self.maker.start()
@@ -171,15 +158,11 @@ TAKEN_KEPT = 256  # workers remembered in WorkerSource.taken
 
 
 class WorkerSource:
-    """The workers of one judge.  `start`: "auto" (fork where it works, else spares where
-    `spares` > 0, else exec), "fork" (the same: fork where it works), "spare" (never fork),
-    "exec" (every worker cold).  `server` hands over a fork server already started.
-    `refill`: replace the spares taken once a grading is over (a judge kept for many gradings);
-    a one-shot judge's spare is only started early, and none is started after it.
-
-    `taken` records the last TAKEN_KEPT workers handed out: how each started and whether torch
-    was imported before the student's file arrived (the watcher's and the notebook's tests
-    assert on it, never on a time)."""
+    """The workers of one judge.  `start`: "auto" or "fork" (fork where it works, else spares
+    where `spares` > 0, else exec), "spare" (never fork), "exec" (every worker cold).  `server`
+    hands over a fork server already started.  `refill`: replace the spares taken once a grading
+    is over (a judge kept for many gradings; a one-shot judge's spare is only started early).
+    `taken`: the last TAKEN_KEPT workers handed out, how each started and whether it was warm."""
 
     def __init__(self, isolation, limits=None, start="auto", spares=0, server=None, refill=True):
         if start not in STARTS:
@@ -234,8 +217,7 @@ class WorkerSource:
             self.taken.append({"pid": worker.id, "warm": True, "start": "fork"})
         elif self.pool is not None:
             worker, warm = self.pool.take(source())
-            self.taken.append({"pid": worker.proc.pid, "warm": warm, "start": "spare",
-                               "age": round(time.monotonic() - worker.started_at, 3)})
+            self.taken.append({"pid": worker.proc.pid, "warm": warm, "start": "spare"})
         else:
             worker = sandbox.WorkerProcess(folder(), student_name, limits, self.isolation)
             self.taken.append({"pid": worker.proc.pid, "warm": False, "start": "exec"})
@@ -243,10 +225,8 @@ class WorkerSource:
         return worker
 
     def startup_seconds(self, limits):
-        """How long a worker's hello may take.  A spare's may include the rest of its torch
-        import, not just the student's: on a busy machine that alone can take many seconds, and
-        a false "timeout while importing" would blame the student for our start-up.  An endless
-        loop at import is rare and still ends here."""
+        """How long a worker's hello may take: a spare's may include the rest of its torch import
+        (a cold worker's all of it), which the student must not be blamed for."""
         return max(30.0, 3 * limits.call_seconds) if self.pool is not None else 60.0
 
     def close(self):
@@ -258,14 +238,12 @@ class WorkerSource:
 
 def interrupt(worker):
     """Kill a worker from another thread; the thread using it sees EOF and cleans up."""
-    if isinstance(worker, Spare):
-        worker.interrupt()
-    elif hasattr(worker, "server"):  # a forked worker: its zygote kills it
+    if hasattr(worker, "server"):  # a forked worker: its zygote kills it
         worker.server.send({"op": "end", "id": worker.id, "grace": 0})
-    else:
+    elif worker.proc.returncode is None:  # not reaped: its pid is still its own
         try:
             os.killpg(worker.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError, AttributeError):
+        except (ProcessLookupError, PermissionError):
             pass
 
 

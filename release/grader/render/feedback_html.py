@@ -10,8 +10,7 @@ escaped.
 from grader.render import report
 from grader import inert, words
 
-# A status's mark; its words are words.toml's [status].
-MARKS = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱"}
+MARKS = report.STATUS_MARK  # a status's mark; its words are words.toml's [status]
 
 CSS = """
 :root { --ok:#15803d; --bad:#b91c1c; --warn:#b45309; --ink:#1f2937; --muted:#6b7280;

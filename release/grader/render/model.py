@@ -1,4 +1,5 @@
-"""The report model: what one grading found, typed, made once by `grading.finish` (report.build).
+"""The report model: what one grading found, typed, made once by `grading.finish` from the runs
+of each check's parts (Report.from_parts), which is where every status and score is computed.
 
 Status, Part, CheckResult and Report are frozen: nothing adds to a report after it is made.  A
 report crosses processes and is kept on disk as its plain data (`Report.data()`: JSON, what every
@@ -35,6 +36,11 @@ class Part:
         return {"name": self.name, "status": self.status.value}
 
 
+# The one part of a check that has no run (the judge never got to it).
+DID_NOT_RUN = {"name": "", "status": "error", "verdict": {
+    "status": "error", "key": "internal", "fields": {"message": "the check did not run"}}}
+
+
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
     """One rubric check: its score is its points times the share of its parts that passed."""
@@ -47,6 +53,21 @@ class CheckResult:
     parts: tuple
     verdicts: tuple  # the verdict data of the failing parts (key, fields, detail, heatmap)
     notes: tuple     # what a passing part could not judge here (it cost nothing)
+
+    @classmethod
+    def from_parts(cls, check, runs):
+        """Rubric check `check`'s result from its parts' runs (dicts: name, status, verdict,
+        note); a check with no run is one error part."""
+        runs = runs or [DID_NOT_RUN]
+        passed = sum(1 for r in runs if r["status"] == Status.PASSED)
+        failing = [r for r in runs if r["status"] != Status.PASSED]
+        return cls(
+            id=check.id, exercise=check.exercise, visibility=check.visibility,
+            status=Status.worst(r["status"] for r in failing) if failing else Status.PASSED,
+            max_score=check.points, score=round(check.points * passed / len(runs), 4),
+            parts=tuple(Part(r["name"], Status(r["status"])) for r in runs),
+            verdicts=tuple(r["verdict"] for r in failing if r["verdict"]),
+            notes=tuple(r["note"] for r in runs if r.get("note")))
 
     def data(self):
         return {"id": self.id, "exercise": self.exercise, "visibility": self.visibility,
@@ -65,6 +86,13 @@ class Report:
     def data(self):
         return {"score": self.score, "max_score": self.max_score,
                 "checks": [c.data() for c in self.checks], "metadata": dict(self.metadata)}
+
+    @classmethod
+    def from_parts(cls, checks, parts, metadata):
+        """The report of rubric `checks`, each from its parts' runs in `parts` (check id -> runs)."""
+        results = tuple(CheckResult.from_parts(check, parts.get(check.id)) for check in checks)
+        return cls(score=round(sum(r.score for r in results), 4),
+                   max_score=sum(r.max_score for r in results), checks=results, metadata=metadata)
 
     @classmethod
     def from_data(cls, data):

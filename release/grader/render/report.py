@@ -1,10 +1,10 @@
-"""The result model and its renderers: text, JSON, Markdown and Gradescope's results.json.
+"""The report's renderers: text, JSON, Markdown and Gradescope's results.json.
 
-Scores and verdicts are computed once (`build`); every renderer only formats them, in zh or en.
+Scores and verdicts are computed once, by the model (model.Report.from_parts); every renderer
+only formats its plain data, in zh or en.
 """
 from grader import inert
 from grader import words
-from grader.render.model import CheckResult, Part, Report, Status
 
 STATUS_MARK = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱"}
 STATUS_WORDS = words.table("status")
@@ -35,28 +35,6 @@ def check_line(r, title, lang, mark=None, status=None):
     mark, status = own_mark if mark is None else mark, own_status if status is None else status
     line = f"{mark} {r['id']}  {title}  [{points(r['score'])}/{points(r['max_score'])}]"
     return f"{line} {status}" if status else line
-
-
-def build(rubric, checks, parts, metadata):
-    """The report (model.Report, as its plain data): one CheckResult per rubric check, with its
-    status, score and the verdict data of its failing parts."""
-    results = []
-    for check in checks:
-        runs = parts.get(check.id) or [{"name": "", "status": "error",
-                                        "verdict": {"status": "error", "key": "internal",
-                                                    "fields": {"message": "the check did not run"}}}]
-        passed = sum(1 for r in runs if r["status"] == Status.PASSED)
-        failing = [r for r in runs if r["status"] != Status.PASSED]
-        results.append(CheckResult(
-            id=check.id, exercise=check.exercise, visibility=check.visibility,
-            status=Status.worst(r["status"] for r in failing) if failing else Status.PASSED,
-            max_score=check.points, score=round(check.points * passed / len(runs), 4),
-            parts=tuple(Part(r["name"], Status(r["status"])) for r in runs),
-            verdicts=tuple(r["verdict"] for r in failing if r["verdict"]),
-            notes=tuple(r["note"] for r in runs if r.get("note"))))
-    return Report(score=round(sum(r.score for r in results), 4),
-                  max_score=sum(r.max_score for r in results),
-                  checks=tuple(results), metadata=metadata).data()
 
 
 # The text report's own words (the checks' words are the rubric's): one table, zh and en, each
@@ -188,6 +166,13 @@ def misconception(result):
     return keys[0] if keys else None
 
 
+def card(rubric, result, lang):
+    """One check as `make check` shows it: mark, id, title, points, status, then the feedback."""
+    lines = [check_line(result, rubric.by_id[result["id"]].title[lang], lang)]
+    lines += ["    " + line for line in feedback(rubric, result, lang).splitlines()]
+    return "\n".join(lines)
+
+
 def to_json(rubric, report, lang):
     out = {"score": report["score"], "max_score": report["max_score"], "checks": []}
     for r in report["checks"]:
@@ -202,22 +187,53 @@ def to_json(rubric, report, lang):
     return inert.json_text(out, ensure_ascii=False, indent=2)
 
 
+# What an untouched stub answers: its exercise is said in one line, not a card per check.
+NOT_STARTED = {"not_implemented": "not_started", "quiz_missing": "not_answered"}
+
+
+def not_started(checks):
+    """"not_started" or "not_answered" where every check of an exercise failed only because the
+    stub is untouched, else None."""
+    keys = {misconception(r) for r in checks}
+    return NOT_STARTED.get(keys.pop()) if len(keys) == 1 and \
+        all(r["score"] == 0 for r in checks) else None
+
+
 def to_text(rubric, report, lang, hidden_not_run=0):
     text = TEXT[lang]
     failure = import_failure(report)
     lines = import_failure_lines(rubric, failure, lang) if failure else []
+    by_exercise = {}
+    for r in report["checks"]:
+        by_exercise.setdefault(r["exercise"], []).append(r)
+    untouched = {} if failure else {ex: not_started(rs) for ex, rs in by_exercise.items()}
     current = None
     for r in report["checks"]:
+        if untouched.get(r["exercise"]):
+            if r["exercise"] != current:
+                current = r["exercise"]
+                checks = by_exercise[current]
+                lines.append(text["exercise_line"].format(
+                    exercise=current, max_score=points(sum(c["max_score"] for c in checks)),
+                    what=text[untouched[current]]))
+            continue
         if r["exercise"] != current:
             current = r["exercise"]
             lines.append(f"\n== {current} ==")
-        # a failure at import is said once, above; the cards only list what did not run
-        lines.append(check_line(r, rubric.by_id[r["id"]].title[lang], lang,
-                                status=text["not_run"] if failure else None))
-        feedback_text = "" if failure else feedback(rubric, r, lang)
-        if feedback_text:
-            lines.extend("    " + line for line in feedback_text.splitlines())
+        if failure:  # said once, above; the cards only list what did not run
+            lines.append(check_line(r, rubric.by_id[r["id"]].title[lang], lang,
+                                    status=text["not_run"]))
+        else:
+            lines.append(card(rubric, r, lang))
     lines += _totals(rubric, report, lang, hidden_not_run)
+    # The next step, where every exercise before the first untouched one passes.
+    first = next((ex for ex, state in untouched.items() if state), None)
+    before = list(by_exercise)[:list(by_exercise).index(first)] if first else []
+    if first is not None and all(r["status"] == "passed" for ex in before
+                                 for r in by_exercise[ex]):
+        check = rubric.by_id[by_exercise[first][0]["id"]]
+        lines.append(text["start_here"].format(exercise=first,
+                                               section=rubric.section(check.section, lang)))
     meta = report["metadata"]
     lines.append(f"[{meta_line(meta, lang)}]")
     if meta.get("left_out"):
@@ -332,21 +348,22 @@ def _gradescope_output(rubric, r, lang):
     return fenced
 
 
+def gradescope_test(check, number, scored, passed, output, lang):
+    """One check as a Gradescope test, `scored` its (score, max_score) (a hidden check shows
+    once the grades are published)."""
+    return {"name": f"{check.id}: {check.title[lang]}", "number": str(number), "score": scored[0],
+            "max_score": scored[1], "status": "passed" if passed else "failed",
+            "output": output, "output_format": "md", "tags": [check.id, check.exercise],
+            "visibility": "visible" if check.visibility == "public" else "after_published"}
+
+
 def to_gradescope(rubric, report, lang):
     """Gradescope's results.json: one test per check (error/timeout shown as failed with why, an
     override as the TA's score with the grader's beside it), a top-level sentence for the
     student, the kit's provenance in extra_data."""
-    tests = []
-    for number, r in enumerate(report["checks"], 1):
-        check = rubric.by_id[r["id"]]
-        tests.append({
-            "name": f"{r['id']}: {check.title[lang]}", "number": str(number),
-            "score": r["score"], "max_score": r["max_score"],
-            "status": "passed" if _passes(r) else "failed",
-            "output": _gradescope_output(rubric, r, lang),
-            "output_format": "md", "tags": [r["id"], r["exercise"]],
-            "visibility": "visible" if check.visibility == "public" else "after_published",
-        })
+    tests = [gradescope_test(rubric.by_id[r["id"]], number, (r["score"], r["max_score"]),
+                             _passes(r), _gradescope_output(rubric, r, lang), lang)
+             for number, r in enumerate(report["checks"], 1)]
     meta = report["metadata"]
     provenance = {k: meta.get(k) for k in ("isolation", "rubric_hash", "rubric_version", "seed",
                                            "torch", "python")}

@@ -1,8 +1,8 @@
 """The judge's side of the fork server (zygote.py): warm workers for a batch, one fork each.
 
-A batch's judges share one zygote (the batch's parent starts it: start_zygote) or a judge starts
-one of its own; it imports torch once, and every submission's worker is a fork of it, isolated
-before the student's file is imported (see zygote.py for what each child gets).
+Each judge starts a zygote of its own; it imports torch once, and every submission's worker is a
+fork of it, isolated before the student's file is imported (see zygote.py for what each child
+gets).
 A ForkedWorker looks like sandbox.WorkerProcess to the Student proxy: a channel, captured stdout
 and stderr, kill() and exit_description().
 
@@ -16,12 +16,13 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 
 from grader.sandbox import launch as sandbox
-from grader.sandbox.runtime import facts
+from grader.sandbox.runtime.limits import UNPRIVILEGED
 from grader.sandbox.launch import WorkerFailure
-from grader import safefs, scratch
+from grader import safefs
 from grader.sandbox import uidpool
 
 READY_SECONDS = 120.0
@@ -87,63 +88,12 @@ class ForkedWorker:
         return sandbox.describe_exit(self.proc.poll(), lang)
 
 
-# glibc (2.35 and later) asks the kernel for huge pages for the zygote's heap as torch fills it
-# (madvise, which is what a Linux of transparent huge pages set to "madvise" waits for; "always"
-# needs nothing, "never" and an older glibc ignore it).  A fork then copies a page-table entry
-# per 2 MiB of that heap instead of one per 4 KiB, and a child's exit tears down as few: measured
-# here, 96 of the zygote's 181 MiB of heap in huge pages, and per fork 7.1 -> 3.6 ms of the
-# child's CPU and 4.9 -> 2.3 ms of the zygote's (3 alternating runs, a child that exits at once).
-ZYGOTE_ENV = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
-
-
-def start_zygote(mode, judges=1):
-    """A zygote serving `judges` judges: (its process, a control socket per judge, the runtime
-    folder and the spool it was started with)."""
-    runtime_dir = sandbox.make_runtime_dir()
-    spool = scratch.mkdtemp("attn-spool-") if mode == "namespaces" else None
-    if spool:
-        os.chmod(spool, 0o755)
-    pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(judges)]
-    python = os.path.abspath(sys.executable)
-    if mode == "namespaces":
-        prefix = sandbox.bubblewrap_argv(None, runtime_dir, spool=spool)
-        zygote_py = f"{sandbox.SANDBOX_RUNTIME}/zygote.py"
-    else:
-        prefix, zygote_py = [], os.path.join(runtime_dir, "zygote.py")
-    ends = [zygote_end.fileno() for _, zygote_end in pairs]
-    proc = subprocess.Popen(
-        prefix + [python, "-I", "-u", zygote_py, ",".join(map(str, ends)), mode],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        pass_fds=ends, env=dict(sandbox.minimal_env("/tmp"), **ZYGOTE_ENV),
-        start_new_session=True, close_fds=True)
-    for _, zygote_end in pairs:
-        zygote_end.close()
-    return proc, [control for control, _ in pairs], runtime_dir, spool
-
-
-def stop_zygote(proc, runtime_dir, spool):
-    """Wait for a zygote whose every control socket is closed (it kills its children and exits),
-    then remove its folders."""
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
-        proc.wait()
-    safefs.remove_tree(runtime_dir)
-    if spool:
-        safefs.remove_tree(spool)
-
-
 class ForkServer:
-    """A judge's fork server: a zygote of its own, or (`attach`) one started for several judges
-    (the batch's parent starts one for all its judges: a torch import fewer per judge), reached
-    through the control socket `attach["fd"]`, its copies in the spool named with `attach["tag"]`.
-    An attached zygote that dies is replaced by one of the judge's own.  `core`: the core each
-    child is asked to run on (a batch's judge and its workers share one: dispatch.judge_core); a
-    zygote of the judge's own is its child and runs where the judge does already."""
+    """A judge's fork server: a zygote of its own, reached through a control socket (a zygote
+    that dies is replaced at the next spawn)."""
 
-    def __init__(self, isolation, attach=None, core=None):
-        self.isolation, self.mode, self.core = isolation, supported(isolation), core
+    def __init__(self, isolation):
+        self.isolation, self.mode = isolation, supported(isolation)
         if self.mode is None:
             raise RuntimeError(f"no fork server for isolation {isolation} as this user")
         self.ids = itertools.count(1)
@@ -151,25 +101,31 @@ class ForkServer:
         self.workers = {}          # spawn id -> ForkedWorker
         self.replies = {}          # spawn id -> the zygote's answer to spawn
         self.answered = threading.Condition(self.lock)
-        self.peak_child_kb, self.child_cpu_seconds, self.children_exited = 0, 0.0, 0
-        self.rehearsed = False  # its zygote served rehearsal.py's requests before any fork
-        self.proc, self.control, self.log, self.tag, self.shared = None, None, None, "", False
-        if attach is None:
-            self._start()
-        else:
-            self.control = socket.socket(fileno=attach["fd"])
-            self.runtime_dir, self.spool = attach["runtime_dir"], attach.get("spool")
-            self.tag, self.shared = f"{attach['tag']}-", True
-            self._listen()
+        self.child_cpu_seconds, self.children_exited = 0.0, 0
+        self._start()
 
     def _start(self):
-        self.proc, (self.control,), self.runtime_dir, self.spool = start_zygote(self.mode)
+        """Start a zygote (its runtime folder, and its spool in namespaces mode) and the thread
+        that reads its messages."""
+        self.runtime_dir = sandbox.make_runtime_dir()
+        self.spool = tempfile.mkdtemp(prefix="attn-spool-") if self.mode == "namespaces" else None
+        if self.spool:
+            os.chmod(self.spool, 0o755)
+        self.control, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        python = os.path.abspath(sys.executable)
+        if self.mode == "namespaces":
+            prefix = sandbox.bubblewrap_argv(None, self.runtime_dir, spool=self.spool)
+            zygote_py = f"{sandbox.SANDBOX_RUNTIME}/zygote.py"
+        else:
+            prefix, zygote_py = [], os.path.join(self.runtime_dir, "zygote.py")
+        with zygote_end:
+            self.proc = subprocess.Popen(
+                prefix + [python, "-I", "-u", zygote_py, str(zygote_end.fileno()), self.mode],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                pass_fds=[zygote_end.fileno()], env=sandbox.minimal_env("/tmp"),
+                start_new_session=True, close_fds=True)
         self.log = sandbox.CappedReader(self.proc.stderr, 16 * 1024)  # for "cannot serve: why"
         self.log.start()
-        self.tag, self.shared = "", False
-        self._listen()
-
-    def _listen(self):
         self.ready, self.gone = threading.Event(), threading.Event()
         self.ready_error = "the fork server ended before it was ready"
         self.reader = threading.Thread(target=self._read,
@@ -192,11 +148,9 @@ class ForkServer:
                 if "ready" in message:
                     self.ready_error = None if message["ready"] is True else \
                         str(message.get("error") or "the fork server is not ready")
-                    self.rehearsed = message.get("rehearsed") is True  # (rehearsal.py)
                     ready.set()
                 elif "exited" in message:
                     worker = self.workers.pop(message["exited"], None)
-                    self.peak_child_kb = max(self.peak_child_kb, message.get("maxrss_kb", 0))
                     self.child_cpu_seconds += message.get("cpu_seconds", 0)
                     self.children_exited += 1
                     if worker is not None:
@@ -232,13 +186,12 @@ class ForkServer:
         if not self.ready.wait(READY_SECONDS):
             raise RuntimeError(f"the fork server did not start within {READY_SECONDS:g} s")
         if self.ready_error is not None or not self.alive():
-            said = self.log.text() if self.log is not None else ""
+            said = self.log.text()
             raise RuntimeError("the fork server cannot serve: " + (self.ready_error or "it ended")
                                + (" | " + said[-300:] if said else ""))
 
     def alive(self):
-        return self.control is not None and not self.gone.is_set() \
-            and (self.proc is None or self.proc.poll() is None)
+        return self.control is not None and not self.gone.is_set() and self.proc.poll() is None
 
     def spawn(self, folder, student_name, limits, source=None):
         """A fresh worker for one submission (restarts the zygote once if it died).  `folder`:
@@ -266,8 +219,8 @@ class ForkServer:
         with self.lock:
             self.workers[spawn_id] = worker
         self.send({"op": "spawn", "id": spawn_id, "dir": copy_dir or work_dir,
-                   "student": student_name, "uid": slot.uid if slot else facts.UNPRIVILEGED,
-                   "limits": limits.describe(), "core": self.core}, worker.fds)
+                   "student": student_name, "uid": slot.uid if slot else UNPRIVILEGED,
+                   "limits": limits.describe()}, worker.fds)
         for fd in worker.fds:
             os.close(fd)
         with self.lock:
@@ -287,7 +240,7 @@ class ForkServer:
         """The student's file in a read-only folder of the spool: the judge's own copy of its
         text where there is one (`source()`), else the file in `folder()` (a regular file,
         capped)."""
-        copy_dir = os.path.join(self.spool, f"{self.tag}{spawn_id}")
+        copy_dir = os.path.join(self.spool, str(spawn_id))
         os.mkdir(copy_dir, 0o755)
         try:
             if source is not None:
@@ -315,8 +268,13 @@ class ForkServer:
             self.control.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        self.control.close()  # the zygote kills this judge's children (and exits if it was ours)
+        self.control.close()  # the zygote kills its children and exits
         self.control = None
-        if self.proc is not None:  # a zygote of its own; a shared one is its starter's to stop
-            stop_zygote(self.proc, self.runtime_dir, self.spool)
-            self.proc = None
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait()
+        safefs.remove_tree(self.runtime_dir)
+        if self.spool:
+            safefs.remove_tree(self.spool)

@@ -9,9 +9,9 @@ On a machine with an NVIDIA GPU the worker also gets its device nodes, and its m
 the memory it writes (RLIMIT_DATA) instead of its address space, which CUDA reserves by the
 hundred GiB: the device checks then run on CUDA too (check_device.py).
 """
-import importlib.util
+import dataclasses
+import functools
 import os
-import select
 import shutil
 import signal
 import socket
@@ -20,10 +20,9 @@ import sys
 import tempfile
 import threading
 
-from grader import paths, safefs, threads, words
-from grader.sandbox.probe import bubblewrap_path, bubblewrap_works, start_probe  # noqa: F401
-from grader.sandbox.runtime import facts, wire
-from grader.sandbox.runtime.facts import UNPRIVILEGED, accelerator_nodes
+from grader import paths, process, safefs, words
+from grader.sandbox.runtime.limits import (CLONE_NEWIPC, CLONE_NEWNET, TMP_BYTES, UNPRIVILEGED,
+                                           accelerator_nodes, apply_rlimits, rlimit_table)
 
 SANDBOX_WORK = "/submission"
 SANDBOX_RUNTIME = "/grader-runtime"
@@ -42,10 +41,9 @@ class WorkerFailure(Exception):
         return {"zh": self.zh, "en": self.message}
 
 
+@dataclasses.dataclass(kw_only=True)
 class Limits:
-    """What one worker may use; every field is a keyword (Limits(call_seconds=2.0)).  A class of
-    its own rather than a dataclass: importing dataclasses (inspect, ast and dis with it, ~7 ms)
-    came before a `grade`'s worker could start."""
+    """What one worker may use; every field is a keyword (Limits(call_seconds=2.0))."""
 
     call_seconds: float = 5.0           # wall time for one call (the first one includes the start-up)
     submission_seconds: float = 120.0   # wall time for all calls of one submission
@@ -53,27 +51,33 @@ class Limits:
     memory_bytes: int = 3 * 1024 ** 3   # RLIMIT_AS of one worker (torch's import alone maps ~1 GiB)
     processes: int = 64                 # RLIMIT_NPROC (effective for a non-root uid)
     file_bytes: int = 64 * 1024 ** 2    # RLIMIT_FSIZE: the largest file the worker may write
-    tmp_bytes: int = facts.TMP_BYTES    # size of the sandbox's /tmp (RAM: it must be bounded)
+    tmp_bytes: int = TMP_BYTES          # size of the sandbox's /tmp (RAM: it must be bounded)
     output_bytes: int = 16 * 1024       # how much of stdout and stderr is kept, each
     open_files: int = 256               # RLIMIT_NOFILE: bounds the pipe and socket buffers it can fill
 
-    def __init__(self, **values):
-        unknown = sorted(set(values) - set(self.__annotations__))
-        if unknown:
-            raise TypeError(f"Limits has no field {', '.join(unknown)}")
-        for name in self.__annotations__:  # each on the instance: vars(limits) is all of them
-            setattr(self, name, values.get(name, getattr(Limits, name)))
-
     def describe(self):
-        return {name: getattr(self, name) for name in self.__annotations__}
+        return dataclasses.asdict(self)
 
-    def __eq__(self, other):
-        return isinstance(other, Limits) and self.describe() == other.describe()
 
-    __hash__ = None  # mutable, compared by value
+def bubblewrap_path():
+    return shutil.which("bwrap")
 
-    def __repr__(self):
-        return "Limits(" + ", ".join(f"{k}={v!r}" for k, v in self.describe().items()) + ")"
+
+@functools.cache
+def _bubblewrap_runs(path):
+    try:
+        return subprocess.run([path, "--unshare-all", "--ro-bind", "/", "/", "true"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def bubblewrap_works():
+    """bwrap may be installed but refused by the kernel (no user namespaces): tried once a
+    process, for each bwrap found."""
+    path = bubblewrap_path()
+    return path is not None and _bubblewrap_runs(path)
 
 
 def choose_isolation(requested="auto"):
@@ -87,22 +91,11 @@ def choose_isolation(requested="auto"):
 
 def make_runtime_dir():
     """A private copy of the runtime folder (everything that runs inside the sandbox, copied
-    whole), so the worker never sees grader/.  Each module's bytecode goes along where the kit
-    has it (grader/tools/bytecode.py writes it), with the source's modification time, which is what
-    Python checks it against: the worker may not write to this folder, so without it a cold
-    worker compiles every module again (~10 ms of CPU at each start).  Bytecode that is stale
-    for its source is checked, refused and compiled over by Python itself, as if absent."""
+    whole), so the worker never sees grader/."""
     runtime = tempfile.mkdtemp(prefix="attn-runtime-")
-    cache = os.path.join(runtime, "__pycache__")
-    os.mkdir(cache)
     for name in sorted(os.listdir(paths.RUNTIME)):
         if name.endswith(".py"):
-            source = os.path.join(paths.RUNTIME, name)
-            shutil.copy2(source, os.path.join(runtime, name))
-            compiled = importlib.util.cache_from_source(source)
-            if os.path.isfile(compiled):
-                shutil.copy(compiled, os.path.join(cache, os.path.basename(compiled)))
-    os.chmod(cache, 0o755)
+            shutil.copy(os.path.join(paths.RUNTIME, name), os.path.join(runtime, name))
     os.chmod(runtime, 0o755)
     return runtime
 
@@ -116,15 +109,12 @@ ACCELERATOR_ENV = ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DE
 
 def minimal_env(home):
     """The worker's whole environment: nothing of the judge's leaks in but the kit's compute
-    settings (threads.py), which follow the judge's own kernel choice so both sides compute alike,
-    and, on a machine with a GPU, what its driver needs (ACCELERATOR_ENV)."""
+    settings (process.py) and, on a machine with a GPU, what its driver needs (ACCELERATOR_ENV)."""
     env = {"PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
-    if threads.KERNELS in os.environ:
-        env[threads.KERNELS] = os.environ[threads.KERNELS]
     if accelerator_nodes():
         env.update({k: os.environ[k] for k in ACCELERATOR_ENV if k in os.environ})
-    return threads.pin_environment(env)
+    return process.pin_environment(env)
 
 
 def driver_folders():
@@ -200,8 +190,7 @@ def bubblewrap_argv(work_dir, runtime_dir, spool=None, uid=UNPRIVILEGED,
     argv += _system_and_python_binds()
     argv += ["--ro-bind", runtime_dir, SANDBOX_RUNTIME, "--setenv", "HOME", "/tmp"]
     if spool is not None:
-        return argv + _huge_page_settings() + ["--bind", spool, "/spool", "--dir", SANDBOX_WORK,
-                                               "--chdir", "/"]
+        return argv + ["--bind", spool, "/spool", "--dir", SANDBOX_WORK, "--chdir", "/"]
     argv += ["--ro-bind", work_dir, SANDBOX_WORK, "--chdir", SANDBOX_WORK]
     if as_root:
         argv += [shutil.which("setpriv"), f"--reuid={uid}", f"--regid={uid}",
@@ -209,16 +198,6 @@ def bubblewrap_argv(work_dir, runtime_dir, spool=None, uid=UNPRIVILEGED,
     else:
         argv += ["--uid", str(UNPRIVILEGED), "--gid", str(UNPRIVILEGED)]
     return argv
-
-
-THP_SETTINGS = "/sys/kernel/mm/transparent_hugepage"
-
-
-def _huge_page_settings():
-    """The kernel's transparent huge page settings, read-only, for the fork server: glibc reads
-    them to follow forkserver.ZYGOTE_ENV's tunable, and without them (no /sys in the sandbox)
-    quietly gives the zygote's heap no huge page at all."""
-    return ["--ro-bind", THP_SETTINGS, THP_SETTINGS] if os.path.isdir(THP_SETTINGS) else []
 
 
 def _namespace_unsharer():
@@ -233,72 +212,40 @@ def _namespace_unsharer():
     unshare = ctypes.CDLL(None, use_errno=True).unshare
 
     def own_namespaces():  # refused where root lacks CAP_SYS_ADMIN (a default Docker container):
-        unshare(facts.CLONE_NEWIPC | facts.CLONE_NEWNET)  # the worker then shares them (docs/security.md)
+        unshare(CLONE_NEWIPC | CLONE_NEWNET)  # the worker then shares them (docs/security.md)
     return own_namespaces
 
 
 def _apply_limits(limits):
     own_namespaces = _namespace_unsharer()
-    table = facts.rlimit_table(vars(limits))  # resolved here, in the parent: nothing is looked
-    # up between fork and exec
+    table = rlimit_table(vars(limits))  # resolved here, in the parent: nothing is looked up
+    # between fork and exec
 
     def preexec():
         os.setsid()
         own_namespaces()
-        facts.apply_rlimits(table)
+        apply_rlimits(table)
     return preexec
 
 
 class CappedReader(threading.Thread):
-    """Drain a pipe until its end, or until finish(), and keep only the first `cap` bytes (a 200
-    MB print cannot fill memory)."""
+    """Drain a pipe until its end and keep only the first `cap` bytes (a 200 MB print cannot fill
+    memory)."""
 
     def __init__(self, stream, cap):
         super().__init__(daemon=True)
         self.stream, self.cap, self.kept, self.dropped = stream, cap, bytearray(), 0
-        self.finishing, self.lock = False, threading.Lock()
-        self.wake_read, self.wake_write = os.pipe()  # finish() wakes the poll through it
 
     def run(self):
-        fd = self.stream.fileno()
-        os.set_blocking(fd, False)
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        poller.register(self.wake_read, select.POLLIN)
-        try:
-            while self._read_ready(fd):
-                if self.finishing:  # set once the writer was killed: all it wrote is in the pipe
-                    self._read_ready(fd)  # now, and the read above may have come before some
-                    return
-                poller.poll()
-        finally:
-            with self.lock:
-                os.close(self.wake_write)
-                self.wake_write = None
-            os.close(self.wake_read)
-            self.stream.close()
-
-    def _read_ready(self, fd):
-        """Keep what the pipe holds now; False at its end."""
-        while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except BlockingIOError:
-                return True
-            if not chunk:
-                return False
-            room = max(self.cap - len(self.kept), 0)
-            self.kept += chunk[:room]
-            self.dropped += max(len(chunk) - room, 0)
+        with self.stream:
+            while chunk := os.read(self.stream.fileno(), 65536):
+                room = max(self.cap - len(self.kept), 0)
+                self.kept += chunk[:room]
+                self.dropped += max(len(chunk) - room, 0)
 
     def finish(self, timeout=1.0):
-        """Keep what the pipe holds and stop, without waiting for its end.  For a writer that is
-        dead or killed: a sandboxed worker's end of the pipe closes only once the kernel has torn
-        its memory down, 15-25 ms after bubblewrap itself is gone (`make check` waited for it)."""
-        with self.lock:
-            self.finishing = True
-            if self.wake_write is not None:
-                os.write(self.wake_write, b"x")
+        """Wait for the end of the pipe of a writer that is dead or killed: at most `timeout`,
+        for a process it started that escaped its group with the pipe still open."""
         self.join(timeout)
 
     def text(self):
@@ -343,10 +290,6 @@ class WorkerProcess:
         self.stderr = CappedReader(self.proc.stderr, limits.output_bytes)
         self.stdout.start()
         self.stderr.start()
-
-    def go(self):
-        """Let a worker started with wait_go import the student's file (now written in place)."""
-        self.channel.sendall(wire.encode({"op": "go"}))
 
     def kill(self):
         """Kill the worker's whole process group (children and SIGTERM-ignorers included)."""

@@ -1,8 +1,8 @@
 """A uid of its own for every running worker (when the grader is root), so that RLIMIT_NPROC, which
 the kernel counts per real uid across the machine, is one worker's budget and not all of theirs.
 
-Workers used to share uid 65534: one submission that filled the process limit made every other
-worker that started meanwhile fail ("could not fork"), graded as a crash.  A slot is claimed by
+With one uid for all, one submission that filled the process limit would make every other worker
+that started meanwhile fail ("could not fork"), graded as a crash.  A slot is claimed by
 holding an exclusive flock on a file named after its uid; the lock dies with the process that
 holds it, so a killed judge never leaks a slot.  Judges of several batches on one machine share
 the pool.  The uids are numbers without a name, unused by any account.

@@ -1,14 +1,11 @@
-"""One judge process per notebook kernel: started on first use, kept warm, restarted if it dies.
+"""One judge process per notebook kernel: started on first use, kept for the kernel's life,
+restarted if it dies.
 
-Before, every `%check` cell started `python -m grader.notebook judge`: a torch import, a pytest
-configuration and a cold worker each time, about 1.5 minutes for a notebook.  Now the kernel keeps
-one judge process (`python -m grader.tools.kernel_judge`) that grades file after file: it imports torch
-and pytest once, keeps its check session, and has a spare worker with torch imported waiting for
-the next cell (service.Judge, the same as `make watch`).
-
-The judge is still a process of its own, not the kernel: the student's kernel (whose torch a
-cell may have monkeypatched) never decides a verdict, and each grading runs the student's code in
-a sandboxed worker as `make check` does.
+The kernel keeps one judge process (`python -m grader.tools.kernel_judge`) that grades file after
+file: torch and pytest imported once, its check session kept, and a worker waiting for the next
+cell (service.Judge, the same as `make watch`).  It is a process of its own, not the kernel: the
+student's kernel (whose torch a cell may have monkeypatched) never decides a verdict, and each
+grading runs the student's code in a sandboxed worker as `make check` does.
 
 Protocol: one JSON line per request on the judge's stdin ({"path", "hidden", "call_seconds",
 "budget_seconds", "exercise"}: `exercise`, where not null, runs that exercise's checks only), one
@@ -32,8 +29,8 @@ KIT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPARES = 3
 # "spare" makes the judge use spares even where it could fork (tests of that path).
 WORKER_START_ENV = "ATTN_KIT_WORKER_START"
-# How long a judge whose stdin was closed may take to end on its own (~0.1 s here), removing its
-# folders in /tmp; killed before, it left a runtime copy and a spool there for every kernel.
+# How long a judge whose stdin was closed may take to end on its own, removing its folders in
+# /tmp (killed at once, it would leave a runtime copy and a spool there for every kernel).
 STOP_SECONDS = 5
 
 
@@ -45,9 +42,8 @@ class JudgeDied(Exception):
 class KernelJudge:
     """The kernel's handle on its judge process; `starts` counts how often one was started."""
 
-    def __init__(self, env=None, nice=0):
-        """`nice` lowers the judge's priority (its workers inherit it)."""
-        self.env, self.nice, self.process, self.log = env, nice, None, None
+    def __init__(self, env=None):
+        self.env, self.process, self.log = env, None, None
         self.starts, self.served = 0, 0  # judge processes started, gradings answered
 
     def start(self):
@@ -59,7 +55,7 @@ class KernelJudge:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "grader.tools.kernel_judge"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self.log, cwd=KIT_ROOT, env=self.env,
-            start_new_session=True, preexec_fn=(lambda: os.nice(self.nice)) if self.nice else None)
+            start_new_session=True)
         self.starts += 1
         return self
 
@@ -183,12 +179,8 @@ def serve():
     judge = Judge(sandbox.Limits(), "auto", start=os.environ.get(WORKER_START_ENV, "auto"),
                   spares=SPARES)
     judge.workers.fill()  # its torch import overlaps with ours
-    from grader import collector
-
-    collector.importing()  # ours without what quickimport.py skips, the workers on their way
-    # Our own imports (torch, pytest) and the public checks collected now, on the session's
-    # thread, while the kernel runs the notebook's first cells: the first %check used to start
-    # them, a torch import after the kernel's own (~1 s of a notebook's ~4).
+    # Our own imports (torch, pytest) and the public checks collected now, while the kernel runs
+    # the notebook's next cells, not when the first %check arrives.
     judge.session(("public",))
     try:
         for line in sys.stdin:
@@ -204,10 +196,6 @@ def serve():
 
 
 if __name__ == "__main__":
-    from grader import collector, threads
+    from grader import process
 
-    threads.pin_environment()  # before torch: the judge's threads too (threads.py)
-    collector.hold()  # until the judge's checks are collected (collector.py)
-    code = serve()
-    sys.stderr.flush()
-    os._exit(code)  # skip torch's interpreter teardown
+    process.run_judge(serve)

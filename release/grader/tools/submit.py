@@ -96,10 +96,7 @@ def _source_of(raw, path):
     if len(raw) > submission_module.MAX_BYTES:
         raise SubmissionError(f"{path}: larger than {submission_module.MAX_BYTES // 1024} KiB",
                               f"{path}：超过 {submission_module.MAX_BYTES // 1024} KiB")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise SubmissionError(f"{path}: not UTF-8 text", f"{path}：不是 UTF-8 文本") from None
+    text = submission_module.decoded(raw, path)
     if submission_module.has_suffix(path, ".ipynb"):
         return submission_module.notebook_source(text), "notebook"
     return text, "python"
@@ -107,10 +104,7 @@ def _source_of(raw, path):
 
 def resolve_work(path):
     """The student's work file: a .py or .ipynb, or the attention file of a folder."""
-    if not os.path.exists(path):
-        raise SubmissionError(f"{path}: no such file or folder", f"{path}：没有这个文件或文件夹")
-    if os.path.isdir(path):
-        path = submission_module._pick_in_folder(path)
+    path = submission_module.work_file(path)
     if not submission_module.has_suffix(path, ".py", ".ipynb"):
         raise SubmissionError(f"{path}: expected attention.py or attention.ipynb",
                               f"{path}：应当是 attention.py 或 attention.ipynb")
@@ -226,6 +220,10 @@ def git_commit(work, message):
 
 # -- the command's words -------------------------------------------------------------------------
 TEXT = words.table("submit")
+# The exit statuses after which the command has said why itself (`make submit` ends cleanly on
+# them; a crash's 1 and argparse's 2 stay make's errors).
+NOT_PACKAGED = 3  # nothing packaged: no id, no such file, not importable, the stub refused, ...
+NOT_COMMITTED = 4  # packaged, but the work file not committed
 YES = ("y", "yes", "是", "确定")
 
 
@@ -266,10 +264,10 @@ def who_hands_in(args, work, ui, interactive, ask):
     if not student and interactive:
         student = ask(ui.words("ask_id")).strip()
     if not student:
-        ui.fail("no_id", 2)
+        ui.fail("no_id", NOT_PACKAGED)
         return None
     if not re.search(r"\w", student):
-        ui.fail("bad_id", 2, student=student)
+        ui.fail("bad_id", NOT_PACKAGED, student=student)
         return None
     if student != remembered:
         save_state(state_file, {"student": student})
@@ -284,9 +282,9 @@ def read_work(work, ui):
             raw = handle.read()
         source, kind = _source_of(raw, work)
     except OSError as exc:
-        return ui.fail("error", 2, message=f"{work}: {exc.strerror}")
+        return ui.fail("error", NOT_PACKAGED, message=f"{work}: `{exc.strerror}`")
     except SubmissionError as exc:
-        return ui.fail("error_nothing", 2, message=exc.said(ui.lang))
+        return ui.fail("error_nothing", NOT_PACKAGED, message=exc.said(ui.lang))
     return raw, source, kind
 
 
@@ -307,7 +305,7 @@ def say_import_failure(exc, work, kind, ui):
     else:
         ui.say(f"    {exc.kind}: {exc.message}")
     ui.line("fix_import")
-    return 1
+    return NOT_PACKAGED
 
 
 def stub_refused(source, work, args, ui, interactive, ask):
@@ -323,9 +321,9 @@ def stub_refused(source, work, args, ui, interactive, ask):
     if args.yes:
         return None
     if not interactive:
-        return ui.fail("nobody", 1)
+        return ui.fail("nobody", NOT_PACKAGED)
     if ask(ui.words("ask_stub")).strip().lower() not in YES:
-        return ui.fail("declined", 1)
+        return ui.fail("declined", NOT_PACKAGED)
     return None
 
 
@@ -342,7 +340,7 @@ def check_work(args, work, source, kind, ui, interactive, ask):
         proxy = Student(sub.work_dir, limits=limits, isolation=args.isolation).start()
     except Exception as exc:  # e.g. bubblewrap asked for and missing: the kit's trouble
         sub.cleanup()
-        return ui.fail("error", 2, message=f"{type(exc).__name__}: {exc}")
+        return ui.fail("error", NOT_PACKAGED, message=f"`{type(exc).__name__}: {exc}`")
     try:  # the worker and the work folder go away however this ends (Ctrl-C at a question)
         import torch  # noqa: F401  the judge's imports overlap the worker's, as in grading.start
 
@@ -380,7 +378,7 @@ def package(student, work, raw, source, data, the_rubric, target, ui):
     check.cleanup()
     if not (check.package and check.package["intact"] and check.source == source):
         os.unlink(target)
-        return ui.fail("unverified", 1)
+        return ui.fail("unverified", NOT_PACKAGED)
     ui.say("")
     ui.line("packaged", target=target, work=work_name, manifest=manifest.NAME,
             size=f"{os.path.getsize(target) / 1024:.1f}")
@@ -407,10 +405,10 @@ def hand_in_by_git(work, raw, message, target, ui):
     except OSError:
         now = None
     if now != raw:  # saved again while it was checked: the commit would not be what was checked
-        return ui.fail("changed", 1, work=name)
+        return ui.fail("changed", NOT_COMMITTED, work=name)
     outcome, detail = git_commit(work, message)
     if outcome == "failed":
-        return ui.fail("commit_failed", 1, detail=detail)
+        return ui.fail("commit_failed", NOT_COMMITTED, detail=detail)
     if outcome == "committed":
         ui.line("committed", detail=detail, subject=message.splitlines()[0])
     else:
@@ -424,7 +422,7 @@ def hand_in_by_git(work, raw, message, target, ui):
 
 def main(args, ask=None, out=None):
     """`ask(prompt) -> answer` is the terminal (tests pass their own); returns the exit status:
-    0 packaged, 1 not packaged (import failure, refused stub) or not committed, 2 bad input."""
+    0 packaged, NOT_PACKAGED (3) or NOT_COMMITTED (4) after saying why."""
     from grader import rubric as rubric_module
 
     ui = Console(args.lang, out or sys.stdout)
@@ -433,10 +431,10 @@ def main(args, ask=None, out=None):
     try:
         work = resolve_work(args.submission)
     except SubmissionError as exc:
-        return ui.fail("error", 2, message=exc.said(ui.lang))
+        return ui.fail("error", NOT_PACKAGED, message=exc.said(ui.lang))
     student = who_hands_in(args, work, ui, interactive, ask)
     if student is None:
-        return 2
+        return NOT_PACKAGED
     shown = os.path.relpath(work)
     ui.line("submitting", work=work if shown.startswith("..") else shown, student=student)
     target = os.path.join(os.path.abspath(args.out or os.path.dirname(work)),

@@ -1,9 +1,8 @@
 """`python -m grader watch [SUBMISSION]`: rerun the public checks on every save, redraw the screen.
 
-Speed: the judge process lives for the whole session (torch and pytest are imported once, the
-checks collected once), and every run gets a worker forked from a zygote or started ahead of time,
-with torch imported already (judge/workers.py).  A rerun then costs the student's import and the checks, not a torch import:
-the 2nd save and the 50th alike.
+The judge process lives for the whole session (torch and pytest imported once, the checks
+collected once), and every run gets a worker forked from a zygote or started ahead of time, with
+torch imported already (judge/workers.py): a rerun costs the student's import and the checks.
 
 Robustness: every state of the file (syntax error, exception at import, endless loop, missing
 file) ends as feedback on the screen; a save during a run cancels that run (its workers are
@@ -12,7 +11,6 @@ killed) and starts the next; Ctrl-C exits with 0.
 Parts: FileWatch (has the file new content?), render (the screen), Session (the loop); the
 workers started ahead and the kept check session are service.Judge's.
 """
-import gc
 import hashlib
 import json
 import os
@@ -255,11 +253,6 @@ class Session:
                 continue  # a newer save: check that one instead
             number += 1
             self.draw(outcome, number)
-            if "data" in outcome and not gc.get_freeze_count():
-                # torch and pytest are imported now and stay: move them out of the collector's
-                # sight, or pytest's gc.collect() at every session end walks them (~0.2 s a run).
-                gc.collect()
-                gc.freeze()
             self.record_stats(number, outcome)
             while not self.wake.wait(0.5):
                 pass
@@ -287,7 +280,7 @@ class Session:
 def resolve_path(submission):
     """The file to watch: SUBMISSION itself, or the attention file inside a folder."""
     if os.path.isdir(submission):
-        return submission_module._pick_in_folder(submission)
+        return submission_module.pick_in_folder(submission)
     if not os.path.isdir(os.path.dirname(os.path.abspath(submission))):
         raise SubmissionError(f"{submission}: its folder does not exist",
                               f"{submission}：所在的文件夹不存在")

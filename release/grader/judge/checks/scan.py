@@ -15,7 +15,6 @@ route, and so is code built at run time (`compile`, `types.FunctionType`, marsha
 What it still cannot see (a name decoded from data at run time and used without any of these)
 is said in the rubric's text of module.no_library_attention."""
 import ast
-import functools
 
 # Names that lead to torch's ready-made attention (matched inside names, attributes and strings).
 LIBRARY_PARTS = ("scaled_dot_product", "multi_head_attention", "MultiheadAttention",
@@ -50,38 +49,18 @@ OWNED_ROOTS = {"self", "cls", "super", "type"}  # chains that start at the stude
 
 def source_routes(source):
     """(library routes, tampering routes) the source shows, read without running it."""
-    library, tamper = _routes(source)
-    return list(library), list(tamper)
-
-
-@functools.lru_cache(maxsize=4)
-def _routes(source):
-    """source_routes as tuples, kept for the last few sources: three checks of one submission
-    read the same text.  The tree's nodes are listed once (ast.walk's generators were most of a
-    scan's 4.5 ms, nine walks), without MARKS, and every pass reads the list; routes are looked
-    for at ROUTE_NODES only (2.5 -> 2.0 ms a submission)."""
     try:
-        nodes = [node for node in ast.walk(ast.parse(source)) if not isinstance(node, MARKS)]
+        nodes = list(ast.walk(ast.parse(source)))
     except (SyntaxError, ValueError):
-        return (), ()
+        return [], []
     _annotate(nodes)
     constants = _string_constants(nodes)
     names = Bindings(nodes)
     library, tamper = set(), set()
     for node in nodes:
-        if isinstance(node, ROUTE_NODES):
-            library.update(_library_refs(node, constants, names))
-            tamper.update(_tamper_refs(node, constants, names))
-    return tuple(sorted(library)), tuple(sorted(tamper))
-
-
-# Nodes no pass reads as nodes of their own: a name's Load or Store, an operator (read as the
-# `ctx` or `op` of the node holding them).  Half of a file's nodes; left out of the list.
-MARKS = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
-# The only nodes where _library_refs or _tamper_refs can find a route: any other node reaches
-# neither's branches, and _folded gives None for it.
-ROUTE_NODES = (ast.Name, ast.Attribute, ast.Import, ast.ImportFrom, ast.Call, ast.BinOp,
-               ast.JoinedStr, ast.Subscript, ast.Constant)
+        library.update(_library_refs(node, constants, names))
+        tamper.update(_tamper_refs(node, constants, names))
+    return sorted(library), sorted(tamper)
 
 
 class Bindings:

@@ -5,7 +5,6 @@ a message key from the rubric and the fields that fill it.  Everything here is j
 """
 import math
 
-import numpy
 import torch
 
 from grader.judge.student import StudentError
@@ -23,18 +22,10 @@ class Verdict(Exception):
         super().__init__(key)
 
 
-def generator(seed):
-    return torch.Generator().manual_seed(seed)
-
-
-def randn(*shape, seed):
-    return torch.randn(*shape, generator=generator(seed))
-
-
 def fresh(seed, salt):
     """A generator for inputs drawn fresh for this grading: the submission's seed (the `seed`
     fixture) mixed with a salt of the check's own, so no two checks draw the same tensors."""
-    return generator((seed * 1_000_003 + salt) % 2 ** 63)
+    return torch.Generator().manual_seed((seed * 1_000_003 + salt) % 2 ** 63)
 
 
 def fresh_randn(*shape, seed, salt):
@@ -58,88 +49,39 @@ def tensor(value, what="torch.Tensor"):
     return value
 
 
-def shaped(value, shape, what="the result"):
+def shaped(value, shape):
+    """The value as a torch.Tensor of `shape`, or a Verdict saying what came back instead."""
     t = tensor(value)
     if list(t.shape) != list(shape):
         raise Verdict("wrong_shape", expected=list(shape), got=list(t.shape))
     return t
 
 
-# Values are compared a slice at a time, in float64: a reply as large as the wire lets through
-# (8 MiB of float32) would otherwise cost the judge several float64 copies of it at once.
+# Values are compared in float64 a slice at a time: a reply as large as the wire lets through
+# (8 MiB of float32) would otherwise cost the judge several float64 copies of it at once, beyond
+# the two frames its memory target allows (tests/bench_judge_memory.py).
 COMPARE_CHUNK = 1 << 18
 
 
-def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """torch.allclose's answer (its defaults, its rules for inf and NaN), sooner where every
-    cell is finite.
-
-    For float32 and float64 the tensors are first read as numpy arrays (no copy): a cell within
-    |a - b| - (atol + rtol |b|) <= 0 is close by torch's rule for finite values (its isclose
-    computes both errors so, in the same dtype; a difference of two floats is <= 0 exactly when
-    the first is not the larger), and one above it is not.  A cell with inf or NaN (or an
-    overflow) gives inf or NaN there, and the answer is then torch's own, as is every other
-    dtype's (and two dtypes, which torch refuses).  A right answer's comparisons took the judge
-    7-8 ms a grading through torch (118 calls, ~40 us each between the other checks' work;
-    1.2-2.9 ms for the copy task's [256,12,32]), 40 % of that so: numpy's small operations cost
-    a fraction of torch's.  A wrong one's (the named mistakes' search) skips torch's too."""
-    answer = _finite_answer(a, b, rtol, atol)
-    if answer is not None:
-        return answer
-    return torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
-
-
-_NUMPY_READS = (torch.float32, torch.float64)
-
-
-def _finite_answer(a, b, rtol, atol, dtype=None):
-    """Whether every cell is within |a - b| - (atol + rtol |b|) <= 0, read through numpy (cast
-    to `dtype` first where given); None where they are not both float32 or both float64, where
-    numpy cannot read them (not on the CPU, a view torch will not lend numpy) or where the answer
-    is not that of finite cells (inf, NaN, an overflow: torch's own rules decide)."""
-    if a.dtype != b.dtype or a.dtype not in _NUMPY_READS:
-        return None
-    try:
-        x, y = a.detach().numpy(), b.detach().numpy()
-    except (RuntimeError, TypeError):
-        return None
-    if dtype is not None:
-        x, y = x.astype(dtype), y.astype(dtype)
-    with numpy.errstate(all="ignore"):  # inf - inf, an overflow: NaN or inf, left to torch
-        excess = _excess(x, y, rtol, atol)
-        if bool((excess <= 0).all()):
-            return True
-        return False if bool(numpy.isfinite(excess).all()) else None
-
-
-def _excess(x, y, rtol, atol):
-    """torch's closeness rule on numpy arrays, cell by cell: |x - y| - (atol + rtol |y|), close
-    where <= 0 (a finite difference is <= 0 exactly when the first is not the larger; inf and
-    NaN never are)."""
-    return numpy.abs(x - y) - (numpy.abs(y) * rtol + atol)
-
-
 def _allclose_by_chunks(a, b, atol, rtol, equal_nan):
-    if a.numel() <= COMPARE_CHUNK:
-        # One chunk of float32 or float64: cast by numpy, as .double() casts (exactly), without
-        # torch's copies and slices (~40 % of a comparison; ~140 a grading).
-        answer = _finite_answer(a, b, rtol, atol, numpy.float64)
-        if answer is not None:
-            return answer
+    """Tensors of one shape whose values are equal within tolerance, judged in float64."""
+    if type(a) is not torch.Tensor or type(b) is not torch.Tensor or a.shape != b.shape:
+        return False
     a, b = a.reshape(-1), b.reshape(-1)
-    for start in range(0, a.numel(), COMPARE_CHUNK):
-        if not allclose(a[start:start + COMPARE_CHUNK].double(),
-                        b[start:start + COMPARE_CHUNK].double(), atol=atol, rtol=rtol,
-                        equal_nan=equal_nan):
-            return False
-    return True
+    return all(torch.allclose(a[i:i + COMPARE_CHUNK].double(), b[i:i + COMPARE_CHUNK].double(),
+                              rtol=rtol, atol=atol, equal_nan=equal_nan)
+               for i in range(0, a.numel(), COMPARE_CHUNK))
 
 
 def close(a, b, atol=ATOL, rtol=RTOL):
     """Values equal within tolerance, NaNs never equal; shapes must match exactly."""
-    if type(a) is not torch.Tensor or type(b) is not torch.Tensor or a.shape != b.shape:
-        return False
-    return _allclose_by_chunks(a, b, atol, rtol, equal_nan=False)  # a NaN is close to nothing
+    return _allclose_by_chunks(a, b, atol, rtol, equal_nan=False)
+
+
+def same(a, b, atol=ATOL, rtol=RTOL):
+    """Like `close`, but NaN (or ±inf) where the other has NaN (or the same inf) counts as equal:
+    a known-wrong variant that gives NaN gives it in the same cells as the student's code."""
+    return _allclose_by_chunks(a, b, atol, rtol, equal_nan=True)
 
 
 def num(v, digits=4):
@@ -151,14 +93,6 @@ def num(v, digits=4):
         return "-inf" if v < 0 else "inf"
     text = f"{v:.{digits}f}".rstrip("0").rstrip(".")
     return "0" if text in ("-0", "") else text
-
-
-def same(a, b, atol=ATOL, rtol=RTOL):
-    """Like `close`, but NaN (or ±inf) where the other has NaN (or the same inf) counts as equal:
-    a known-wrong variant that gives NaN gives it in the same cells as the student's code."""
-    if type(a) is not torch.Tensor or type(b) is not torch.Tensor or a.shape != b.shape:
-        return False
-    return _allclose_by_chunks(a, b, atol, rtol, equal_nan=True)
 
 
 def fmt(t, digits=4):
@@ -180,31 +114,21 @@ def first_difference(got, expected):
     """(index, got value, expected value) of the largest difference, for 'expected vs got'."""
     diff = (got.double() - expected.double()).abs()
     diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
-    flat, index = int(diff.reshape(-1).argmax()), []
-    for size in reversed(diff.shape):  # unravel by hand: torch.unravel_index costs ~2 ms a call
-        flat, i = divmod(flat, size)
-        index.insert(0, i)
-    index = tuple(index)
+    index = tuple(int(i) for i in torch.unravel_index(diff.reshape(-1).argmax(), diff.shape))
     return index, got[index].item(), expected[index].item()
 
 
-def mismatch(got, expected, where, variants=(), key="wrong_values"):
-    """Raise a Verdict for values that differ, naming a known mistake when one matches.
-    `variants`: [(name, values)], or a function giving them (called only when the values
-    differ: a right answer never pays for the named mistakes' runs; an iterator it gives is read
-    up to the first match, so a variant after it is never run)."""
-    for name, candidate in (variants() if callable(variants) else variants):
-        if same(got, candidate) and not same(got, expected):
-            key = name
-            break
-    index, g, e = first_difference(got, expected)
-    raise Verdict(key, where=f"{where}{list(index)} ", expected=num(e), got=num(g))
-
-
-def expect_close(got, expected, where, variants=()):
-    got = shaped(got, expected.shape, where)
+def expect_close(got, expected, where, named=None):
+    """`got` with expected's shape and values, else a Verdict.  `named()` gives the known
+    mistakes, [(rubric key, their values)], asked for only when the values differ: the first whose
+    values the student's are is named."""
+    got = shaped(got, expected.shape)
     if not close(got, expected):
-        mismatch(got, expected, where, variants)
+        known = named() if named else []
+        key = next((name for name, values in known
+                    if same(got, values) and not same(got, expected)), "wrong_values")
+        index, g, e = first_difference(got, expected)
+        raise Verdict(key, where=f"{where}{list(index)} ", expected=num(e), got=num(g))
     return got
 
 
@@ -239,12 +163,18 @@ NO_CHECK_ADVICE = said(
     "this: check that it is above 0 and divides the width, and raise ValueError otherwise.")
 
 
+def for_the_runner(exc):
+    """A StudentError the runner names itself (a stub, an error at import, the memory limit):
+    a check lets it through rather than judge it."""
+    return exc.not_implemented or exc.during == "import" or exc.memory_limit
+
+
 def expect_student_error(call, case, error="ValueError"):
     """Run `call()`; a Verdict unless the student's code raised `error`."""
     try:
         call()
     except StudentError as exc:
-        if exc.not_implemented or exc.during == "import" or exc.memory_limit:
+        if for_the_runner(exc):
             raise
         if exc.is_a(error):
             return
@@ -274,39 +204,33 @@ def dot_scores(q, k):
     return q.double() @ k.double().transpose(-2, -1)
 
 
-def _float64(t):
-    """A tensor's values as a float64 numpy array (no copy where it is float64 on the CPU)."""
-    return t.detach().double().cpu().numpy()
-
-
 def fitted_factor(weights, scores, cells, axis=-1, strict=True):
     """The c with log w = c·scores + (one constant per row; per column for axis=-2) on `cells`.
 
     None when no such c exists: a cell that is NaN or negative, a residual above FIT_TOL, nothing
     to fit (no row with two positive cells).  `strict`: a cell that underflowed to 0 must be one
     the fit puts below 1e-20 (one-hot "attention" on a single cell per row fits nothing).
-    Computed in float64 with numpy: ~20 fits a grading, each half the time of torch's small
-    operations (the same sums, to the last bit or one off)."""
-    w = _float64(weights)
-    cells = numpy.broadcast_to(cells.numpy(), w.shape)
+    Computed in float64."""
+    w = weights.double()
+    cells = cells.expand_as(w)
     chosen = w[cells]
-    if numpy.isnan(chosen).any() or (chosen < 0).any():
+    if bool(torch.isnan(chosen).any()) or bool((chosen < 0).any()):
         return None
     live = cells & (w > TINY)
-    s = numpy.broadcast_to(_float64(scores), w.shape)
-    with numpy.errstate(all="ignore"):  # log of a NaN outside the cells: not read
-        y = numpy.where(live, numpy.log(numpy.maximum(w, TINY)), 0.0)
-    n = numpy.maximum(live.sum(axis, keepdims=True), 1)
-    y_mean, s_mean = (y * live).sum(axis, keepdims=True) / n, (s * live).sum(axis, keepdims=True) / n
+    s = scores.double().expand_as(w)
+    y = torch.where(live, w.clamp_min(TINY).log(), torch.zeros_like(w))
+    n = live.sum(axis, keepdim=True).clamp_min(1)
+    y_mean, s_mean = (y * live).sum(axis, keepdim=True) / n, (s * live).sum(axis, keepdim=True) / n
     y_c, s_c = (y - y_mean) * live, (s - s_mean) * live
     spread = float((s_c * s_c).sum())
     if spread < 1e-9:
         return None
     c = float((y_c * s_c).sum()) / spread
-    if float(numpy.abs(y_c - c * s_c).max()) > FIT_TOL * (1 + abs(c)):
+    if float((y_c - c * s_c).abs().max()) > FIT_TOL * (1 + abs(c)):
         return None
     dead = cells & ~live
-    if strict and dead.any() and bool(((y_mean + c * (s - s_mean))[dead] > math.log(1e-20)).any()):
+    if strict and bool(dead.any()) and \
+            bool(((y_mean + c * (s - s_mean))[dead] > math.log(1e-20)).any()):
         return None
     return c
 
@@ -316,55 +240,46 @@ def weights_factor(weights, q, k, allowed):
     cells, rows over every cell that got weight (another mask), columns (softmax over the wrong
     axis), rows of k·qᵀ (scores transposed), or lines along the heads or the batch (a softmax
     over that axis).  A named mistake keeps its scale judged."""
-    scores = dot_scores(q, k)
-    w = weights.double()
-    for s, cells, axis in _relations(w, scores, allowed):
+    scores, w = dot_scores(q, k), weights.double()
+    finite_rows = ~torch.isnan(w).any(dim=-1, keepdim=True)  # a NaN row says nothing of the scale
+    relations = [(scores, allowed & finite_rows, -1), (scores, (w > TINY) & finite_rows, -1),
+                 (scores, allowed, -2)]
+    if scores.shape[-1] == scores.shape[-2]:
+        relations.append((scores.transpose(-2, -1), allowed & finite_rows, -1))
+    softmax = softmax_axis(w)
+    if softmax is not None and softmax < w.dim() - 2:  # over the heads or the batch
+        relations.append((scores, allowed & ~torch.isnan(w), softmax))
+    for s, cells, axis in relations:
         c = fitted_factor(w, s, cells, axis, strict=False)
         if c is not None and c > C_MIN:
             return c
     return None
 
 
-def _relations(w, scores, allowed):
-    """weights_factor's relations, in its order, each made when the one before it did not fit
-    (right weights fit the first: the rest, the softmax's axis above all, is never computed)."""
-    finite_rows = ~torch.isnan(w).any(dim=-1, keepdim=True)  # a NaN row says nothing of the scale
-    yield scores, allowed & finite_rows, -1
-    yield scores, (w > TINY) & finite_rows, -1
-    yield scores, allowed, -2
-    if scores.shape[-1] == scores.shape[-2]:
-        yield scores.transpose(-2, -1), allowed & finite_rows, -1
-    axis = softmax_axis(w)
-    if axis is not None and axis < w.dim() - 2:  # over the heads or the batch: its own relation
-        yield scores, allowed & ~torch.isnan(w), axis
-
-
 def _pattern(w, cells):
-    """Weight exactly on `cells` (positive there, 0 elsewhere) in every row that is not NaN
-    (numpy: float64 weights, bool cells that broadcast to them)."""
-    rows = ~numpy.isnan(w).any(axis=-1, keepdims=True)
+    """Weight exactly on `cells` (positive there, 0 elsewhere) in every row that is not NaN."""
+    rows = ~torch.isnan(w).any(dim=-1, keepdim=True)
     positive = w > 0
     return bool(rows.any()) and bool(positive.any()) and \
         bool(((positive == cells) | ~rows).all())
 
 
-def _mask_mistake(weights, allowed):
-    """Which wrong mask the weights show by where they sit (mask mistakes need no scores).
-    Read with numpy: whole-array tests of where weight sits (~120 us with torch's operations)."""
+def _mask_mistake(w, allowed):
+    """Which wrong mask the weights w (float64) show by where they sit (mask mistakes need no
+    scores)."""
     t_q, t_k = allowed.shape[-2:]
-    w, allowed = _float64(weights), allowed.cpu().numpy()
-    nan = numpy.isnan(w)
-    if t_q == t_k and not nan.any():
-        below = numpy.tril(numpy.ones((t_q, t_k), dtype=bool))
-        if (allowed == below).all():
+    nan = torch.isnan(w)
+    if t_q == t_k and not bool(nan.any()):
+        below = causal_mask(t_q)
+        if bool((allowed == below).all()):
             if _pattern(w, below.T):
                 return "mask_anti_causal"
-            if _pattern(w, below | numpy.tril(numpy.ones((t_q, t_k), dtype=bool), 1)):
+            if _pattern(w, torch.ones(t_q, t_k, dtype=torch.bool).tril(1)):
                 return "mask_off_by_one"
     # True read as "blocked": weight exactly where the mask says no; a row with nothing blocked
     # is then all -inf, NaN after the softmax.
-    nan_rows = nan.any(axis=-1)  # [..., T]
-    if bool((~nan_rows | ~(~allowed).any(axis=-1)).all()) and _pattern(w, ~allowed):
+    nan_rows = nan.any(dim=-1)  # [..., T]
+    if bool((~nan_rows | ~(~allowed).any(dim=-1)).all()) and _pattern(w, ~allowed):
         return "mask_inverted"
     return None
 
@@ -373,9 +288,9 @@ def _row_sum_mistake(w, scores, allowed, c, d):
     """Rows that follow the scores but do not sum to 1: which normalisation went wrong."""
     sums = w.sum(dim=-1)  # [..., T]
     every = torch.softmax(c * scores, dim=-1)  # normalised over every cell, the future included
-    if allclose(sums, (every * allowed).sum(dim=-1), atol=1e-4):
+    if torch.allclose(sums, (every * allowed).sum(dim=-1), atol=1e-4):
         return "mask_after_softmax"
-    if d and allclose(sums, torch.full_like(sums, 1 / math.sqrt(d)), atol=1e-4):
+    if d and torch.allclose(sums, torch.full_like(sums, 1 / math.sqrt(d)), atol=1e-4):
         return "scale_after_softmax"
     return "rows_not_one"
 
@@ -396,7 +311,7 @@ def weights_problem(weights, allowed, q=None, k=None):
         return "softmax_dim" if axis == w.dim() - 2 else "softmax_axis"
     if bool(blocked.any()) and bool(torch.isneginf(w[blocked]).all()) and (
             bool((w[~blocked] < 0).any()) if scores is None else
-            allclose(w[~blocked], (scores / math.sqrt(d))[~blocked], atol=1e-4)):
+            torch.allclose(w[~blocked], (scores / math.sqrt(d))[~blocked], atol=1e-4)):
         return "weights_prescores"  # -inf where blocked, raw scores (negative too) elsewhere
     if bool(torch.isneginf(w).any()):
         return "mask_after_softmax_inf" if bool(torch.isneginf(w[blocked]).all()) else "nan"
@@ -417,27 +332,24 @@ def softmax_axis(w):
     """The axis other than the last that the weights sum to 1 over, when the rows do not (a
     softmax over dim=0 or 1, or without dim: for 4-D scores torch picks axis 1, the heads), else
     None.  NaN (a masked cell that is -inf in every head, normalised over the heads) is left out:
-    the lines along an axis that hold none must sum to 1.  In float64 with numpy: called for
-    every weights judged, where torch's dozen small operations took ~70 us."""
-    a = _float64(w)
-    finite = ~numpy.isnan(a)
-    if a.ndim < 2 or not finite.any() or not (a[finite] >= 0).all():
+    the lines along an axis that hold none must sum to 1.  Judged in float64."""
+    w = w.double()
+    finite = ~torch.isnan(w)
+    if w.dim() < 2 or not bool(finite.any()) or not bool((w[finite] >= 0).all()):
         return None
-    with numpy.errstate(all="ignore"):  # sums past the largest float: inf, as torch's, quietly
-        rows = finite.all(axis=-1)
-        if rows.any() and _sum_to_one(a.sum(axis=-1)[rows]):
-            return None
-        for axis in range(a.ndim - 1):
-            lines = finite.all(axis=axis)
-            if a.shape[axis] > 1 and lines.any() and \
-                    _sum_to_one(numpy.nan_to_num(a).sum(axis=axis)[lines]):
-                return axis
+    rows = finite.all(dim=-1)
+    if bool(rows.any()) and _sum_to_one(w.sum(dim=-1)[rows]):
+        return None
+    for axis in range(w.dim() - 1):
+        lines = finite.all(dim=axis)
+        if w.shape[axis] > 1 and bool(lines.any()) and \
+                _sum_to_one(torch.nan_to_num(w).sum(dim=axis)[lines]):
+            return axis
     return None
 
 
-def _sum_to_one(sums, atol=1e-4, rtol=1e-5):
-    """allclose(sums, ones, atol=1e-4) as torch answers it, inf and NaN never close."""
-    return bool((_excess(sums, 1.0, rtol, atol) <= 0).all())
+def _sum_to_one(sums):
+    return torch.allclose(sums, torch.ones_like(sums), atol=1e-4)
 
 
 def _leak_mistake(w, scores, allowed):
@@ -461,9 +373,9 @@ def _leak_mistake(w, scores, allowed):
 
 
 def _normalisation_mistake(w, scores, allowed, d, q=None, k=None):
-    rows_ok = allclose(w.sum(dim=-1), torch.ones_like(w[..., 0]), atol=1e-4)
+    rows_ok = torch.allclose(w.sum(dim=-1), torch.ones_like(w[..., 0]), atol=1e-4)
     cols = w.sum(dim=-2)
-    if not rows_ok and w.shape[-1] == w.shape[-2] and allclose(cols, torch.ones_like(cols),
+    if not rows_ok and w.shape[-1] == w.shape[-2] and torch.allclose(cols, torch.ones_like(cols),
                                                                 atol=1e-4):
         return "softmax_dim"
     if scores is None:
@@ -495,11 +407,6 @@ def _row_sums_alone(w, allowed):
     return "rows_not_one"
 
 
-def weights_diagnosis(weights, allowed):
-    """The mask or softmax mistake weights [..., T, T] show alone (no scores): a key or None."""
-    return weights_problem(weights, allowed)
-
-
 def judged_maps(student):
     """The attention maps the checks judged, by probe name, for the feedback page's heatmaps."""
     seed = getattr(student, "seed", None)
@@ -509,15 +416,20 @@ def judged_maps(student):
     return student.judged_maps
 
 
+def first_slice(t):
+    """The first [T, T] (or [T, d]) slice of a tensor with any leading axes."""
+    return t.reshape(-1, *t.shape[-2:])[0]
+
+
 def record_judged(student, probe, q, k, v, mask, weights=None):
     """Keep one [T, T] slice of inputs and judged weights for the page (the first one wins)."""
     maps = judged_maps(student)
     if probe in maps and maps[probe].get("weights") is not None:
         return
-    first = (lambda t: t.reshape(-1, *t.shape[-2:])[0])  # noqa: E731
-    maps[probe] = {"q": first(q), "k": first(k), "v": first(v),
-                   "mask": None if mask is None else first(mask.expand(*q.shape[:-1], k.shape[-2])),
-                   "weights": None if weights is None else first(weights).detach().clone()}
+    if mask is not None:
+        mask = first_slice(mask.expand(*q.shape[:-1], k.shape[-2]))
+    maps[probe] = {"q": first_slice(q), "k": first_slice(k), "v": first_slice(v), "mask": mask,
+                   "weights": None if weights is None else first_slice(weights).detach().clone()}
 
 
 def same_answer(a, b):
@@ -530,11 +442,11 @@ def same_answer(a, b):
     return True
 
 
-def steady_call(call_twice):
-    """Randomness first: `call_twice()` (an attend call made twice on the same input, in one
-    round trip: Student.attend_twice) answers the same twice; the first answer when both agree,
-    else a Verdict naming the randomness (no other cause is drawn from it)."""
-    first, second = call_twice()
+def steady_call(call):
+    """Randomness first: `call()` (an attend call on the judge's input), made twice, answers the
+    same twice; the first answer when both agree, else a Verdict naming the randomness (no other
+    cause is drawn from it)."""
+    first, second = call(), call()
     if not same_answer(first, second):
         raise Verdict("random_output")
     return first
@@ -545,9 +457,9 @@ def attend_any_rank(student, q, k, v, **kwargs):
     raises for fewer than 4 axes and the same data with leading axes of 1 goes through, the
     Verdict names code written for [B,H,T,d] only."""
     try:
-        return steady_call(lambda: student.attend_twice(q, k, v, **kwargs))
+        return steady_call(lambda: student.attend(q, k, v, **kwargs))
     except StudentError as exc:
-        if q.dim() >= 4 or exc.not_implemented or exc.during == "import" or exc.memory_limit:
+        if q.dim() >= 4 or for_the_runner(exc):
             raise
         lead = (1,) * (4 - q.dim())
         try:
@@ -567,11 +479,10 @@ class Heat(str):
 def leak_map(weights, allowed, q=None, k=None):
     """The first [T, T] slice of `weights` as a heatmap, with cells that should be 0 marked;
     given the call's q and k, the heatmap carries the call for the page."""
-    first = weights.reshape(-1, *weights.shape[-2:])[0]
-    heat = Heat(heatmap(first, leaks=~allowed))
+    heat = Heat(heatmap(first_slice(weights), leaks=~allowed))
     if q is not None and k is not None:
-        heat.call = {"q": q.reshape(-1, *q.shape[-2:])[0], "k": k.reshape(-1, *k.shape[-2:])[0],
-                     "mask": allowed, "weights": first.detach().clone()}
+        heat.call = {"q": first_slice(q), "k": first_slice(k), "mask": allowed,
+                     "weights": first_slice(weights).detach().clone()}
     return heat
 
 

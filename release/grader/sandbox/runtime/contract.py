@@ -99,7 +99,7 @@ def disable_library_attention(torch_module):
 
 
 def refused_kernels(torch_module):
-    """[(operator name with overload, [dispatch keys])] to refuse: ~0.1 ms for the dumps."""
+    """[(operator name with overload, [dispatch keys])] to refuse."""
     c = torch_module._C
     known = set(c.DispatchKey.__members__)
     found = []

@@ -11,16 +11,9 @@ import torch
 from torch import nn
 
 VOCAB, D_MODEL, N_HEADS, CONTEXT = 64, 32, 4, 12
-# The lesson's three epochs, each of 3 steps at lr 0.05, each step a batch of every id once.
-# Batches of 32 random ids (30 steps at lr 0.02, before) left some ids drawn too rarely to be
-# learned: a correct block initialised with std 0.02 or 0.001 kept ids at a loss of 10 to 11
-# (worse than chance), and the judged loss, a mean over random rows, hung on how many rows drew
-# them (up to 0.24 on 256 rows).  With every id in every step, no id is left above a loss of 0.57
-# and the mean over the ids is at most 0.043 (the check asks < 1.0), for every correct file of
-# tests/submissions and for two of them initialised in 9 other ways (normal with std 0.3, 0.02,
-# 0.005 and 0.001, nanoGPT's, Xavier, orthogonal, Kaiming, out_proj at zero), 8 seeds each; and
-# the training takes 18 ms of CPU instead of 37 (one thread, the reference).  2 steps an epoch at
-# lr 0.1 left a correct style at 0.68; 4 steps at 0.05 at most 0.005, in 25 ms.
+# The lesson's three epochs, each of 3 steps at lr 0.05, each step a batch of every id once: with
+# every id in every step, no id is left unlearned, however a correct block is initialised (the
+# check asks a mean loss < 1.0; correct files stay below 0.05).
 EPOCHS, STEPS_PER_EPOCH, LR = 3, 3, 5e-2
 
 
@@ -52,63 +45,15 @@ class TinyLM(nn.Module):
         return (logits, weights) if return_weights else logits
 
 
-class Adam:
-    """Adam as torch.optim.Adam(fused=True) steps it: torch's fused kernel (aten::_fused_adam_,
-    which that optimizer calls), once a step for every parameter with a gradient, each with its
-    own step count.  torch.optim itself is not used: its first use costs about 1 s here (it
-    loads torch._dynamo), more than the whole training run.  The kernel took 0.5 ms of a
-    training run where five small operations per parameter (the update written out, step_plain:
-    where a torch release lacks the kernel) took 2.6 ms with the reference's 5 parameters, and
-    twice that with four projections and their biases."""
-
-    def __init__(self, params, lr, betas=(0.9, 0.999), eps=1e-8):
-        self.params, self.lr, self.betas, self.eps = params, lr, betas, eps
-        self.m = [torch.zeros_like(p) for p in params]
-        self.v = [torch.zeros_like(p) for p in params]
-        self.steps = [torch.zeros((), dtype=torch.float32) for _ in params]
-        self.fused = getattr(torch, "_fused_adam_", None)
-
-    def zero_grad(self):
-        for p in self.params:
-            p.grad = None
-
-    @torch.no_grad()
-    def step(self):
-        live = [i for i, p in enumerate(self.params) if p.grad is not None]
-        if not live:
-            return
-        steps = [self.steps[i] for i in live]
-        torch._foreach_add_(steps, 1)
-        if self.fused is None:
-            return self.step_plain(live)
-        b1, b2 = self.betas
-        self.fused([self.params[i] for i in live], [self.params[i].grad for i in live],
-                   [self.m[i] for i in live], [self.v[i] for i in live], [], steps, lr=self.lr,
-                   beta1=b1, beta2=b2, weight_decay=0.0, eps=self.eps, amsgrad=False,
-                   maximize=False)
-
-    def step_plain(self, live):
-        b1, b2 = self.betas
-        for i in live:
-            p, m, v, grad, step = (self.params[i], self.m[i], self.v[i], self.params[i].grad,
-                                   float(self.steps[i]))
-            c1, root_c2 = 1 - b1 ** step, math.sqrt(1 - b2 ** step)
-            m.lerp_(grad, 1 - b1)  # b1 m + (1 - b1) g
-            v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
-            # p -= lr (m / c1) / (sqrt(v / c2) + eps)
-            p.addcdiv_(m, v.sqrt().div_(root_c2).add_(self.eps), value=-self.lr / c1)
-
-
 def loss_of(model, inputs, targets):
     logits = model(inputs)  # [B,T,vocab]
     return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 def seed_cpu(seed):
-    """torch.manual_seed(seed) for what the training draws from: the CPU's default generator.
-    torch.manual_seed itself also queues a lazy seeding of CUDA and XPU, each with a formatted
-    stack of the caller (traceback.format_stack: 0.5-1.6 ms in a fresh fork, where this takes
-    2 us), and in a long-lived process the queue grows by one stack a call."""
+    """torch.manual_seed(seed) for what the training draws from: the CPU's default generator
+    (torch.manual_seed also queues a lazy seeding of CUDA, with a formatted stack of the caller,
+    in a process where CUDA has not started)."""
     torch.default_generator.manual_seed(seed)
 
 
@@ -117,7 +62,7 @@ def train(attention_cls, seed=0, n_heads=N_HEADS, epochs=EPOCHS, on_step=None):
     seed_cpu(seed)
     model = TinyLM(attention_cls(D_MODEL, n_heads, CONTEXT))
     generator = torch.Generator().manual_seed(seed)
-    optimizer = Adam(list(model.parameters()), lr=LR)
+    optimizer = torch.optim.Adam(model.parameters(), lr=LR, fused=True)
     first = None
     epoch_losses = []
     for _ in range(epochs):

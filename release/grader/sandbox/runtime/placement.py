@@ -45,9 +45,7 @@ class SameDevice(TorchDispatchMode):
 def _devices(items, seen):
     """Add to `seen` the device of every tensor in `items` (lists, tuples and dicts followed:
     what an operation's arguments hold) that counts for the rule: one of at least one axis, or
-    a 0-dim one off the CPU.  By hand, not torch's tree_leaves: the rule runs on every operation
-    on `meta`, and tree_leaves' generic walk was half of its cost (a block's forward on meta:
-    1.26 ms with it, 0.95 ms with this, 0.84 ms with no rule at all)."""
+    a 0-dim one off the CPU."""
     for item in items:
         if isinstance(item, torch.Tensor):
             device = item.device.type
@@ -81,79 +79,12 @@ def devices():
 
 def warm_meta():
     """torch loads its meta kernels (torch._meta_registrations, torch._refs, sympy) on the first
-    operations on `meta`, about as long as `import torch` itself: every worker does it before the
-    student's code (worker.prepare), never inside a student's call."""
+    operations on `meta`, and torch._dynamo on the first of its reference kernels (a masked_fill,
+    a where): every worker does it before the student's code (worker.prepare), never inside a
+    student's call, whose /tmp and time it would spend."""
     x = torch.ones(2, 2, device="meta")
     x @ x  # the meta kernels are imported now
-    _no_dynamo_import()
     torch.softmax((x @ x / 2).masked_fill(torch.ones(2, 2, dtype=torch.bool, device="meta"), 0), -1)
-
-
-def warm_operations():
-    """The fork server's warm-up (worker.prepare): the first run of each operation on `meta`
-    fills caches of torch's own (its Python kernels' dispatch, shape helpers), which every fork
-    would otherwise fill again.  The operations of tests/submissions' blocks and attention, one
-    at a time on `meta` under the device rule (a fork's first attend on meta: 7.6-8.4 ms of CPU
-    after warm_meta alone, 5.4-5.9 ms after this; a later one 1.5-3 ms).  Generic operations:
-    nothing here is an attention.  The indices of the steps that raised."""
-    meta, rule = dict(device="meta"), device_rule("meta")
-    x = torch.ones(2, 5, 12, **meta)  # [B,T,D]
-    h = torch.ones(2, 3, 5, 4, **meta)  # [B,H,T,d]
-    scores = torch.ones(2, 3, 5, 5, **meta)  # [B,H,T,T]
-    mask = torch.zeros(5, 5, dtype=torch.bool, **meta)  # [T,T]
-    linear = nn.Linear(12, 12, **meta)  # drawn on meta: the CPU's generator is left as seeded
-    steps = [
-        lambda: linear(x), lambda: nn.functional.linear(x, linear.weight),
-        lambda: x.split(4, dim=-1), lambda: x.chunk(3, dim=-1), lambda: x.unbind(0),
-        lambda: x.view(2, 5, 3, 4).transpose(1, 2).contiguous(),
-        lambda: x.reshape(2, 5, 3, 4).permute(0, 2, 1, 3).reshape(2, 3, 5, 4),
-        lambda: h @ h.transpose(-2, -1), lambda: torch.matmul(h, h.mT),
-        lambda: torch.einsum("bhtd,bhsd->bhts", h, h), lambda: h.unsqueeze(1).sum(1),
-        lambda: h / 2.0, lambda: h * 0.5, lambda: h.div_(1.0), lambda: h - h.amax(-1, keepdim=True),
-        lambda: h.exp().sum(-1, keepdim=True), lambda: h.mean(-1),
-        lambda: torch.tril(torch.ones(5, 5, **meta)).bool(),
-        lambda: torch.triu(torch.ones(5, 5, dtype=torch.bool, **meta), diagonal=1),
-        lambda: torch.arange(5, **meta)[:, None] >= torch.arange(5, **meta)[None, :],
-        lambda: ~mask, lambda: torch.logical_not(mask),
-        lambda: scores.masked_fill(mask, float("-inf")),
-        lambda: torch.where(mask, scores, torch.full_like(scores, -1e9)),
-        lambda: torch.softmax(scores, dim=-1), lambda: nn.functional.softmax(scores, dim=-1),
-        lambda: torch.cat([h, h], dim=-1), lambda: torch.stack([h, h]),
-        lambda: nn.functional.dropout(h, 0.1, training=False),
-        lambda: torch.zeros_like(h), lambda: torch.empty_like(h), lambda: h.clone(),
-        lambda: (h == 0) | (h > 0) | (h != 1) | (h <= 2),
-    ]
-    refused = []  # the steps this torch release does not run on meta (none with the pinned one)
-    with torch.no_grad(), rule:
-        for index, step in enumerate(steps):
-            try:
-                step()
-            except Exception:
-                refused.append(index)
-    return refused
-
-
-def _no_dynamo_import():
-    """torch wraps its Python reference kernels (what `meta` runs for a masked_fill, a where) in
-    `torch._disable_dynamo`, whose wrapper imports torch._dynamo on its first call (about 1 s and
-    40 MiB: twice the rest of the warm-up) only to keep torch.compile from tracing into them.
-    Nothing here compiles them: each wrapper is handed, in the attribute it caches, its own
-    function as the "disabled" one, so it calls it as it is.  Where a torch release wraps them
-    otherwise, nothing is found and torch imports torch._dynamo as before."""
-    import gc
-
-    try:
-        code = torch._compile._disable_dynamo(lambda: None).__code__
-        slot = code.co_freevars.index("fn")
-    except (AttributeError, ValueError):
-        return
-    # The wrappers are the functions whose code is `code`: the objects referring to it, found by
-    # the collector in C (17 ms here, where a loop over all 200,000 objects took 42 ms).
-    for obj in gc.get_referrers(code):
-        if type(obj) is type(_no_dynamo_import) and obj.__code__ is code and obj.__closure__:
-            fn = obj.__closure__[slot].cell_contents
-            if getattr(fn, "__dynamo_disable", None) is None:
-                fn.__dynamo_disable = fn
 
 
 def _dtype(name):

@@ -25,13 +25,12 @@ MAGIC = b"AW12"
 PREFIX = struct.Struct(">4sIQ")
 # What one frame may carry, sized to the checks: the largest reply of a whole grading (correct and
 # wrong submissions alike) is a 0.7 KiB header and a 384 KiB payload.  A larger frame is refused
-# from its 16-byte prefix, before anything is made for its body (at most the reader's one chunk
-# of it has been read: FrameReader), so what one reply can make the judge hold is bounded
-# (JUDGE_FRAME_BYTES; measured in tests/test_hostile.py and `make bench`).  The caps come
-# from the judge's memory target (350 MiB under any submission, issue 24): a judge grading the
-# reference peaks at ~260 MiB and a check may hold two frames at once (a call made twice), so two
-# frames must fit in ~90 MiB.  8 MiB of payload is still 20x the largest reply seen (a wrong
-# shape such as [256, 12, 12, 32] float32, 4.7 MB, still arrives and is judged as a shape).
+# from its 16-byte prefix, before anything is read or made for its body, so what one reply can
+# make the judge hold is bounded (JUDGE_FRAME_BYTES; tests/test_hostile.py).  The caps come from
+# the judge's memory target (350 MiB under any submission, issue 24): a check may hold two frames
+# at once (a call made twice), so two frames must fit beside a grading of the reference.  8 MiB
+# of payload is still 20x the largest reply seen (a wrong shape such as [256, 12, 12, 32]
+# float32, 4.7 MB, still arrives and is judged as a shape).
 MAX_HEADER = 256 * 1024
 MAX_PAYLOAD = 8 * 1024 * 1024
 # The judge's memory for one frame at most: the payload as received, the tensors built from it
@@ -39,10 +38,6 @@ MAX_PAYLOAD = 8 * 1024 * 1024
 # the header's JSON as Python objects (~50 bytes per byte).  36.5 MiB with the caps above.
 JUDGE_FRAME_BYTES = 3 * MAX_PAYLOAD + 50 * MAX_HEADER
 MAX_DEPTH = 32
-# Calls one request may carry (its own and its `more`, answered one by one: worker.calls_of);
-# the judge asks at most two at once whose answers are tensors (a call made twice), so two frames
-# stay the most it holds (JUDGE_FRAME_BYTES each).
-MAX_CALLS = 8
 # Dtypes that may cross the boundary, by name; anything else is refused by the judge.
 DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
 
@@ -67,37 +62,9 @@ def _torch():
     return torch
 
 
-def _json_dumps():
-    """json.dumps(tree, ensure_ascii=True, allow_nan=True) made by CPython's C encoder, bound at
-    import: nothing in `json` (a module any code can import and patch) is looked up per frame.
-    json.dumps itself where the C encoder is missing or answers otherwise."""
-    def plain(tree):
-        return json.dumps(tree, ensure_ascii=True, allow_nan=True)
-
-    def unencodable(value):
-        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-    try:
-        from _json import encode_basestring_ascii, make_encoder
-
-        encoder = make_encoder(None, unencodable, encode_basestring_ascii, None, ": ", ", ",
-                               False, False, True)
-    except (ImportError, TypeError):
-        return plain
-    join = "".join
-
-    def dumps(tree):
-        return join(encoder(tree, 0))
-
-    sample = {"a": [1, -2.5, 1e300, float("nan"), float("-inf"), None, True, "\u00e9\x01\"q\""],
-              "b": {"c": -0.0, "$$d": []}}
-    try:
-        return dumps if dumps(sample) == plain(sample) else plain
-    except Exception:  # an encoder of another signature
-        return plain
-
-
-_DUMPS = _json_dumps()
+# json.dumps(tree, ensure_ascii=True, allow_nan=True), its encoder made at import: `json.dumps`,
+# a name any code can rebind, is not looked up per frame.
+_DUMPS = json.JSONEncoder(ensure_ascii=True, allow_nan=True).encode
 _TENSORS = []  # [how a tensor becomes bytes], made once (arm)
 
 
@@ -150,17 +117,14 @@ def encode(obj):
         kind = type(value)
         if value is None or issubclass(kind, (bool, int, float, str)):
             return value
-        # A value of an exact plain type inside a dict or list is taken in place, where its depth
-        # would be allowed, not through a call returning it (as _rebuild does).
-        inner, plain = depth + 1, _SCALARS if depth < MAX_DEPTH else ()
-        if kind is dict or issubclass(kind, dict):
-            return {k if type(k) is str and k[:1] != "$" else _escape(str(k)):
-                    v if type(v) in plain else walk(v, inner) for k, v in dict.items(value)}
-        if kind is list or issubclass(kind, list):
-            return [v if type(v) in plain else walk(v, inner) for v in list.__iter__(value)]
+        inner = depth + 1
+        if issubclass(kind, dict):
+            return {k if type(k) is str and k[:1] != "$" else _escape(str(k)): walk(v, inner)
+                    for k, v in dict.items(value)}
+        if issubclass(kind, list):
+            return [walk(v, inner) for v in list.__iter__(value)]
         if issubclass(kind, tuple):
-            return {"$tuple": [v if type(v) in plain else walk(v, inner)
-                               for v in tuple.__iter__(value)]}
+            return {"$tuple": [walk(v, inner) for v in tuple.__iter__(value)]}
         t = arm()
         if kind is t["Tensor"] or issubclass(kind, t["Tensor"]):
             raw, name, shape = _tensor_bytes(value, t)
@@ -181,63 +145,30 @@ def encode(obj):
     return PREFIX.pack(MAGIC, len(header), len(payload)) + header + payload
 
 
-# What one read asks for: a frame of that size or less that has arrived whole (the worker and
-# the judge write each frame in one call) costs one read, where its prefix, header and payload
-# took one each (three polls and three receives on the judge's socket, which has a timeout).
-CHUNK = 64 * 1024
-
-
 class FrameReader:
-    """Frames off one stream, read a chunk at a time; the bytes past a frame stay for the next.
-    A part larger than the chunk (a header or payload near the caps) is read into a buffer of its
-    own size, straight from the stream: a frame is still held once.  One reader per stream (a new
-    worker, a new reader): what it holds belongs to the stream it was read from."""
-
-    def __init__(self, size=CHUNK):
-        self.view = memoryview(bytearray(size))
-        self.start = self.end = 0
+    """Frames off one stream, each part read whole into a buffer of its own size."""
 
     def read_frame(self, fill):
         """(header, payload) of the next frame; one over the caps is refused from its prefix,
-        before anything is made for its body.  `fill(view)` reads at most len(view) bytes into
-        `view` and returns how many (0: the stream ended: EOFError).
-        The payload may be a view of the reader's buffer, valid until the next call (decode
-        copies what it keeps)."""
-        magic, header_len, payload_len = PREFIX.unpack(self._take(PREFIX.size, fill))
+        before anything is read or made for its body.  `fill(view)` reads at most len(view)
+        bytes into `view` and returns how many (0: the stream ended: EOFError)."""
+        magic, header_len, payload_len = PREFIX.unpack(_read(PREFIX.size, fill))
         if magic != MAGIC:
             raise ProtocolError("bad frame magic")
         if header_len > MAX_HEADER or payload_len > MAX_PAYLOAD:
             raise ProtocolError(f"frame too large ({header_len} + {payload_len} bytes)")
-        header = bytes(self._take(header_len, fill))  # its own: the payload's read may move it
-        return header, self._take(payload_len, fill)
-
-    def _take(self, n, fill):
-        held = self.end - self.start
-        if held >= n:
-            self.start += n
-            return self.view[self.start - n:self.start]
-        if n > len(self.view):  # a buffer of its own: what is held, then the rest read into it
-            own = memoryview(bytearray(n))
-            own[:held] = self.view[self.start:self.end]
-            self.start = self.end = 0
-            _fill_up(own, held, n, fill)
-            return own
-        if self.start:  # what is held to the front, the free room behind it
-            self.view[:held] = bytes(self.view[self.start:self.end])
-            self.start, self.end = 0, held
-        self.end = _fill_up(self.view, self.end, n, fill)
-        self.start = n
-        return self.view[:n]
+        return bytes(_read(header_len, fill)), _read(payload_len, fill)
 
 
-def _fill_up(view, got, n, fill):
-    """Read into view[got:] until it holds at least n bytes; returns how many it holds."""
+def _read(n, fill):
+    """Exactly n bytes of the stream, in a memoryview of a buffer of their own."""
+    view, got = memoryview(bytearray(n)), 0
     while got < n:
         count = fill(view[got:])
         if not count:
             raise EOFError
         got += count
-    return got
+    return view
 
 
 def _escape(key):
@@ -260,23 +191,20 @@ def decode(header, payload, expect_id=_NO_ID):
     return _rebuild(tree, payload, 0, [len(payload)])
 
 
-# What json.loads makes of a scalar (exact types only): returned as it is, without a call.
+# What json.loads makes of a scalar (exact types only: it makes no subclasses).
 _SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
 def _rebuild(value, payload, depth, room):
-    """`room`: tensor bytes that may still be materialised (the payload's size, once).  By exact
-    type: json.loads makes no subclasses.  A scalar inside a list or dict is taken in place,
-    where its depth would be allowed, not through a call returning it: a call's reply decodes in
-    0.63x to 0.87x the time (the fewer tensors, the larger the gain; make bench's round trips)."""
+    """`room`: tensor bytes that may still be materialised (the payload's size, once)."""
     if depth > MAX_DEPTH:
         raise ProtocolError("nesting too deep")
     kind = type(value)
     if kind in _SCALARS:
         return value
-    inner, scalars = depth + 1, _SCALARS if depth < MAX_DEPTH else ()
+    inner = depth + 1
     if kind is list:
-        return [v if type(v) in scalars else _rebuild(v, payload, inner, room) for v in value]
+        return [_rebuild(v, payload, inner, room) for v in value]
     if kind is not dict:
         raise ProtocolError("unexpected JSON value")
     for marker, keys in MARKERS.items():
@@ -290,7 +218,7 @@ def _rebuild(value, payload, depth, room):
             if key[:2] != "$$":
                 raise ProtocolError("a reserved key in data")
             key = key[1:]
-        out[key] = item if type(item) in scalars else _rebuild(item, payload, inner, room)
+        out[key] = _rebuild(item, payload, inner, room)
     return out
 
 

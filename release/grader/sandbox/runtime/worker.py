@@ -32,17 +32,15 @@ __builtins__ = dict(vars(builtins))
 RUNTIME = os.path.dirname(os.path.abspath(__file__))
 # Out of sys.modules before the student's import: `wire` stays (what a student's code finds
 # there is not the instance the worker speaks through: private_wire).
-RUNTIME_MODULES = ("syscalls", "contract", "placement", "copytask", "facts", "rehearsal",
-                   "quickimport", "worker")
+RUNTIME_MODULES = ("syscalls", "contract", "placement", "copytask", "limits", "worker")
 sys.path.insert(0, RUNTIME)
 
-import facts  # noqa: E402
+import limits  # noqa: E402
 import syscalls  # noqa: E402
 import wire  # noqa: E402
 
 # What prepare() made, handed once to serve() (which empties it before the student's import).
 _PREPARED = {}
-rehearsed = False  # prepare() served rehearsal.py's requests (a class's fork server)
 
 
 def endpoints(fd, speaking=wire, read_into=os.readv, write=os.write):
@@ -73,11 +71,8 @@ class Channel:
 
 
 def describe_exception(exc, student_file):
-    """Type, message and the student's own line: never a traceback through the worker.
-
-    The traceback is walked by hand and only the student's file is read: traceback.extract_tb
-    reads the source of every frame (torch's nn/modules/module.py and the like, afresh in each
-    forked worker), ~1 ms an error where this takes ~0.07 ms."""
+    """Type, message and the student's own line: never a traceback through the worker (only the
+    student's file is read)."""
     line, tb = None, exc.__traceback__
     while tb is not None:  # the innermost frame of the student's file is the one named
         if os.path.abspath(tb.tb_frame.f_code.co_filename) == student_file:
@@ -182,105 +177,36 @@ def block_operations(module, torch, kit):
             "contract": op_contract}
 
 
-def prepare(forks=False, rehearse=False):
+def prepare():
     """What every worker does before it sees a student: torch on one thread, seeded, its fused
     attention disabled (contract.py), so a route through it breaks instead of passing, and meta's
     kernels loaded (placement.warm_meta): loaded later, they would need what the student's code
     may have spent (a /tmp it filled: torch._dynamo's cache dir is looked for there).
 
     The readers (contract.py, placement.py, copytask.py) are kept for serve(), which takes them
-    before the student's import.  The fork server (zygote.py) runs this once, with `forks`, and
-    forks: it also runs each operation of a block on meta once (placement.warm_operations, ~10
-    ms), which every fork would otherwise pay for again; a cold worker, which runs this itself
-    on the way to its hello, leaves that to the checks that need it.  With `rehearse` (the fork
-    server of a class) it then serves rehearsal.py's requests once (rehearse_serving).
-
-    Python's cyclic collector is off meanwhile (it took a fifth of the CPU of these imports), and
-    what is alive at the end is frozen (as in the judge: grader/collector.py): a collection in
-    the worker, or in a fork of the fork server, then never walks torch's objects, whose GC
-    headers it would write (a copy of every page of them a fork shares with the fork server: a
-    full collection in a fresh fork took 122 ms and copied 52 MiB; with them frozen, 0 ms and
-    nothing copied).
+    before the student's import.  What is alive at the end is frozen for the cyclic collector (as
+    in the judge: grader/process.py): a collection in the worker, or in a fork of the fork server
+    (zygote.py runs this once, then forks), then never walks torch's objects, whose GC headers it
+    would write, copying every page of them a fork shares with the fork server.
     """
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        torch, contract, copytask, placement = import_torch()
-        if forks:
-            placement.warm_operations()
-        readers = dict(contract.ACTIONS)
-        readers.update(placement.BLOCK_ACTIONS)
-        _PREPARED.update(readers=readers, devices=placement.devices, call_on=placement.call_on,
-                         train=copytask.train, wire=private_wire())
-        if rehearse:
-            global rehearsed
-            rehearsed = rehearse_serving(torch, _PREPARED)
-        del sys.modules["contract"]
-        gc.freeze()
-    finally:
-        if collecting:
-            gc.enable()
+    import torch
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    import contract
+
+    contract.disable_library_attention(torch)
+    import copytask
+    import placement
+
+    placement.warm_meta()
+    readers = dict(contract.ACTIONS)
+    readers.update(placement.BLOCK_ACTIONS)
+    _PREPARED.update(readers=readers, devices=placement.devices, call_on=placement.call_on,
+                     train=copytask.train, wire=private_wire())
+    del sys.modules["contract"]
+    gc.freeze()
     return torch
-
-
-def import_torch():
-    """torch on one thread, seeded, its fused attention disabled, and meta's kernels loaded
-    (placement.warm_meta, before prepare's freeze: it finds torch's wrappers through the
-    collector); (torch, contract, copytask, placement).  quickimport.py is on meanwhile, and
-    dataclasses and inspect are put back before this returns, whatever happened."""
-    import quickimport
-
-    quickimport.begin()
-    try:
-        import torch
-
-        torch.set_num_threads(1)
-        torch.manual_seed(0)
-        import contract
-
-        contract.disable_library_attention(torch)
-        import copytask
-        import placement
-
-        placement.warm_meta()
-    finally:
-        quickimport.end()
-    return torch, contract, copytask, placement
-
-
-def rehearse_serving(torch, kit, send=None):
-    """Serve rehearsal.py's requests once, on its block and functions, as a worker serves a
-    student's (rehearsal.py: what a fork then finds done); each reply is encoded and dropped (or
-    handed to `send`).  The CPU's generator is put back as it was.  False where rehearsal.py is
-    not there (the student bundle leaves it out: only a batch's fork server rehearses) or a
-    request of it could not be made: only the speed-up is lost (the batch's log says "shared",
-    not "shared (rehearsed)"; tests/test_rehearsal.py fails)."""
-    try:
-        import rehearsal
-    except ImportError:
-        return False
-
-    speaking, generator = kit["wire"], torch.default_generator.get_state()
-    try:
-        frames = memoryview(b"".join(speaking.encode(r) for r in rehearsal.requests()))
-
-        def fill(view):  # the frames, as the channel would hand them over
-            nonlocal frames
-            count = min(len(view), len(frames))
-            view[:count], frames = frames[:count], frames[count:]
-            return count
-
-        read_frame = speaking.FrameReader().read_frame
-        answer = answering(operations(rehearsal, torch, kit), send or speaking.encode,
-                           speaking.ProtocolError, rehearsal.__file__)
-        while True:
-            answer(speaking.decode(*read_frame(fill)))
-    except EOFError:  # every frame read
-        return True
-    except Exception:  # a request the kit made wrong: the rehearsal is only a warm-up
-        return False
-    finally:
-        torch.default_generator.set_state(generator)
 
 
 def private_wire():
@@ -337,12 +263,12 @@ def import_telling_where(send, student_file):
 def _seal():
     """Before the student's import: the runtime's modules but wire leave sys.modules, its folder
     leaves sys.path (`import placement` in the student's file finds nothing), and this module no
-    longer names wire, syscalls or facts (everything serving needs is bound already)."""
+    longer names wire, syscalls or limits (everything serving needs is bound already)."""
     for name in RUNTIME_MODULES:
         sys.modules.pop(name, None)
     while RUNTIME in sys.path:
         sys.path.remove(RUNTIME)
-    for name in ("wire", "syscalls", "facts"):
+    for name in ("wire", "syscalls", "limits"):
         globals().pop(name, None)
 
 
@@ -372,48 +298,24 @@ def serve(channel, student_file, torch):
         answer(request)
 
 
-# Several calls in one request: a round trip costs the two processes ~0.25 ms of CPU, more than
-# most calls themselves (`make bench`, cpu_per_call).
-def calls_of(request, most=wire.MAX_CALLS):
-    """[(reply id, call)]: the request's own call, then each of its `more` (each {op, args}), to
-    be made in order and answered one by one under consecutive ids, stopping at the first that
-    fails.  Each call's arguments are its own tensors (the judge encodes a repeated argument once
-    per call), so a call that changes its input in place changes nothing the next one gets."""
-    if not isinstance(request, dict):
-        return [(None, {})]
-    first_id, more = request.get("id"), request.get("more", [])
-    more = [c if isinstance(c, dict) else {} for c in more[:most - 1]] \
-        if isinstance(more, list) else []
-    step = 1 if type(first_id) is int else 0
-    return [(first_id + i * step, call) for i, call in enumerate([request] + more)]
-
-
-def answering(ops, send, protocol_error, student_file, describe=describe_exception,
-              split=calls_of):
-    """answer(request): each of its calls made through `ops` and answered with `send`, stopping
-    at the first that fails.  Made (like everything serving relies on) before the student's file
-    is imported: it looks nothing up in this module after that."""
+def answering(ops, send, protocol_error, student_file, describe=describe_exception):
+    """answer(request): its call made through `ops` and answered with `send`.  Made (like
+    everything serving relies on) before the student's file is imported: it looks nothing up in
+    this module after that."""
     def answer(request):
-        made = None  # the handle a request's `new` returned: its follow-ups address that block
-        for reply_id, call in split(request):
-            try:
-                op, args = call.get("op"), call.get("args", {})
-                if op not in ops:
-                    raise ValueError(f"unknown op {op!r}")
-                if made is not None and isinstance(args, dict) and "handle" not in args:
-                    args = dict(args, handle=made)
-                reply = {"id": reply_id, "ok": ops[op](**args)}
-            except BaseException as exc:
-                reply = {"id": reply_id, "error": describe(exc, student_file)}
-            try:
-                send(reply)
-            except protocol_error as exc:
-                reply = {"id": reply_id, "error": describe(exc, student_file)}
-                send(reply)
-            if "error" in reply:
-                break  # the calls after a failed one are never made, as if asked one by one
-            if op == "new" and made is None:
-                made = reply["ok"]
+        request = request if isinstance(request, dict) else {}
+        reply_id = request.get("id")
+        try:
+            op, args = request.get("op"), request.get("args", {})
+            if op not in ops:
+                raise ValueError(f"unknown op {op!r}")
+            reply = {"id": reply_id, "ok": ops[op](**args)}
+        except BaseException as exc:
+            reply = {"id": reply_id, "error": describe(exc, student_file)}
+        try:
+            send(reply)
+        except protocol_error as exc:
+            send({"id": reply_id, "error": describe(exc, student_file)})
 
     return answer
 
@@ -421,7 +323,7 @@ def answering(ops, send, protocol_error, student_file, describe=describe_excepti
 def main():
     channel_fd, student_file = int(sys.argv[1]), os.path.abspath(sys.argv[2])
     # before torch starts a thread: every later thread inherits the filter
-    syscalls.install(unix_sockets=bool(facts.accelerator_nodes()))
+    syscalls.install(unix_sockets=bool(limits.accelerator_nodes()))
     channel = Channel(channel_fd)
     spare = sys.argv[3:] == ["--wait-go"]
     torch = prepare()

@@ -2,13 +2,13 @@
 
 Runs where a worker runs (inside bubblewrap, or as a plain subprocess) and, like worker.py, imports
 nothing from the judge side.  It never runs a student's code itself: every submission gets a child
-forked from this clean, torch-loaded process, so a submission costs a fork instead of a 1.4 s torch
+forked from this clean, torch-loaded process, so a submission costs a fork instead of torch's
 import, and nothing one student's code did can be seen by the next (the child's memory dies with it).
 
-Usage: python -I -u zygote.py CONTROL_FD[,CONTROL_FD...] MODE  (one control socket per judge)
+Usage: python -I -u zygote.py CONTROL_FD MODE  (the control socket of the judge that started it)
 
 MODE "namespaces" (bubblewrap as root; this process is root inside the sandbox, with no network):
-each child is born (one clone: fork_into_namespaces) in a mount, a PID, an IPC and a network
+each child (fork_into_namespaces) lives in a mount, a PID (as its PID 1), an IPC and a network
 namespace of its own, sees only its own submission, read-only, at /submission (the spool of all
 submissions is hidden under an empty tmpfs), gets a fresh /tmp of a bounded size and a fresh
 /proc, drops every capability and becomes the uid the judge claimed for it (uidpool.py) before it
@@ -18,23 +18,19 @@ child gets its own session, the resource limits, its own IPC and network namespa
 (syscalls.py) before the student's file is imported.
 
 Control channel (a SOCK_SEQPACKET socket; one JSON object per packet):
-  judge  -> {"op": "spawn", "id": N, "dir": D, "student": NAME, "uid": U, "limits": {...},
-             "core": C or null}   with three fds attached: the worker's channel, its stdout and
-            its stderr (`core`: the one core the child runs on, where it may be pinned)
+  judge  -> {"op": "spawn", "id": N, "dir": D, "student": NAME, "uid": U, "limits": {...}}
+            with three fds attached: the worker's channel, its stdout and its stderr
   zygote -> {"ready": true, "mode": MODE}   once torch is imported (and, in namespaces mode, a
             probe child has built its namespaces), or {"ready": false, "error": ...} and it exits
   zygote -> {"spawned": N, "pid": P}   or   {"failed": N, "error": "..."}
   judge  -> {"op": "end", "id": N, "grace": S}   (the judge closed the worker's channel: a
             worker still running S seconds later is killed with its process group)
-  zygote -> {"exited": N, "code": C, "maxrss_kb": K, "cpu_seconds": S}   (C < 0: signal -C)
-When a judge closes its channel, every child of that judge is killed; when every judge has, the
-zygote exits.
+  zygote -> {"exited": N, "code": C, "cpu_seconds": S}   (C < 0: signal -C)
+When the judge closes its channel, every child is killed and the zygote exits.
 """
 import ctypes
-import errno
 import json
 import os
-import platform
 import resource
 import select
 import signal
@@ -44,23 +40,18 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import facts  # noqa: E402
-import hugepages  # noqa: E402
 import syscalls  # noqa: E402
 import worker  # noqa: E402
-from facts import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID,  # noqa: E402
-                   SANDBOX_FAILED, TMP_BYTES, UNPRIVILEGED)
+from limits import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID,  # noqa: E402
+                    SANDBOX_FAILED, TMP_BYTES, UNPRIVILEGED, accelerator_nodes, apply_rlimits,
+                    memory_rlimit, rlimit_table)
 
 SPOOL, SUBMISSION = "/spool", "/submission"
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 4096, 16384, 1 << 18, 2
-PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 24, 36, 38
 
 libc = ctypes.CDLL(None, use_errno=True)
-_PYTHON = ctypes.pythonapi
-_KEEPING_GIL = ctypes.PyDLL(None, use_errno=True)  # its calls do not release the GIL
-_KEEPING_GIL.syscall.restype = ctypes.c_long
-SYS_CLONE = {"x86_64": 56, "aarch64": 220}  # flags come first on both; the other arguments are 0
 NAMESPACES = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET
 
 
@@ -76,12 +67,12 @@ def mount(source, target, fstype, flags, data=None):
                       encode(data)), f"mount {target}")
 
 
-MEMORY_RLIMIT = facts.memory_rlimit()  # looked up once, before any fork
-GPU = bool(facts.accelerator_nodes())  # CUDA's driver then needs a unix socket (syscalls.py)
+MEMORY_RLIMIT = memory_rlimit()  # looked up once, before any fork
+GPU = bool(accelerator_nodes())  # CUDA's driver then needs a unix socket (syscalls.py)
 
 
 def set_limits(limits):
-    facts.apply_rlimits(facts.rlimit_table(limits, MEMORY_RLIMIT))
+    apply_rlimits(rlimit_table(limits, MEMORY_RLIMIT))
 
 
 def drop_privileges(uid=UNPRIVILEGED):
@@ -107,28 +98,45 @@ def runtime_under_tmp():
 
 
 def fork_into_namespaces():
-    """os.fork, with the child born in a mount, a PID (as its PID 1), an IPC and a network namespace
-    of its own: one clone where fork, unshare and fork took a middle process, whose copy of this
-    process's page tables and its teardown cost ~10 ms of CPU per worker (make bench).
-
-    Python's own bookkeeping around a fork (PyOS_BeforeFork and PyOS_AfterFork_*, what os.fork
-    does) is done here around the raw system call, through a call that keeps the GIL, so the child
-    wakes up holding it.  glibc's fork handlers are not run: sound only in a process of one thread
-    (no lock can be held by another), which probe_namespaces makes sure of before any child."""
-    number = SYS_CLONE.get(platform.machine())
-    if number is None:
-        raise OSError(errno.ENOSYS, f"clone: no system call number known on {platform.machine()}")
-    _PYTHON.PyOS_BeforeFork()
-    pid = _KEEPING_GIL.syscall(ctypes.c_long(number), ctypes.c_ulong(NAMESPACES | signal.SIGCHLD),
-                               None, None, None, None)
-    if pid == 0:
-        _PYTHON.PyOS_AfterFork_Child()
-        return 0
-    err = ctypes.get_errno()
-    _PYTHON.PyOS_AfterFork_Parent()
-    if pid < 0:
-        raise OSError(err, f"clone: {os.strerror(err)}")
-    return pid
+    """os.fork, with the child in a mount, a PID (as its PID 1), an IPC and a network namespace of
+    its own; 0 in the child, else its pid.  A middle process unshares them (a new PID namespace
+    takes only the children forked after it), forks the child and exits: the child is then the
+    caller's own (a child subreaper), whose wait4 reports its exit.  The
+    child goes on only once the middle process is reaped, so that the parent-death signal it sets
+    (drop_privileges) is tied to the zygote, not to the middle process's exit."""
+    _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "subreaper")
+    said_read, said_write = os.pipe()
+    go_read, go_write = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        os.close(said_read)
+        code = SANDBOX_FAILED
+        try:
+            _check(libc.unshare(NAMESPACES), "unshare")
+            pid = os.fork()
+            if pid == 0:
+                os.close(said_write)
+                os.close(go_write)
+                while os.read(go_read, 1):  # its end: the middle process is reaped
+                    pass
+                os.close(go_read)
+                return 0
+            os.write(said_write, str(pid).encode())
+            code = 0
+        except BaseException as exc:
+            os.write(said_write, f"{type(exc).__name__}: {exc}".encode(errors="replace"))
+        os._exit(code)
+    for fd in (said_write, go_read):
+        os.close(fd)
+    try:
+        with os.fdopen(said_read, "rb") as reader:
+            said = reader.read(2000).decode(errors="replace")
+        os.waitpid(middle, 0)
+    finally:
+        os.close(go_write)
+    if not said.isdigit():
+        raise OSError(said or "the middle process ended without a word")
+    return int(said)
 
 
 def private_mounts(spool_dir, keep, tmp_bytes=TMP_BYTES):
@@ -184,7 +192,6 @@ def child(request, fds, mode, closing, torch):
         for fd in (null, out_fd, err_fd):
             os.close(fd)
         os.setsid()  # its own process group: the zygote kills the whole group
-        facts.pin_to(request.get("core"))
         limits, name = request["limits"], os.path.basename(request["student"])
         if mode == "plain":
             if os.geteuid() == 0:  # IPC and network of its own (an ordinary user may not, nor
@@ -210,12 +217,9 @@ def child(request, fds, mode, closing, torch):
 def probe_namespaces(spool=SPOOL):
     """Can a child here be born in its own namespaces, mount its files and drop to uid 65534?
     Tried once at start-up, so that a machine where it cannot (a seccomp profile, missing
-    capabilities, a CPU whose clone call is not known here) makes the judge fall back to cold
+    capabilities) makes the judge fall back to cold
     workers, instead of every submission's worker failing to start and being graded as a crash.
     Returns None, or why not."""
-    threads = len(os.listdir("/proc/self/task"))
-    if threads != 1:  # fork_into_namespaces skips glibc's fork handlers: one thread only
-        return f"the fork server runs {threads} threads, where a child may only be cloned from one"
     probe = os.path.join(spool, ".probe")
     os.makedirs(probe, exist_ok=True)
     read_end, write_end = os.pipe()
@@ -246,68 +250,50 @@ def probe_namespaces(spool=SPOOL):
 
 
 class Zygote:
-    """Serves one judge per control socket (a batch's judges may share one zygote: one torch
-    import fewer per judge).  Each judge's children are its own: told to it, ended by it, killed
-    when its channel closes; the zygote exits once every channel is closed."""
+    """Serves the judge at the other end of its control socket.  Its children are told to the
+    judge, ended by it, and killed when the judge closes its channel; the zygote then exits."""
 
-    def __init__(self, control_fds, mode):
-        self.controls = [socket.socket(fileno=fd) for fd in control_fds]
+    def __init__(self, control_fd, mode):
+        self.control = socket.socket(fileno=control_fd)
         self.mode = mode
-        self.children = {}  # pid -> (its judge's control, spawn id)
-        self.spawned = 0
-        self.collapser = hugepages.Collapser()  # its memory into huge pages, while it waits
-        # A zygote shared by several judges serves a batch's class: it collapses at once, before
-        # it is ready (run); one judge's own waits for AFTER_WORKERS workers (hugepages.py).
-        self.collapse_after = 0 if len(self.controls) > 1 else hugepages.AFTER_WORKERS
-        self.deadlines = {}  # pid -> when it is killed (its judge has let it go)
+        self.children = {}  # pid -> spawn id
+        self.deadlines = {}  # pid -> when it is killed (the judge has let it go)
         self.wake_read, self.wake_write = os.pipe()
         os.set_blocking(self.wake_write, False)
         signal.set_wakeup_fd(self.wake_write)
         signal.signal(signal.SIGCHLD, lambda *_: None)
 
-    def send(self, control, message):
+    def send(self, message):
         try:
-            control.send(json.dumps(message).encode())
+            self.control.send(json.dumps(message).encode())
         except OSError:
-            pass  # that judge is gone: its children are being killed
+            pass  # the judge is gone: its children are being killed
 
-    def spawn(self, control, request, fds):
+    def spawn(self, request, fds):
         if len(fds) != 3:
             for fd in fds:
                 os.close(fd)
-            self.send(control, {"failed": request.get("id"), "error": "expected three fds"})
+            self.send({"failed": request.get("id"), "error": "expected three fds"})
             return
         try:
             pid = fork_into_namespaces() if self.mode == "namespaces" else os.fork()
         except OSError as exc:
             for fd in fds:
                 os.close(fd)
-            self.send(control, {"failed": request.get("id"),
-                                "error": f"{type(exc).__name__}: {exc}"})
+            self.send({"failed": request.get("id"), "error": f"{type(exc).__name__}: {exc}"})
             return
         if pid == 0:
             child(request, fds, self.mode,
-                  [c.fileno() for c in self.controls] + [self.wake_read, self.wake_write],
-                  self.torch)
+                  [self.control.fileno(), self.wake_read, self.wake_write], self.torch)
         for fd in fds:
             os.close(fd)
-        self.spawned += 1
-        self.children[pid] = (control, request.get("id"))
-        self.send(control, {"spawned": request.get("id"), "pid": pid})
+        self.children[pid] = request.get("id")
+        self.send({"spawned": request.get("id"), "pid": pid})
 
-    def end(self, control, spawn_id, grace):
+    def end(self, spawn_id, grace):
         for pid, known in self.children.items():
-            if known == (control, spawn_id):
+            if known == spawn_id:
                 self.deadlines[pid] = time.monotonic() + min(max(float(grace), 0.0), 10.0)
-
-    def let_go(self, control):
-        """A judge closed its channel: its children are killed now, the others go on."""
-        self.controls.remove(control)
-        for pid, (owner, _) in self.children.items():
-            if owner is control:
-                self.deadlines[pid] = 0
-        self.kill_overdue()
-        control.close()
 
     def kill_overdue(self, everyone=False):
         now = time.monotonic()
@@ -327,74 +313,54 @@ class Zygote:
                 return
             if pid == 0:
                 return
-            control, spawn_id = self.children.pop(pid, (None, None))
+            spawn_id = self.children.pop(pid, None)
             self.deadlines.pop(pid, None)
             try:  # whatever it started in its process group goes with it
                 os.killpg(pid, signal.SIGKILL)
             except OSError:
                 pass
-            if control in self.controls:  # a judge that has gone is told nothing
-                self.send(control, {"exited": spawn_id, "code": os.waitstatus_to_exitcode(status),
-                                    "maxrss_kb": usage.ru_maxrss,
-                                    "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4)})
+            self.send({"exited": spawn_id, "code": os.waitstatus_to_exitcode(status),
+                       "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4)})
 
     def run(self):
-        # meta's kernels too: each fork has them; and all of it frozen for the collector, so that
-        # a collection in a child never copies the pages it shares with this process.
-        # A class's zygote also serves once before its first fork (rehearsal.py).
-        self.torch = worker.prepare(forks=True, rehearse=self.collapse_after == 0)
+        self.torch = worker.prepare()  # each fork has it all, frozen for the collector
         why_not = probe_namespaces() if self.mode == "namespaces" else None
-        if self.collapse_after == 0:  # before any child shares a page with it (hugepages.py)
-            while self.collapser.pending():
-                self.collapser.step()
-        for control in self.controls:
-            self.send(control, {"ready": why_not is None, "mode": self.mode, "error": why_not,
-                                "rehearsed": worker.rehearsed})
+        self.send({"ready": why_not is None, "mode": self.mode, "error": why_not})
         if why_not is not None:
             return
-        while self.controls:
+        while True:
             timeout = (max(min(self.deadlines.values()) - time.monotonic(), 0)
                        if self.deadlines else None)
-            collapsing = self.spawned >= self.collapse_after and self.collapser.pending()
-            readable, _, _ = select.select(self.controls + [self.wake_read], [], [],
-                                           0 if collapsing else timeout)
+            readable, _, _ = select.select([self.control, self.wake_read], [], [], timeout)
             self.kill_overdue()
-            if collapsing and not readable:  # nobody waits: one range, then look again
-                self.collapser.step()
-                continue
             if self.wake_read in readable:
                 os.read(self.wake_read, 4096)
                 self.reap()
-            for control in [c for c in readable if c in self.controls]:
-                try:
-                    data, fds, _, _ = socket.recv_fds(control, 65536, 8)
-                except OSError:
-                    data, fds = b"", []
-                if not data:
-                    self.let_go(control)
-                    continue
-                try:
-                    request = json.loads(data)
-                except ValueError:
-                    request = {}
-                if request.get("op") == "spawn":
-                    self.spawn(control, request, fds)
-                else:
-                    for fd in fds:
-                        os.close(fd)
-                    if request.get("op") == "end":
-                        self.end(control, request.get("id"), request.get("grace", 0))
+            if self.control not in readable:
+                continue
+            try:
+                data, fds, _, _ = socket.recv_fds(self.control, 65536, 8)
+            except OSError:
+                data, fds = b"", []
+            if not data:
+                break  # the judge closed its channel
+            try:
+                request = json.loads(data)
+            except ValueError:
+                request = {}
+            if request.get("op") == "spawn":
+                self.spawn(request, fds)
+            else:
+                for fd in fds:
+                    os.close(fd)
+                if request.get("op") == "end":
+                    self.end(request.get("id"), request.get("grace", 0))
         self.deadlines = dict.fromkeys(self.children, 0)
         self.kill_overdue(everyone=True)
 
 
 def main():
-    Zygote([int(fd) for fd in sys.argv[1].split(",")], sys.argv[2]).run()
-    # Its children are killed; the interpreter's teardown of torch (~0.3 s of CPU, which the
-    # judge's close waits for, at the end of every batch) changes nothing.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    Zygote(int(sys.argv[1]), sys.argv[2]).run()
 
 
 if __name__ == "__main__":

@@ -15,14 +15,13 @@ import re
 import pytest
 import torch
 
-from grader.judge.student import StudentError, WorkerFailure
+from grader.judge.student import StudentError
 from grader.judge.checks.public.check_attend import attend_judged, attention_gate, fresh_qkv
-from grader.judge.checks.public.check_module import (contract, fresh_weights, inject_args,
-                                                     layout, y_and_weights)
-from grader.judge.checks.support import (Verdict, causal_mask, fresh_randn, note, same,
-                                         same_answer, shaped, weights_factor)
+from grader.judge.checks.public.check_module import (B, D, H, MAX_LEN, T, fresh_weights,
+                                                     inject_args, layout, y_and_weights)
+from grader.judge.checks.support import (Verdict, causal_mask, for_the_runner, fresh_randn, note,
+                                         same, same_answer, shaped, weights_factor)
 
-B, T, D, H, MAX_LEN = 2, 5, 12, 3, 8
 # What torch says when tensors of two devices meet (meta; CUDA).
 DEVICE_MISMATCH = re.compile(r"not on the expected device|same device|at least two devices|"
                              r"different from other tensors|on cpu, different from")
@@ -67,7 +66,7 @@ def decide(outcomes, record_note):
 
 def student_raised(exc, device):
     """A StudentError on `device` as a verdict's fields, or NotJudged when it was no mismatch."""
-    if exc.not_implemented or exc.during == "import" or exc.memory_limit:
+    if for_the_runner(exc):
         raise exc
     if not (DEVICE_MISMATCH.search(exc.message) or copied_to_cpu(exc)):
         raise NotJudged("device_not_judged", device=device, type=exc.type, message=exc.message)
@@ -149,49 +148,50 @@ def heads(x, matrix, bias=None):
     return y.reshape(B, T, H, D // H).transpose(1, 2)
 
 
-def block_calls(student, weights, calls):
-    """[answer of each call]: a new block holding `weights` (inject) and, in the same round trip,
-    `calls` [(op, args)] on it, each made where the one before answered (a round trip costs the
-    two processes more CPU than most calls).  A StudentError's `call_index` counts from the first
-    of `calls` (below 0: the block was not made or not written), and so does a WorkerFailure's."""
-    injected = contract("inject", **inject_args(weights, D))
-    try:
-        module, answers = student.module_calls([D, H, MAX_LEN], [injected] + list(calls))
-    except (StudentError, WorkerFailure) as error:
-        if hasattr(error, "call_index"):
-            error.call_index -= 1
-        raise
-    layout(module, answers[0], D)
-    return answers[1:]
+def new_block(student, weights):
+    """(a new block, inject's answer for `weights`): its layout is for the caller to judge once
+    it has made its calls on the block."""
+    module = student.module(D, H, MAX_LEN)
+    return module, module.contract("inject", **inject_args(weights))
+
+
+def _unobserved(exc):
+    """A StudentError of the block made and run on the CPU as device_unobserved (module.shapes
+    says why); a stub, an import error or the memory limit as itself."""
+    if for_the_runner(exc):
+        return exc
+    return Verdict("device_unobserved")
 
 
 def block_on_cpu(student, seed, salt):
-    """Fresh weights, an input, and the CPU (y, weights) of a block holding them, which must be
-    attention: weights that follow q·kᵀ of the judge's own projections."""
+    """Fresh weights and an input, once a block holding them has shown attention on the CPU:
+    weights that follow q·kᵀ of the judge's own projections."""
     weights = fresh_weights(seed, salt)
     x = fresh_randn(B, T, D, seed=seed, salt=salt + 10)
     try:
-        out, read = block_calls(student, weights, [("forward", {"x": x, "return_weights": True}),
-                                                   contract("read", d_model=D)])
-        y, w = y_and_weights(out, x)
-        shaped(w, [B, H, T, T], "weights")
-    except StudentError as exc:  # the block cannot even be built or run: module.shapes says why
-        if exc.not_implemented or exc.during == "import" or exc.memory_limit \
-                or exc.call_index > 0:  # the reading's own error, not the block's
-            raise
-        raise Verdict("device_unobserved") from None
+        module, kind = new_block(student, weights)
+        out = module(x, return_weights=True)
+    except StudentError as exc:  # the block cannot even be built or run
+        raise _unobserved(exc) from None
+    read = module.contract("read", d_model=D)  # the reading's own error is the check's
+    try:
+        layout(module, kind, D)
+        _, w = y_and_weights(out, x)
+        shaped(w, [B, H, T, T])
+    except StudentError as exc:  # describe's, naming what the names hold
+        raise _unobserved(exc) from None
     except Verdict:
         raise Verdict("device_unobserved") from None  # the other module cards say what it is
     biases = read if isinstance(read, dict) else {}
     q, k = (heads(x, weights[i], biases.get("bias_" + p)) for i, p in enumerate("qk"))
     if weights_factor(w, q, k, causal_mask(T)) is None:
         raise Verdict("device_unobserved")
-    return weights, x, y, w
+    return weights, x
 
 
 @pytest.mark.check("module.device")
 def test_block_runs_where_it_was_moved(student, seed, record_note):
-    weights, x, _, _ = block_on_cpu(student, seed, 720)
+    weights, x = block_on_cpu(student, seed, 720)
     decide({device: block_outcome(student, weights, device, x, seed)
             for device in student.devices()}, record_note)
 
@@ -234,24 +234,25 @@ def _block_mismatch(student, exc, device, placement, seed):
 
 
 def block_outcome(student, weights, device, x, seed):
-    """A new block holding `weights`, moved to `device` and run there, in one round trip.  On a
-    device with values (CUDA) they must be this very block's on the CPU, its own biases and all,
-    asked before it moved; a block that answers the CPU differently twice draws something at
-    random (other cards name it), and its values are not compared, as on meta: a GPU takes no
-    point a CPU-only machine gives."""
-    steady = [] if device == "meta" else [contract("forward_on", x=x, device="cpu")] * 2
-    calls = steady + [contract("place", device=device), contract("forward_on", x=x, device=device)]
+    """A new block holding `weights`, moved to `device` and run there.  On a device with values
+    (CUDA) they must be this very block's on the CPU, its own biases and all, asked before it
+    moved; a block that answers the CPU differently twice draws something at random (other cards
+    name it), and its values are not compared, as on meta: a GPU takes no point a CPU-only
+    machine gives."""
+    module, kind = new_block(student, weights)
+    cpu = [module.contract("forward_on", x=x, device="cpu")
+           for _ in range(0 if device == "meta" else 2)]
+    answer = module.contract("place", device=device)
     try:
         try:
-            answers = block_calls(student, weights, calls)
+            items = module.contract("forward_on", x=x, device=device)
         except StudentError as exc:
-            if exc.call_index != len(calls) - 1:
-                raise
-            steady_answer(exc.answers[-1 - len(steady):-1], ("y", "weights"))
-            raise _block_mismatch(student, exc, device, placement_of(exc.answers[-1], device),
+            steady_answer(cpu, ("y", "weights"))
+            raise _block_mismatch(student, exc, device, placement_of(answer, device),
                                   seed) from None
-        expected = steady_answer(answers[:len(steady)], ("y", "weights"))
-        answer, items = answers[-2], pair(answers[-1])
+        layout(module, kind, D)
+        expected = steady_answer(cpu, ("y", "weights"))
+        items = pair(items)
         placement = placement_of(answer, device)
         answer = answer if isinstance(answer, dict) else {}
         mask, before = answer.get("mask"), answer.get("mask_before")
@@ -292,42 +293,38 @@ def steady_answer(answers, kept):
 # -- module.dtype -------------------------------------------------------------------------------
 @pytest.mark.check("module.dtype")
 def test_block_follows_its_dtype(student, seed, record_note):
-    weights, x, _, _ = block_on_cpu(student, seed, 740)
-    outcomes = {}
-    for dtype in ("float64", "bfloat16"):
-        outcomes[dtype] = dtype_outcome(student, weights, dtype, x)
-    judged = [o for o in outcomes.values() if not isinstance(o, NotJudged)]
-    for outcome in judged:
-        if outcome is not None:
+    weights, x = block_on_cpu(student, seed, 740)
+    outcomes = [dtype_outcome(student, weights, dtype, x) for dtype in ("float64", "bfloat16")]
+    for outcome in outcomes:
+        if isinstance(outcome, Verdict):
             raise outcome
-    for outcome in outcomes.values():
-        if outcome is not None:
-            note(record_note, outcome.key, **outcome.fields)
+    for outcome in filter(None, outcomes):  # NotJudged: said, costing nothing
+        note(record_note, outcome.key, **outcome.fields)
 
 
 def dtype_outcome(student, weights, dtype, x):
     """A new block holding `weights`, its float32 y asked twice, then block.to(dtype) on an input
-    of that dtype, in one round trip: y and weights of that dtype; in float64, the values this
-    block gave in float32 (a bias the student kept counts the same in both; module.reference
-    compares them with the reference)."""
-    calls = [contract("forward_on", x=x, device="cpu")] * 2 + [
-        contract("place", dtype=dtype), contract("forward_on", x=x, device="cpu", dtype=dtype)]
+    of that dtype: y and weights of that dtype; in float64, the values this block gave in float32
+    (a bias the student kept counts the same in both; module.reference compares them with the
+    reference)."""
+    module, kind = new_block(student, weights)
+    cpu = [module.contract("forward_on", x=x, device="cpu") for _ in range(2)]
+    module.contract("place", dtype=dtype)
     try:
         try:
-            answers = block_calls(student, weights, calls)
+            items = module.contract("forward_on", x=x, device="cpu", dtype=dtype)
         except StudentError as exc:
-            if exc.call_index != 3:
-                raise
-            steady_answer(exc.answers[-3:-1], ("y",))  # its verdict first, as asked first
-            if exc.not_implemented or exc.during == "import" or exc.memory_limit:
+            steady_answer(cpu, ("y",))  # its verdict first, as asked first
+            if for_the_runner(exc):
                 raise
             if not DTYPE_MISMATCH.search(exc.message):
                 raise NotJudged("dtype_not_judged", dtype=dtype, type=exc.type,
                                 message=exc.message) from None
             raise Verdict("dtype_forced", expected=dtype,
                           seen=f"{exc.type}: {exc.message} ({exc.where()})") from None
-        float32 = steady_answer(answers[:2], ("y",))  # None: random (only values need it steady)
-        items = pair(answers[3])
+        layout(module, kind, D)
+        float32 = steady_answer(cpu, ("y",))  # None: random (only values need it steady)
+        items = pair(items)
         got = placed(items[0], "y", "cpu", dtype)
         placed(items[1], "weights", "cpu", dtype)
         if dtype == "float64" and float32 is None:

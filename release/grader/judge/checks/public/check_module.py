@@ -13,28 +13,26 @@ import torch
 from grader.judge.student import StudentError, WorkerFailure
 from grader.judge.checks.scan import source_routes
 from grader.judge.checks.support import (Verdict, causal_mask, close, expect_student_error,
-                                         first_difference, fmt, fresh_randn, leak_map, same_answer,
-                                         shaped, steady_call, tensor, weights_diagnosis)
+                                         first_difference, fmt, for_the_runner, fresh_randn,
+                                         leak_map, same_answer, shaped, steady_call, tensor,
+                                         weights_problem)
 
 B, T, D, H, MAX_LEN = 2, 5, 12, 3, 8
 CUT = 3  # module.causal changes the input from this position on
 
 
 # -- helpers shared with the hidden checks ------------------------------------------------------
-def fresh_weights(seed, salt, width=D):
-    """q, k, v, out [width, width] of size about 1/√D: large enough that √D vs √d stands out."""
-    return [fresh_randn(width, width, seed=seed, salt=salt + i) / math.sqrt(width) for i in range(4)]
+def fresh_weights(seed, salt):
+    """q, k, v, out [D, D] of size about 1/√D: large enough that √D vs √d stands out."""
+    return [fresh_randn(D, D, seed=seed, salt=salt + i) / math.sqrt(D) for i in range(4)]
 
 
-def run(module, x, return_weights=False, twice=False):
-    """forward(x) in the worker ([first, second] answers of it made twice, in one round trip);
-    an error there becomes `cannot_run` (module.shapes reports it)."""
+def run(module, x, return_weights=False):
+    """forward(x) in the worker; an error there becomes `cannot_run` (module.shapes reports it)."""
     try:
-        if twice:
-            return module.twice(x, return_weights=return_weights)
         return module(x, return_weights=return_weights)
     except StudentError as exc:
-        if exc.not_implemented or exc.during == "import" or exc.memory_limit:
+        if for_the_runner(exc):
             raise
         raise Verdict("cannot_run", type=exc.type, message=exc.message) from None
 
@@ -51,64 +49,43 @@ def y_and_weights(out, x):
     weights = out[1]
     if weights.dim() < 2 or list(weights.shape[-2:]) != [x.shape[1]] * 2:
         raise Verdict("cannot_run", type="weights", message=str(list(weights.shape)))
-    return shaped(out[0], list(x.shape), "y"), weights
+    return shaped(out[0], list(x.shape)), weights
 
 
-def inject(module, weights, width=D):
+def inject(module, weights):
     """Write q, k, v, out through the contract's names; the layout, or a Verdict naming what the
     names hold."""
-    return layout(module, module.contract("inject", **inject_args(weights, width)), width)
+    return layout(module, module.contract("inject", **inject_args(weights)), D)
 
 
-def new_injected(student, weights, heads, max_len, width=D):
-    """A new block holding `weights` (inject), made and written in one round trip."""
-    module, kind = student.module_then([width, heads, max_len], "inject",
-                                       **inject_args(weights, width))
-    layout(module, kind, width)
-    return module
-
-
-def contract(action, **args):
-    """One call of the block's contract (the worker's contract.py and placement.py), for a
-    request of several calls."""
-    return "contract", dict(args, action=action)
-
-
-def inject_args(weights, width):
-    return {"d_model": width, "q": weights[0], "k": weights[1], "v": weights[2], "o": weights[3]}
+def inject_args(weights):
+    """The contract's inject arguments for the judge's q, k, v, out weights [D, D]."""
+    return {"d_model": D, "q": weights[0], "k": weights[1], "v": weights[2], "o": weights[3]}
 
 
 def layout(module, kind, width):
     """inject's answer `kind` when it names a layout, else a Verdict naming what the names hold."""
     if kind not in ("fused", "separate"):
-        found = describe(module, width).get("found")
-        names = [n for n, ok in found.items() if ok is True] if isinstance(found, dict) else []
-        raise Verdict("unknown_layout", got=", ".join(names) or "—")
+        raise unknown_layout(module, width)
     return kind
+
+
+def unknown_layout(module, width):
+    """A Verdict naming what the contract's names hold, by describe's reading."""
+    found = describe(module, width).get("found")
+    names = [n for n, ok in found.items() if ok is True] if isinstance(found, dict) else []
+    return Verdict("unknown_layout", got=", ".join(names) or "—")
 
 
 def describe(module, width=D):
     """What torch's registries hold (the worker's reading: a claim, used to name, never to score)."""
-    return _reading(module.contract("describe", d_model=width))
-
-
-def new_described(student):
-    """(a new block, describe's reading of it), in one round trip."""
-    module, description = student.module_then([D, H, MAX_LEN], "describe", d_model=D)
-    return module, _reading(description)
-
-
-def _reading(description):
+    description = module.contract("describe", d_model=width)
     return description if isinstance(description, dict) else {}
 
 
 def slice_fields(got, expected, where):
     index, g, e = first_difference(got, expected)
     return {"where": f"{where}{list(index)} ", "expected": f"{e:.4f}", "got": f"{g:.4f}"}
-
-
-def _numel(shape):
-    return math.prod(shape) if shape else 1
 
 
 def _listed(params):
@@ -127,15 +104,16 @@ def _listed(params):
 @pytest.mark.check("module.param_count")
 def test_parameter_count(student, seed):
     untampered(student)
-    module, description = new_described(student)
+    module = student.module(D, H, MAX_LEN)
+    description = describe(module)
     registries_untouched(description)
     params = _listed(description.get("params"))
-    count = sum(_numel(shape) for _, shape in params)
+    count = sum(math.prod(shape) for _, shape in params)
     biases = [(n, s) for n, s in params if len(s) == 1 and n.split(".")[-1] == "bias"]
-    if biases and count - sum(_numel(s) for _, s in biases) == 4 * D * D:
+    if biases and count - sum(math.prod(s) for _, s in biases) == 4 * D * D:
         raise Verdict("bias", where="", got=", ".join(f"{n}{s}" for n, s in biases))
     masks = [(n, s) for n, s in params if n == "mask"]
-    if masks and count - _numel(masks[0][1]) == 4 * D * D:
+    if masks and count - math.prod(masks[0][1]) == 4 * D * D:
         raise Verdict("mask_parameter", expected=4 * D * D, got=count)
     if count != 4 * D * D:
         raise Verdict("param_count", expected=4 * D * D, got=count,
@@ -181,15 +159,11 @@ def observed(call):
 def steady(module, x, return_weights=False):
     """forward(x) [, weights] when it runs and answers the same for the same input twice; None
     when it cannot be observed or is random (dropout, new weights per call: named elsewhere)."""
-    answers = observed(lambda: run(module, x, return_weights, twice=True))
-    return None if answers is None else _steady_answer(answers, x, return_weights)
-
-
-def _steady_answer(answers, x, return_weights):
-    """steady()'s answer from forward(x)'s two `answers`."""
     def checked(out):
-        return y_and_weights(out, x) if return_weights else shaped(out, list(x.shape), "y")
-    first = observed(lambda: checked(answers[0]))
+        return y_and_weights(out, x) if return_weights else shaped(out, list(x.shape))
+
+    answers = observed(lambda: [run(module, x, return_weights) for _ in range(2)])
+    first = observed(lambda: checked(answers[0])) if answers is not None else None
     second = observed(lambda: checked(answers[1])) if first is not None else None
     if second is None:
         return None
@@ -198,35 +172,10 @@ def _steady_answer(answers, x, return_weights):
 
 
 def injected_steady(module, weights, x, return_weights=False, scramble=None):
-    """steady(module, x) after inject(module, weights), asked in one round trip: None where
-    nothing can be observed (inject or forward failing, forward random).  With `scramble` (a
-    seed), every parameter is first redrawn (the contract's scramble), and an error of scramble
-    or inject is the check's, as it would be asked alone; without, inject failing is one more
-    thing not observed.  A kind of call that hung before is asked one at a time, as before."""
-    steps = [contract("scramble", seed=scramble)] if scramble is not None else []
-    steps.append(contract("inject", **inject_args(weights, D)))
-    forward = ("forward", {"x": x, "return_weights": return_weights})
-    try:
-        answers = module.calls(steps + [forward, forward])
-    except (StudentError, WorkerFailure) as exc:
-        index = getattr(exc, "call_index", None)
-        if index is None:  # refused before it was sent: a kind of call that hung before
-            return _injected_steady_one_by_one(module, weights, x, return_weights, scramble)
-        if scramble is None:
-            return None  # inject or forward failing: nothing observed
-        if index < len(steps):
-            raise  # scramble's or inject's own error is the check's
-        layout(module, exc.answers[len(steps) - 1], D)  # inject answered: judged first, as asked
-        return None
-    if scramble is None:
-        if observed(lambda: layout(module, answers[0], D)) is None:
-            return None
-    else:
-        layout(module, answers[1], D)
-    return _steady_answer(answers[len(steps):], x, return_weights)
-
-
-def _injected_steady_one_by_one(module, weights, x, return_weights, scramble):
+    """steady(module, x) after inject(module, weights): None where nothing can be observed
+    (inject or forward failing, forward random).  With `scramble` (a seed), every parameter is
+    first redrawn (the contract's scramble), and an error of scramble or inject is the check's;
+    without, inject failing is one more thing not observed."""
     if scramble is None:
         if observed(lambda: inject(module, weights)) is None:
             return None
@@ -251,7 +200,7 @@ def randomness_first(student, module, x):
         raise Verdict("random_dropout")
     q, k, v = (fresh_randn(1, H, T, D // H, seed=0, salt=95 + i) for i in range(3))
     try:
-        steady_call(lambda: student.attend_twice(q, k, v))  # a Verdict when attend is random
+        steady_call(lambda: student.attend(q, k, v))  # a Verdict when attend is random
     except (StudentError, WorkerFailure):
         pass
     raise Verdict("random_new_weights")
@@ -260,7 +209,7 @@ def randomness_first(student, module, x):
 def _answers_alike(module, x):
     """forward(x) twice, whatever it returns: True when the two answers agree, False when they
     differ, None when one cannot be observed (raised, hung, ...)."""
-    answers = observed(lambda: run(module, x, twice=True))
+    answers = observed(lambda: [run(module, x) for _ in range(2)])
     if answers is None or any(answer is None for answer in answers):
         return None
     return same_answer(*answers)
@@ -295,7 +244,8 @@ def test_mask_is_a_buffer(student, seed):
     """The mask as torch's registries hold it, read before forward runs; where forward runs
     steadily with the judge's weights, a step over every parameter must not move its zeros."""
     untampered(student)
-    module, description = new_described(student)
+    module = student.module(D, H, MAX_LEN)
+    description = describe(module)
     registries_untouched(description)
     mask = description.get("mask") or {}
     value = mask.get("value")
@@ -335,27 +285,22 @@ def _mask_survives_a_step(module, seed):
 @pytest.mark.parametrize("t", [T, MAX_LEN, 1])
 def test_forward_shapes(student, seed, t):
     x = fresh_randn(B, t, D, seed=seed, salt=60 + t)
-    what = f"forward(x[{B},{t},{D}])"
-    try:  # the block made and run, without and with its weights, in one round trip
-        module, (y, out) = student.module_calls([D, H, MAX_LEN], [
-            ("forward", {"x": x}), ("forward", {"x": x, "return_weights": True})])
-    except (StudentError, WorkerFailure) as exc:
-        if getattr(exc, "call_index", None) == 1:  # forward(x) answered: its shape first
-            shaped(exc.answers[1], [B, t, D], what)
-            raise
-        module = getattr(exc, "block", None)  # None: the block itself was not made
-        if isinstance(exc, StudentError) and module is not None and t < MAX_LEN \
-                and not exc.not_implemented and _full_length_works(module, seed):
+    module = student.module(D, H, MAX_LEN)
+    try:
+        y = module(x)
+    except StudentError as exc:
+        if t < MAX_LEN and not exc.not_implemented and _full_length_works(module, seed):
             raise Verdict("mask_not_cropped", message=exc.message) from None
         raise
-    shaped(y, [B, t, D], what)
+    shaped(y, [B, t, D])
+    out = module(x, return_weights=True)
     if not (isinstance(out, tuple) and len(out) == 2):
         raise Verdict("wrong_type", expected="(y, weights)", got=type(out).__name__)
-    shaped(out[0], [B, t, D], "y")
+    shaped(out[0], [B, t, D])
     weights = tensor(out[1])
     if list(weights.shape) == [B, t, t]:
         raise Verdict("weights_averaged")
-    shaped(weights, [B, H, t, t], "weights")
+    shaped(weights, [B, H, t, t])
 
 
 def _full_length_works(module, seed):
@@ -405,7 +350,7 @@ def test_module_is_causal(student, seed):
     later = x.clone()
     later[:, CUT:] += fresh_randn(B, T - CUT, D, seed=seed, salt=81)
     y, weights = run_weights(module, x)
-    y_later = shaped(run(module, later), [B, T, D], "y")
+    y_later = shaped(run(module, later), [B, T, D])
     allowed = causal_mask(T)
     if not close(y_later[:, :CUT], y[:, :CUT]):
         raise Verdict(_leak_key(weights, allowed), heatmap=leak_map(weights, allowed),
@@ -418,23 +363,18 @@ def test_module_is_causal(student, seed):
 
 
 def _holding_judges_weights(student, seed):
-    """A new block holding the judge's weights where the contract's names reach them (made and
-    written in one round trip).  Causality is judged on weights of a known size, not on the
+    """A new block holding the judge's weights where the contract's names reach them.  Causality is judged on weights of a known size, not on the
     block's own draw: a correct block whose out_proj starts at zero (a zero-initialised residual
     branch) answers 0 for every input, and one whose query projection starts at zero (muP)
     weighs every position alike, and neither reads nothing.  A block the names do not reach (a
     layout module.param_count names), or whose inject raised or hung (now or in an earlier
     check: inject is module.param_count's to judge), is judged with its own weights."""
+    module = student.module(D, H, MAX_LEN)
     try:
-        module, _ = student.module_then([D, H, MAX_LEN], "inject",
-                                        **inject_args(fresh_weights(seed, 85), D))
-    except StudentError as exc:
-        if exc.call_index < 0:  # the block itself was not made
-            raise
-        return exc.block  # inject raised: its own weights, what it could hold
-    except WorkerFailure as failure:
-        if getattr(failure, "call_index", 0) < 0:  # making the block hung or crashed
-            raise
+        module.contract("inject", **inject_args(fresh_weights(seed, 85)))
+    except StudentError:
+        return module  # inject raised: its own weights, what it could hold
+    except WorkerFailure:
         return student.module(D, H, MAX_LEN)  # a new block, without inject
     return module
 
@@ -444,7 +384,7 @@ def _leak_key(weights, allowed):
     diagonal masked, the softmax's axis), else only what was seen: the future leaks in, through
     the weights (mask missing, filled with 0, ...: module.reference tells which) or outside them
     (a reshape that mixes positions)."""
-    key = weights_diagnosis(weights, allowed)
+    key = weights_problem(weights, allowed)
     if key == "mask_missing":
         return "future_leaks"
     return key or "leak_outside_weights"

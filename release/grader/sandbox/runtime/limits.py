@@ -1,9 +1,9 @@
-"""The sandbox's facts, written once: the uid a worker drops to, the size of its /tmp, the
-namespace flags, the exit status of a sandbox that could not be set up, the table of resource
-limits with the one rule for which memory limit applies, and how a process keeps to one core
-(pin_to: a batch's judge, and each of its workers).  The launcher (grader/sandbox/launch.py,
-in the judge) and the fork server (zygote.py, inside the sandbox) both read it, so a cold worker
-and a forked one get the same box.  Standard library only: it runs inside the sandbox too.
+"""The sandbox's limits, written once, and how a process applies them: the uid a worker drops to,
+the size of its /tmp, the namespace flags, the exit status of a sandbox that could not be set up,
+and the table of resource limits with the one rule for which memory limit applies.  The launcher
+(grader/sandbox/launch.py, in the judge) and the fork server (zygote.py, inside the sandbox) both
+read it, so a cold worker and a forked one get the same box.  Standard library only: it runs
+inside the sandbox too.
 """
 import glob
 import os
@@ -54,14 +54,3 @@ def apply_rlimits(table):
         except (ValueError, OSError):
             pass  # a limit the OS does not allow is left as it is
 
-
-def pin_to(core):
-    """Run on `core` alone, where the machine lets this process (a batch's judge and its workers
-    share one: grader/batch/dispatch.py judge_core); None, a core that is not an int or one it
-    may not use leaves it where it is."""
-    if type(core) is not int:
-        return
-    try:
-        os.sched_setaffinity(0, {core})
-    except (AttributeError, OSError, ValueError, OverflowError):
-        pass
