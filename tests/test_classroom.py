@@ -99,13 +99,15 @@ def test_setup_step_is_the_makefile_with_the_cpu_index_for_torch(workflow, tmp_p
         env = dict(os.environ, MAKEFLAGS="n")
         result = subprocess.run(BASH + [command], cwd=tmp_path, env=env, capture_output=True,
                                 text=True, timeout=30, check=True)
-        return [line for line in result.stdout.splitlines() if "pip install" in line]
+        return [line for line in result.stdout.splitlines() if "grader.tools.install" in line]
 
     (ci,) = dry_run(setup["run"])
     assert "--extra-index-url https://download.pytorch.org/whl/cpu" in ci
-    assert ci.removesuffix(" >&2").endswith("-r requirements.txt")
-    (local,) = dry_run("make setup")  # students' own machines: unchanged, no extra index
-    assert "index-url" not in local and local.removesuffix(" >&2").endswith("-r requirements.txt")
+    assert " requirements.txt" in ci
+    # Students' own machines: no index given (install.py adds PyTorch's CPU wheels only where
+    # torch must be installed and the index answers).
+    (local,) = dry_run("make setup")
+    assert "index-url" not in local and " requirements.txt" in local
 
 
 def run_workflow(workflow, folder):

@@ -6,7 +6,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SNIPPET = re.compile(r"^```\w+ recipe:(\S+)\n(.*?)^```", re.S | re.M)
@@ -61,8 +60,9 @@ def test_the_recipe_adds_a_check_and_a_named_mistake(tmp_path):
             with open(wrong, "w", encoding="utf-8") as handle:
                 handle.write(text + reference.replace("context = weights @ v",
                                                       "context = weights.transpose(-2, -1) @ v"))
-        else:
-            path = os.path.join(kit, target)
+        else:  # a check's file is named from the checks' folder
+            path = os.path.join(kit, "grader", "judge", "checks", target) \
+                if target.startswith(("public/", "hidden/")) else os.path.join(kit, target)
             with open(path, "a", encoding="utf-8") as handle:
                 handle.write(("\n" if os.path.exists(path) else "") + text)
     run(kit, "make", "regen")

@@ -288,6 +288,36 @@ def lang_of(outdir, default="zh"):
     return lang if lang in options.LANGS else default
 
 
+def override_command(args):
+    """`override`: record the override (set, change or remove), then rebuild the gradebook, the
+    summary and the student's page; or list the overrides and their history."""
+    from grader import inert, rubric
+    from grader.batch import overrides
+    from grader.batch.roster import ACTION_WORDS
+
+    outdir = args.out = os.path.abspath(args.out)
+    lang = args.lang or lang_of(outdir)
+    manifest = read_manifest(outdir)
+    if manifest is None:
+        return refuse(Refusal("no_manifest", folder=outdir, manifest=MANIFEST), lang)
+    if args.list:
+        try:
+            print("\n".join(inert.one_line(line) for line in overrides.history_lines(outdir, lang)))
+        except Refusal as exc:
+            return refuse(exc, lang)
+        return 0
+    students = {e["student"] for e in manifest["entries"]}
+    try:
+        event = overrides.record_command(args, rubric.load(), students, read_record)
+    except Refusal as exc:
+        return refuse(exc, lang)
+    rebuild(outdir)
+    say("override_done", lang, action=words.text("roster", ACTION_WORDS[event["action"]], lang),
+        student=args.student, check=args.check, was=f"{event['replaced']:g}",
+        score=f"{event['score']:g}", file=overrides.FILE)
+    return 0
+
+
 def rebuild(outdir):
     """The class outputs again from the folder's records (after an override): nothing regraded."""
     from grader.batch import gradebook
@@ -336,8 +366,8 @@ SIMILARITY_HELP = (f"flag two submissions as near-copies when this share of one'
 
 
 def main(args):
-    from grader.batch import export, overrides, recipes
+    from grader.batch import export, recipes
 
-    commands = {"override": overrides.main, "recipes": recipes.main, "export": export.main,
+    commands = {"override": override_command, "recipes": recipes.main, "export": export.main,
                 "merge": merge}
     return commands.get(args.command, run)(args)

@@ -234,39 +234,7 @@ def history_lines(outdir, lang="en"):
     return lines or [said("no_overrides")]
 
 
-def main(args):
-    """`override`: record the override (set, change or remove), then rebuild the gradebook, the
-    summary and the student's page; or list the overrides and their history."""
-    from grader import inert, rubric
-    from grader.batch.engine import lang_of, rebuild
-    from grader.batch.records import MANIFEST, read_manifest, read_record
-    from grader.batch.refusal import refuse, say
-    from grader.batch.roster import ACTION_WORDS
-
-    outdir = args.out = os.path.abspath(args.out)
-    lang = args.lang or lang_of(outdir)
-    manifest = read_manifest(outdir)
-    if manifest is None:
-        return refuse(Refusal("no_manifest", folder=outdir, manifest=MANIFEST), lang)
-    if args.list:
-        try:
-            print("\n".join(inert.one_line(line) for line in history_lines(outdir, lang)))
-        except Refusal as exc:
-            return refuse(exc, lang)
-        return 0
-    students = {e["student"] for e in manifest["entries"]}
-    try:
-        event = _record(args, rubric.load(), students, read_record)
-    except Refusal as exc:
-        return refuse(exc, lang)
-    rebuild(outdir)
-    say("override_done", lang, action=words.text("roster", ACTION_WORDS[event["action"]], lang),
-        student=args.student, check=args.check, was=f"{event['replaced']:g}",
-        score=f"{event['score']:g}", file=FILE)
-    return 0
-
-
-def _record(args, the_rubric, students, read_record):
+def record_command(args, the_rubric, students, read_record):
     """Validate and record what the command asks (OverrideError when it cannot); the event."""
     if args.student is None or args.check is None:
         raise OverrideError("say_which")
