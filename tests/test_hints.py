@@ -233,3 +233,12 @@ def test_make_hint_passes_exercise_submission_and_language():
                              capture_output=True, text=True, timeout=60)
     assert "-m grader hint  --submission attention.py --lang zh" in release.stdout
     assert "-m grader watch attention.py --lang zh" in release.stdout
+
+
+def test_a_hint_names_the_lessons_section():
+    from grader import rubric as rubric_module
+    from grader.tools import hints
+
+    text = hints.render("split_heads", 1, 3, "a hint", "zh", repeated=False,
+                        section=rubric_module.load().section("split", "zh"))
+    assert "课文：第 12 讲" in text

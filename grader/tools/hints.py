@@ -95,10 +95,12 @@ def next_hint(rubric, exercise, lang, state):
 TEXT = words.table("hints")
 
 
-def render(exercise, level, total, text, lang, repeated):
+def render(exercise, level, total, text, lang, repeated, section=None):
     words = TEXT[lang]
     lines = [words["title"].format(exercise=exercise, level=level, total=total), "",
              f"  {text}", ""]
+    if section:  # where in the lesson the exercise is taught
+        lines += [words["section"].format(section=section), ""]
     if repeated:
         lines.append(words["repeated"].format(total=total))
     elif level == total:
@@ -168,5 +170,8 @@ def main(args):
     already = state["levels"].get(exercise, 0)
     level, total, text = next_hint(rubric, exercise, args.lang, state)
     save_state(state_file, state)
-    sys.stdout.write(render(exercise, level, total, text, args.lang, repeated=already >= total))
+    check = next((c for c in rubric.checks if exercise in (c.hints, c.exercise)), None)
+    section = check and rubric.section(check.section, args.lang)
+    sys.stdout.write(render(exercise, level, total, text, args.lang, repeated=already >= total,
+                            section=section))
     return 0
