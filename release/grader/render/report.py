@@ -3,6 +3,8 @@
 Scores and verdicts are computed once, by the model (model.Report.from_parts); every renderer
 only formats its plain data, in zh or en.
 """
+import itertools
+
 from grader import inert
 from grader import words
 
@@ -207,24 +209,22 @@ def to_text(rubric, report, lang, hidden_not_run=0):
     for r in report["checks"]:
         by_exercise.setdefault(r["exercise"], []).append(r)
     untouched = {} if failure else {ex: not_started(rs) for ex, rs in by_exercise.items()}
-    current = None
-    for r in report["checks"]:
-        if untouched.get(r["exercise"]):
-            if r["exercise"] != current:
-                current = r["exercise"]
-                checks = by_exercise[current]
+    said = set()  # the untouched exercises already said in their one line
+    for exercise, run in itertools.groupby(report["checks"], key=lambda r: r["exercise"]):
+        if untouched.get(exercise):
+            if exercise not in said:
+                said.add(exercise)
                 lines.append(text["exercise_line"].format(
-                    exercise=current, max_score=points(sum(c["max_score"] for c in checks)),
-                    what=text[untouched[current]]))
+                    exercise=exercise, what=text[untouched[exercise]],
+                    max_score=points(sum(c["max_score"] for c in by_exercise[exercise]))))
             continue
-        if r["exercise"] != current:
-            current = r["exercise"]
-            lines.append(f"\n== {current} ==")
-        if failure:  # said once, above; the cards only list what did not run
-            lines.append(check_line(r, rubric.by_id[r["id"]].title[lang], lang,
-                                    status=text["not_run"]))
-        else:
-            lines.append(card(rubric, r, lang))
+        lines.append(f"\n== {exercise} ==")
+        for r in run:
+            if failure:  # said once, above; the cards only list what did not run
+                lines.append(check_line(r, rubric.by_id[r["id"]].title[lang], lang,
+                                        status=text["not_run"]))
+            else:
+                lines.append(card(rubric, r, lang))
     lines += _totals(rubric, report, lang, hidden_not_run)
     # The next step, where every exercise before the first untouched one passes.
     first = next((ex for ex, state in untouched.items() if state), None)
