@@ -30,6 +30,7 @@ table.sortable th[data-sort]::after { content:" ↕"; color:var(--muted); font-s
 .flag.group { border-color:var(--bad); color:var(--bad); }
 .flag.override { border-color:#6d28d9; color:#6d28d9; }
 .flag.identity { border-color:var(--warn); color:var(--warn); }
+.flag.probing { border-color:var(--bad); color:var(--bad); }
 .part { font-size:11px; color:var(--muted); }
 .who-list a, .members a { margin-right:8px; white-space:nowrap; }
 details.group > summary { cursor:pointer; padding:4px 0; }
@@ -120,6 +121,10 @@ def _flags(flags):
         out.append('<span class="flag left-out">'
                    + said_both("flag_left_out", "roster", n=n,
                                statements=plural(n, "statement", "statements")) + "</span>")
+    if flags.get("probing"):
+        out.append('<span class="flag probing">'
+                   + said_both("flag_probing", "roster", checks=", ".join(flags["probing"]))
+                   + "</span>")
     return " ".join(out)
 
 

@@ -65,6 +65,8 @@ def _flag_words(flags, lang):
     n = flags.get("left_out")
     if n:
         out.append(said("flag_left_out", n=n, statements=plural(n, "statement", "statements")))
+    if flags.get("probing"):
+        out.append(said("flag_probing", checks=", ".join(flags["probing"])))
     return out
 
 

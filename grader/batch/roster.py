@@ -21,6 +21,8 @@ NOTES = {"ungradable": "note_ungradable", "not_graded": "note_not_graded",
 STUB_KEYS = {"not_implemented", "quiz_missing"}
 CRASH_KEYS = {"crashed", "memory_limit", "protocol"}
 TIMEOUT_KEYS = {"timeout", "budget"}  # a call too slow, or the submission's whole time used up
+# The code reached into the grading process, or asked which device the judge runs it on.
+PROBING_KEYS = {"tampering", "device_probing"}
 
 
 def _keys(result):
@@ -108,7 +110,7 @@ def gradebook_note(record, lang):
 
 def flags(record, group_of):
     """What to look at twice: {'group': n, 'overrides': [check], 'identity': manifest id,
-    'left_out': n statements}, only those that apply."""
+    'left_out': n statements, 'probing': [check]}, only those that apply."""
     found = {}
     if record["student"] in group_of:
         found["group"] = group_of[record["student"]]
@@ -120,6 +122,10 @@ def flags(record, group_of):
     left_out = ((record.get("report") or {}).get("metadata") or {}).get("left_out")
     if left_out:
         found["left_out"] = len(left_out)
+    probing = [c["id"] for c in (record.get("report") or {}).get("checks") or ()
+               if _keys(c) & PROBING_KEYS]
+    if probing:
+        found["probing"] = probing
     return found
 
 

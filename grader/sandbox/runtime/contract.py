@@ -18,6 +18,10 @@ import collections
 # `print.__self__`, say) changes what their own code sees, not what the readers below see.
 __builtins__ = dict(vars(builtins))
 
+try:
+    import isolation  # noqa: E402  (in the worker, its runtime folder is on sys.path)
+except ImportError:
+    from grader.sandbox.runtime import isolation  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn.utils import parametrize  # noqa: E402
@@ -373,7 +377,7 @@ def read(module, d_model):
     return matrices
 
 
-def grads(module, d_model, x, upstream):
+def grads(module, d_model, x, upstream, run=isolation.run):
     """{q, k, v, o}: the gradient each contract matrix receives from sum(forward(x) * upstream)."""
     kind, slots = layout(module, d_model)
     if kind is None:
@@ -385,7 +389,8 @@ def grads(module, d_model, x, upstream):
         for m in matrices.values():
             if m.requires_grad and m.grad_fn is not None:
                 m.retain_grad()
-        (module(x) * upstream).sum().backward()
+        out = run(module, (x,))  # the student's forward, on the student's thread
+        (out * upstream).sum().backward()
     got = {n: (m.grad.detach().clone() if m.grad is not None else None) for n, m in matrices.items()}
     if any(g is None for g in got.values()):
         return {"missing": sorted(n for n, g in got.items() if g is None)}
