@@ -12,7 +12,7 @@ import torch
 from grader.batch import judge
 from grader import rubric
 from grader.judge.secret import variants
-from grader.judge.checks import support
+from grader.judge.checks import questions, support
 from grader.judge.secret.reference import ref
 
 from grader.judge.checks.hidden import check_attend_reference as hidden_attend
@@ -26,7 +26,7 @@ T = test_attend.T
 CAUSAL = support.causal_mask(T)
 
 
-def qkv(seed=0, d_v=test_attend.D_V):
+def qkv(seed=0, d_v=6):
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(2, 3, T, 4, generator=g), torch.randn(2, 3, T, 4, generator=g),
             torch.randn(2, 3, T, d_v, generator=g))
@@ -178,10 +178,12 @@ def test_rubric_texts_describe_the_inputs_the_checks_use():
     assert row.replace(" ", "") in text["attend.scale"].replace(" ", "")
     assert "all-visible" not in text["attend.scale"] and "全可见" not in text["attend.scale"]
     shape_qk = f"[{test_attend.B},{test_attend.H},{T},{test_attend.D_HEAD}]"
-    shape_v = f"[{test_attend.B},{test_attend.H},{T},{test_attend.D_V}]"
-    for check in ("attend.scale", "attend.causal", "attend.return_weights"):
+    shape_v = f"[{test_attend.B},{test_attend.H},{T},d_v]"
+    widths = ", ".join(map(str, questions.V_WIDTHS[:-1])) + f" and {questions.V_WIDTHS[-1]}"
+    for check in ("attend.scale", "attend.causal", "attend.return_weights", "attend.device"):
         assert shape_qk in text[check] and shape_v in text[check], check
-    assert f"v of width {test_attend.D_V}" in text["attend.reference"]
+    assert widths in text["attend.scale"]
+    assert "v of width " + widths.replace(" and ", " or ") in text["attend.reference"]
     assert f"rows {hidden_attend.ZERO_ROWS[0]} and {hidden_attend.ZERO_ROWS[1]}" in \
         text["attend.zero_scores"]
     for check in RUBRIC.checks:

@@ -1,19 +1,32 @@
-"""Hidden checks of attend and merge_heads against the reference solution (grader/judge/secret/reference.py),
-on inputs drawn fresh for this grading; a mismatch is named when a known-wrong variant (the
-reference with one knob turned, grader/judge/secret/variants.py) gives the student's numbers."""
+"""Hidden checks of attend and merge_heads against the reference solution (grader/judge/secret/reference.py);
+a mismatch is named when a known-wrong variant (the reference with one knob turned,
+grader/judge/secret/variants.py) gives the student's numbers.
+
+The answers compared are the ones the public checks' questions already got (questions.py): every
+answer attend gave without a mask and with its weights, at each rank, so no call is asked for the
+reference alone.  A check here that asks a question of its own (rows of zeros, a strided view)
+earns its point only where the ordinary answers of that function match the reference too."""
 import pytest
 
+from grader.judge.student import StudentError, WorkerFailure
+from grader.judge.checks import questions
+from grader.judge.checks.public import check_attend, check_merge_heads
 from grader.judge.secret.reference import ref
 from grader.judge.secret.variants import ATTEND_VARIANTS, attend_variant
-from grader.judge.checks.public.check_attend import T, fresh_qkv
-from grader.judge.checks.support import (Verdict, attend_any_rank, causal_mask, close,
-                                         expect_close, fresh_randn, leak_map, tensor)
+from grader.judge.checks.public.check_attend import T, fresh_qkv  # noqa: F401 (the recipe's)
+from grader.judge.checks.support import (Verdict, causal_mask, close, expect_close, fresh_randn,
+                                         leak_map, tensor)
 
-SHAPES = {"2-D": (), "3-D": (2,), "4-D": (2, 3)}
+RANKS = {"2-D": 2, "3-D": 3, "4-D": 4}
 
 
 def attend_both(student, q, k, v, mask=None):
-    out = attend_any_rank(student, q, k, v, mask=mask, return_weights=True)
+    """(context, weights) of attend(q, k, v, mask, return_weights=True), asked once per grading."""
+    return both(questions.attend(student, q, k, v, mask=mask, return_weights=True))
+
+
+def both(out):
+    """An answer of attend(..., return_weights=True) as (context, weights), or a Verdict."""
     if not (isinstance(out, tuple) and len(out) == 2):
         raise Verdict("wrong_type", expected="(context, weights)", got=type(out).__name__)
     return tensor(out[0]), tensor(out[1])
@@ -27,7 +40,8 @@ def attend_mistakes(q, k, v, part):
 def expect_reference(context, weights, q, k, v):
     """Context and weights equal the reference's, or a Verdict naming the variant they equal."""
     expected, expected_w = ref.attend(q, k, v, return_weights=True)
-    heat = leak_map(weights, causal_mask(T), q, k) if weights.shape == expected_w.shape else ""
+    heat = leak_map(weights, causal_mask(q.shape[-2]), q, k) \
+        if weights.shape == expected_w.shape else ""
     try:
         expect_close(weights, expected_w, "weights", lambda: attend_mistakes(q, k, v, 1))
         expect_close(context, expected, "context", lambda: attend_mistakes(q, k, v, 0))
@@ -36,12 +50,35 @@ def expect_reference(context, weights, q, k, v):
         raise
 
 
+def ordinary_answers(student, seed, rank):
+    """The kept answers of attend without a mask and with its weights whose q has `rank` axes,
+    drawn questions first, the lesson's example last: the public checks' questions of that form
+    are asked here only where the public checks did not ask them (run alone, or stopped early)."""
+    for q, k, v in check_attend.drawn_questions(seed):
+        if q.dim() == rank:
+            try:
+                questions.attend(student, q, k, v, return_weights=True)
+            except (StudentError, WorkerFailure, Verdict):
+                pass  # kept with its question: raised where it is judged
+    kept = [e for e in questions.entries(student, "attend", return_weights=True, masked=False)
+            if e.args[0].dim() == rank]
+    example = questions.fingerprint(check_attend.EXAMPLE_Q)
+    return sorted(kept, key=lambda e: questions.fingerprint(e.args[0]) == example)
+
+
+def expect_ordinary_answers(student, seed, rank, check):
+    """Every ordinary answer of this rank equals the reference's (ordinary_answers' order), or the
+    first Verdict; each is marked compared by `check`."""
+    for entry in ordinary_answers(student, seed, rank):
+        entry.compared.add(check)
+        q, k, v, _ = entry.args
+        expect_reference(*both(entry.outcome()), q, k, v)
+
+
 @pytest.mark.check("attend.reference")
-@pytest.mark.parametrize("rank", list(SHAPES))
+@pytest.mark.parametrize("rank", list(RANKS))
 def test_matches_reference(student, seed, rank):
-    q, k, v = fresh_qkv(seed, 700 + 10 * len(SHAPES[rank]), SHAPES[rank])
-    context, weights = attend_both(student, q, k, v)
-    expect_reference(context, weights, q, k, v)
+    expect_ordinary_answers(student, seed, RANKS[rank], "attend.reference")
 
 
 ZERO_ROWS = [1, 3]  # queries of zeros: every score in these rows is 0
@@ -49,32 +86,52 @@ ZERO_ROWS = [1, 3]  # queries of zeros: every score in these rows is 0
 
 @pytest.mark.check("attend.zero_scores")
 def test_zero_scores(student, seed):
-    q, k, v = fresh_qkv(seed, 800, (1, 2))
+    q, k, v = fresh_qkv(seed, 800)
     q[..., ZERO_ROWS, :] = 0.0
     expected, expected_w = ref.attend(q, k, v, return_weights=True)
     context, weights = attend_both(student, q, k, v)
-    if close(weights, expected_w) and close(context, expected):
-        return
-    other_rows = [i for i in range(T) if i not in ZERO_ROWS]
-    if weights.shape == expected_w.shape and close(weights[..., other_rows, :],
-                                                   expected_w[..., other_rows, :]) \
-            and not close(weights[..., ZERO_ROWS, :], expected_w[..., ZERO_ROWS, :]):
-        # Right wherever a score is not 0, wrong only where every score is 0.
-        raise Verdict("mask_from_values", heatmap=leak_map(weights, causal_mask(T), q, k))
-    expect_reference(context, weights, q, k, v)
+    if not (close(weights, expected_w) and close(context, expected)):
+        other_rows = [i for i in range(T) if i not in ZERO_ROWS]
+        if weights.shape == expected_w.shape and close(weights[..., other_rows, :],
+                                                       expected_w[..., other_rows, :]) \
+                and not close(weights[..., ZERO_ROWS, :], expected_w[..., ZERO_ROWS, :]):
+            # Right wherever a score is not 0, wrong only where every score is 0.
+            raise Verdict("mask_from_values", heatmap=leak_map(weights, causal_mask(T), q, k))
+        expect_reference(context, weights, q, k, v)
+    # Rows of zeros are a question a submission can recognise: the point needs attend's ordinary
+    # answers ([B,H,T,d]) to be the reference's as well.
+    expect_ordinary_answers(student, seed, 4, "attend.zero_scores")
 
 
 @pytest.mark.check("merge_heads.non_contiguous")
 def test_non_contiguous_input(student, seed):
     # Sent as [B,T,d,H] and permuted to [B,H,T,d] in the worker: still strided after the
     # student's own transpose(1, 2), so a bare .view fails where .reshape works.
-    heads = fresh_randn(2, 5, 4, 3, seed=seed, salt=900)
+    heads = fresh_randn(questions.B, questions.T, questions.D_HEAD, questions.H, seed=seed,
+                        salt=900)
     expected = ref.merge_heads(heads.permute(0, 3, 1, 2))
     try:
-        got = student.call("merge_heads", heads, views=[(0, [0, 3, 1, 2])])
+        got = questions.merge_heads(student, heads, views=[(0, [0, 3, 1, 2])])
     except Exception as exc:
         message = getattr(exc, "message", "")
         if "view" in message or "contiguous" in message:
             raise Verdict("view_non_contiguous", message=message[:200]) from None
         raise
     expect_close(got, expected, "merge_heads(x)")
+    # A strided view is a question a submission can recognise: the point needs merge_heads's
+    # ordinary answers (contiguous heads) to be the reference's as well.
+    for entry in ordinary_merges(student, seed):
+        entry.compared.add("merge_heads.non_contiguous")
+        x = entry.args[0]
+        expect_close(entry.outcome(), ref.merge_heads(x), "merge_heads(x)")
+
+
+def ordinary_merges(student, seed):
+    """The kept answers of merge_heads on contiguous heads (asked here only where the public
+    checks did not ask them)."""
+    for x in check_merge_heads.drawn_questions(seed):
+        try:
+            questions.merge_heads(student, x)
+        except (StudentError, WorkerFailure, Verdict):
+            pass  # kept with its question: raised where it is judged
+    return questions.entries(student, "merge_heads", strided=False)

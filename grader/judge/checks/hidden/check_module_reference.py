@@ -1,6 +1,11 @@
 """Hidden checks of CausalSelfAttention against the reference block (solutions/attention.py),
 with the judge's weights written through the contract's names and inputs fresh for each grading:
-outputs and weights with the named mistakes, gradients, and learning the copy task."""
+outputs and weights with the named mistakes, gradients, and learning the copy task.
+
+The outputs and weights compared are the steady answers the public checks' blocks holding the
+judge's weights already gave (questions.keep), so module.reference asks nothing of its own; the
+gradients' question (a backward pass) is one a submission can recognise, so its point needs those
+ordinary answers right too."""
 import contextlib
 
 import pytest
@@ -10,13 +15,12 @@ from grader.sandbox.runtime import copytask
 from grader.judge.student import StudentError, WorkerFailure
 from grader.judge.secret.variants import (block, module_candidates, module_variant_blocks,
                                           reference_for)
-from grader.judge.checks.public.check_module import (fresh_weights, inject, randomness_first,
-                                                     run, run_weights, shaped, slice_fields,
-                                                     unknown_layout)
+from grader.judge.checks import questions
+from grader.judge.checks.public.check_module import (B, D, H, MAX_LEN, T, fresh_weights, inject,
+                                                     randomness_first, run, run_weights, shaped,
+                                                     slice_fields, unknown_layout, y_and_weights)
 from grader.judge.checks.support import (Verdict, close, expect_close, fmt, fresh, fresh_randn,
                                          tensor)
-
-B, T, D, H, MAX_LEN = 2, 5, 12, 3, 16
 
 
 def biases(learned):
@@ -30,7 +34,10 @@ def biases(learned):
 def candidates(module, x, w, part):
     """The named mistakes' (name, y or weights: `part` 0 or 1) for the judge's weights and the
     student's own biases."""
-    learned = module.contract("read", d_model=D)
+    try:
+        learned = module.contract("read", d_model=D)
+    except WorkerFailure:  # the block's worker is gone since it answered: its biases unread
+        learned = None
     named = module_candidates(x, *w, H, MAX_LEN, biases(learned))
     return [(name, out[part]) for name, out in named]
 
@@ -40,31 +47,68 @@ def injected(student, seed, salt):
     w = fresh_weights(seed, salt)
     module = student.module(D, H, MAX_LEN)
     inject(module, w)
+    module.holding = None  # its answers are this check's own question's: not kept for the others
     x = fresh_randn(B, T, D, seed=seed, salt=salt + 10)
     randomness_first(student, module, x)
     return module, w, x
 
 
+def causal_question(student, seed):
+    """module.causal's question, asked here as it asks it, where no answer of a block holding the
+    judge's weights was kept (the public checks did not run, or stopped before one): a new block,
+    the judge's weights written strictly (a layout the names do not reach is named), forward
+    twice on x (randomness named), then with its weights (questions.keep keeps them)."""
+    module = student.module(D, H, MAX_LEN)
+    inject(module, fresh_weights(seed, 85))
+    x = fresh_randn(B, T, D, seed=seed, salt=80)
+    randomness_first(student, module, x)
+    run_weights(module, x, keep=True)
+
+
+def ordinary_forwards(student, seed, return_weights):
+    """The kept answers of forward with (or without) its weights on blocks holding the judge's
+    weights, in the order given; module.causal's question is asked here only where none was."""
+    wanted = [f for f in questions.forwards(student) if f.return_weights == return_weights]
+    if not wanted:
+        causal_question(student, seed)
+        wanted = [f for f in questions.forwards(student) if f.return_weights == return_weights]
+    # Blocks that still hold the weights they answered with first: a mistake is named from what
+    # the block holds now (its biases), and a block redrawn since (module.mask_buffer's step)
+    # holds other biases.
+    return sorted(wanted, key=lambda f: getattr(f.module, "holding", None) is not f.weights)
+
+
+def expect_ordinary_outputs(student, seed, check):
+    """Every kept y (forward without its weights first, then with) equals the reference block's
+    holding the same weights, or the first Verdict, named; each is marked compared by `check`."""
+    for answer in ordinary_forwards(student, seed, False) + ordinary_forwards(student, seed, True):
+        answer.compared.add(check)
+        module, w, x = answer.module, answer.weights, answer.x
+        y = y_and_weights(answer.answer, x)[0] if answer.return_weights else answer.answer
+        with torch.no_grad():
+            expected = block("reference", *w, H, MAX_LEN)(x)
+        with telling_qkv_from_scores(student, seed), \
+                naming_unused_projections(module, w, x, y, seed):
+            expect_close(y, expected, "y = forward(x)", lambda: candidates(module, x, w, 0))
+
+
 @pytest.mark.check("module.reference")
 def test_output_matches_reference(student, seed):
-    module, w, x = injected(student, seed, 200)
-    with torch.no_grad():
-        expected = block("reference", *w, H, MAX_LEN)(x)
-    y = run(module, x)
-    with telling_qkv_from_scores(student, seed), naming_unused_projections(module, w, x, y, seed):
-        expect_close(y, expected, "y = forward(x)", lambda: candidates(module, x, w, 0))
+    expect_ordinary_outputs(student, seed, "module.reference")
 
 
 @pytest.mark.check("module.reference")
 def test_weights_match_reference(student, seed):
-    module, w, x = injected(student, seed, 220)
-    with torch.no_grad():
-        _, expected = block("reference", *w, H, MAX_LEN)(x, return_weights=True)
-    _, got = run_weights(module, x)
-    if list(got.shape) == [B, T, T] and close(got, expected.mean(dim=1)):
-        raise Verdict("weights_averaged")
-    with telling_qkv_from_scores(student, seed):
-        expect_close(got, expected, "weights [B,H,T,T]", lambda: candidates(module, x, w, 1))
+    for answer in ordinary_forwards(student, seed, True):
+        answer.compared.add("module.reference")
+        module, w, x = answer.module, answer.weights, answer.x
+        with torch.no_grad():
+            _, expected = block("reference", *w, H, MAX_LEN)(x, return_weights=True)
+        _, got = y_and_weights(answer.answer, x)
+        if list(got.shape) == [B, T, T] and close(got, expected.mean(dim=1)):
+            raise Verdict("weights_averaged")
+        with telling_qkv_from_scores(student, seed):
+            expect_close(got, expected, "weights [B,H,T,T]", lambda: candidates(module, x, w, 1))
 
 
 @contextlib.contextmanager
@@ -78,11 +122,14 @@ def naming_unused_projections(module, w, x, y, seed):
             raise
         others = fresh_weights(seed, 230)
         unused = []
-        for part, name in enumerate(("W_q", "W_k", "W_v")):
-            inject(module, [others[i] if i == part else w[i] for i in range(4)])
-            if close(run(module, x), y):
-                unused.append(name)
-        inject(module, w)
+        try:
+            for part, name in enumerate(("W_q", "W_k", "W_v")):
+                inject(module, [others[i] if i == part else w[i] for i in range(4)])
+                if close(run(module, x), y):
+                    unused.append(name)
+            inject(module, w)
+        except (StudentError, WorkerFailure):
+            raise verdict from None  # the block cannot be asked again (its worker restarted)
         if unused:
             raise Verdict("projections_unused", names=", ".join(unused)) from None
         raise
@@ -127,6 +174,9 @@ def test_gradients_match_reference(student, seed):
     names = {"q": "W_q", "k": "W_k", "v": "W_v", "o": "out_proj.weight"}
     for part, grad in expected.items():
         expect_close(grads.get(part), grad, f"{names[part]}.grad")
+    # A backward pass is a question a submission can recognise (grad mode, a loss): the point
+    # needs the ordinary answers of forward to be the reference's as well.
+    expect_ordinary_outputs(student, seed, "module.gradients")
 
 
 @pytest.mark.check("module.learns")
