@@ -244,7 +244,21 @@ HOSTILE = {
         status={"attend.*": {"timeout"}}, keys={"attend.*": "timeout"}),
     "memory_hog_in_split": dict(
         zero=["split_heads.*"] + FORWARD,
-        full=["merge_heads.*", "attend.*", "quiz.*"] + MODULE_BUILD),
+        full=["merge_heads.*", "attend.*", "quiz.*"] + MODULE_BUILD,
+        status={"split_heads.*": {"error"}}, keys={"split_heads.*": "memory_limit"}),
+    # a memory bomb is named by the memory limit, however slowly it reaches it (student.Overtime)
+    "memory_bomb_in_attend": dict(
+        zero=["attend.*"] + FORWARD,
+        full=["split_heads.*", "merge_heads.*", "quiz.*"] + MODULE_BUILD,
+        status={"attend.*": {"error"}}, keys={"attend.*": "memory_limit",
+                                              "module.shapes": "memory_limit"}),
+    # a worker that ignores SIGTERM is killed all the same (SIGKILL); the count, read from torch's
+    # registries before forward runs, keeps its points
+    "forward_ignores_sigterm": dict(
+        zero=FORWARD,
+        full=["split_heads.*", "merge_heads.*", "attend.*", "quiz.*"] + MODULE_BUILD,
+        status={"module.shapes": {"timeout"}}, keys={"module.shapes": "timeout",
+                                                     "module.causal": "timeout"}),
     "patch_allclose": dict(zero=ALL),
     "fake_json_stdout": dict(zero=ALL),
     "lying_tensor": dict(zero=ALL, keys={"split_heads.shape": "wrong_shape",

@@ -514,29 +514,31 @@ class Overtime:
 
     def __init__(self, student, most):
         self.student, self.most, self.given = student, max(most, 0.0), 0.0
-        start = (getattr(student, "memory_at_hello", None) or (0, 0))[0]
+        start = (student.memory_at_hello or (0, 0))[0]
         self.near = start + MEMORY_NEAR * max(student.limits.memory_bytes - start, 0)
-        self.last, self.grew = None, False
+        self.last, self.growing = None, False
 
     def more(self):
-        """Seconds more to wait for the answer: 0 once the memory is below `near` or stopped
-        growing, or the time allowed is given."""
+        """Seconds more to wait for the answer: 0 once the memory is below `near` or has stopped
+        growing (a hang that holds memory: a timeout), or the time allowed is given."""
         held = self.student._memory()
         if held is None:
+            self.growing = False
             return 0
-        growing = self.last is not None and (held[0] > self.last[0]
-                                             or held[1] > self.last[1] + MEMORY_GROWTH)
-        first, self.last = self.last is None, held
-        self.grew = self.grew or growing
-        if held[0] < self.near or not (first or growing) or self.given >= self.most:
+        first = self.last is None
+        self.growing = not first and (held[0] > self.last[0]
+                                      or held[1] > self.last[1] + MEMORY_GROWTH)
+        self.last = held
+        if held[0] < self.near or not (first or self.growing) or self.given >= self.most:
             return 0
         step = min(MEMORY_STEP_SECONDS, self.most - self.given)
         self.given += step
         return step
 
     def out_of_memory(self):
-        """The call grew its memory past `near` while it was waited for: the limit's, not a hang."""
-        return self.grew and self.last is not None and self.last[0] >= self.near
+        """The call was still growing its memory past `near` when its time ran out: the limit's
+        to name, not a hang."""
+        return self.growing and self.last[0] >= self.near
 
 
 def calling(fn, args, kwargs, views=()):
