@@ -141,13 +141,13 @@ def entries(student, function, **form):
             and all(e.form.get(name) == value for name, value in form.items())]
 
 
-def attend(student, q, k, v, mask=None, return_weights=False):
+def attend(student, q, k, v, mask=None, return_weights=False, own=None):
     """student.attend(q, k, v, mask=, return_weights=) as every check asks it (support.
     attend_any_rank: made twice, a random answer named, code for [B,H,T,d] only named), once per
-    grading."""
+    grading.  `own`: the hidden check whose own question this is (never an ordinary answer)."""
     return ask(student, "attend", lambda: attend_any_rank(student, q, k, v, mask=mask,
                                                           return_weights=return_weights),
-               (q, k, v, mask), return_weights=return_weights, masked=mask is not None)
+               (q, k, v, mask), return_weights=return_weights, masked=mask is not None, own=own)
 
 
 def merge_heads(student, x, views=()):

@@ -20,9 +20,10 @@ from grader.judge.checks.support import (Verdict, causal_mask, close, expect_clo
 RANKS = {"2-D": 2, "3-D": 3, "4-D": 4}
 
 
-def attend_both(student, q, k, v, mask=None):
-    """(context, weights) of attend(q, k, v, mask, return_weights=True), asked once per grading."""
-    return both(questions.attend(student, q, k, v, mask=mask, return_weights=True))
+def attend_both(student, q, k, v, mask=None, own=None):
+    """(context, weights) of attend(q, k, v, mask, return_weights=True), asked once per grading;
+    `own`: the hidden check whose own question it is (questions.attend)."""
+    return both(questions.attend(student, q, k, v, mask=mask, return_weights=True, own=own))
 
 
 def both(out):
@@ -60,8 +61,8 @@ def ordinary_answers(student, seed, rank):
                 questions.attend(student, q, k, v, return_weights=True)
             except (StudentError, WorkerFailure, Verdict):
                 pass  # kept with its question: raised where it is judged
-    kept = [e for e in questions.entries(student, "attend", return_weights=True, masked=False)
-            if e.args[0].dim() == rank]
+    kept = [e for e in questions.entries(student, "attend", return_weights=True, masked=False,
+                                         own=None) if e.args[0].dim() == rank]
     example = questions.fingerprint(check_attend.EXAMPLE_Q)
     return sorted(kept, key=lambda e: questions.fingerprint(e.args[0]) == example)
 
@@ -89,7 +90,7 @@ def test_zero_scores(student, seed):
     q, k, v = fresh_qkv(seed, 800)
     q[..., ZERO_ROWS, :] = 0.0
     expected, expected_w = ref.attend(q, k, v, return_weights=True)
-    context, weights = attend_both(student, q, k, v)
+    context, weights = attend_both(student, q, k, v, own="attend.zero_scores")
     if not (close(weights, expected_w) and close(context, expected)):
         other_rows = [i for i in range(T) if i not in ZERO_ROWS]
         if weights.shape == expected_w.shape and close(weights[..., other_rows, :],

@@ -2,23 +2,25 @@
 grading (the `seed` fixture) after the lesson's small example:
   - readable cells: log w[i,j] - log w[i,j'] == (q_i·k_j - q_i·k_j') / √d, d = q's width;
   - cells that may not be read: exactly 0;  every row sums to 1;  context == weights @ v.
-Shape, row sums and zeros gate and explain; a point needs weights computed from q·kᵀ."""
+Shape, row sums and zeros gate and explain; a point needs weights computed from q·kᵀ.
+Every call takes its sizes from the one distribution of the grading's questions (questions.py)
+and is asked once per grading (questions.attend)."""
 import math
 
 import pytest
 import torch
 
-from grader.judge.checks.support import (Verdict, attend_any_rank, causal_mask, close,
-                                         first_difference, fresh_randn, leak_map, num,
-                                         record_judged, same, shaped, softmax_axis,
-                                         weights_factor, weights_problem)
-
-# Distinct sizes: B, H, T, d all differ, and v's width differs from q's (the scale is q's).
-B, H, T, D_HEAD, D_V = 2, 3, 5, 4, 6
+from grader.judge.checks import questions
+from grader.judge.checks.questions import B, D_HEAD, H, T
+from grader.judge.checks.support import (Verdict, causal_mask, close, first_difference,
+                                         fresh_randn, leak_map, num, record_judged, same, shaped,
+                                         softmax_axis, weights_factor, weights_problem)
 
 
-def fresh_qkv(seed, salt, lead=(B, H), d_v=D_V):
-    """q, k [*lead, T, d] and v [*lead, T, d_v], drawn for this grading."""
+def fresh_qkv(seed, salt, lead=(B, H), d_v=None):
+    """q, k [*lead, T, d] and v [*lead, T, d_v], drawn for this grading; v's width from the one
+    distribution (questions.v_width) unless given."""
+    d_v = questions.v_width(seed, salt) if d_v is None else d_v
     return (fresh_randn(*lead, T, D_HEAD, seed=seed, salt=salt),
             fresh_randn(*lead, T, D_HEAD, seed=seed, salt=salt + 1),
             fresh_randn(*lead, T, d_v, seed=seed, salt=salt + 2))
@@ -29,7 +31,7 @@ def attend_judged(student, q, k, v, mask=None, probe=None):
     `probe` name, the weights are the ones the feedback page draws."""
     if probe:
         record_judged(student, probe, q, k, v, mask)
-    out = attend_any_rank(student, q, k, v, mask=mask, return_weights=True)
+    out = questions.attend(student, q, k, v, mask=mask, return_weights=True)
     if not (isinstance(out, tuple) and len(out) == 2):
         raise Verdict("wrong_type", expected="(context, weights)", got=type(out).__name__)
     context = shaped(out[0], list(q.shape[:-1]) + [v.shape[-1]])
@@ -196,10 +198,10 @@ def test_all_visible_mask(student, seed):
 @pytest.mark.check("attend.return_weights")
 def test_return_values(student, seed):
     q, k, v = fresh_qkv(seed, 500)
-    plain = attend_any_rank(student, q, k, v)
+    plain = questions.attend(student, q, k, v)
     if type(plain) is not torch.Tensor:
         raise Verdict("wrong_type", expected="context", got=type(plain).__name__)
-    shaped(plain, [B, H, T, D_V])
+    shaped(plain, [B, H, T, v.shape[-1]])
     context, weights = attend_judged(student, q, k, v)
     attention_gate(context, weights, q, k, v, causal_mask(T))
     if not same(plain, context):
@@ -208,20 +210,55 @@ def test_return_values(student, seed):
                       got=num(got))
 
 
+def batched_questions(seed):
+    """attend.batched_vs_loop's two questions: v's width drawn for the first (questions.v_width),
+    the second's of the other side of q's, so the heads and positions its loops ask (the lower
+    ranks the reference compares) always hold a v narrower than q and one wider."""
+    first = fresh_qkv(seed, 600)
+    return [first, fresh_qkv(seed, 610, d_v=questions.other_side(seed, 610, first[2].shape[-1]))]
+
+
+def heads_of(q, k, v):
+    """Each head's [B,T,·] inputs (q[:, h], ...), in head order."""
+    return [tuple(t[:, h] for t in (q, k, v)) for h in range(q.shape[1])]
+
+
+def cells_of(q, k, v):
+    """Each (sample, head)'s [T,·] inputs (q[b, h], ...), samples then heads."""
+    return [tuple(t[b, h] for t in (q, k, v)) for b in range(q.shape[0]) for h in range(q.shape[1])]
+
+
+def drawn_questions(seed):
+    """The drawn questions the public checks ask attend with mask=None and return_weights=True,
+    each as (q, k, v), and the lower ranks batched_vs_loop asks of its own two: every answer of
+    that form is also compared with the reference by the hidden checks (none asks its own)."""
+    asked = [fresh_qkv(seed, salt) for salt in (100, 200, 220, 300, 500)]
+    for q, k, v in batched_questions(seed):
+        asked += [(q, k, v), *heads_of(q, k, v), *cells_of(q, k, v)]
+    return asked
+
+
+def looped(student, pieces, shape):
+    """attend on each piece (heads_of or cells_of), the contexts stacked back into `shape`."""
+    return torch.stack([attend_judged(student, *piece)[0] for piece in pieces]).reshape(shape)
+
+
 @pytest.mark.check("attend.batched_vs_loop")
 def test_batched_equals_loop(student, seed):
-    q, k, v = fresh_qkv(seed, 600)
-    context, weights = attend_judged(student, q, k, v)
-    looped = torch.stack([attend_judged(student, q[:, h], k[:, h], v[:, h])[0]
-                          for h in range(H)], dim=1)  # [B,H,T,d_v]
-    # Equal NaNs count as equal here: this check is about batching, not about the mask.
-    if not same(context, looped):
-        # Each head alone is right or wrong the same way in both; a difference means the heads
-        # (or samples) are not independent, or the code does not treat the leading axes alike
-        # (a softmax over the heads' axis is the commonest way: named as what it is).
-        if softmax_axis(weights.double()) is not None:
-            raise named(weights, causal_mask(T), q, k, "heads_mixed")
-        index, got, expected = first_difference(context, looped)
-        raise Verdict("heads_mixed", where=f"context{list(index)}", expected=num(expected),
-                      got=num(got))
-    attention_gate(context, weights, q, k, v, causal_mask(T))
+    for q, k, v in batched_questions(seed):
+        context, weights = attend_judged(student, q, k, v)
+        by_head = looped(student, heads_of(q, k, v), (H, B, T, v.shape[-1])).transpose(0, 1)
+        by_cell = looped(student, cells_of(q, k, v), context.shape)  # [B,H,T,d_v]
+        # Equal NaNs count as equal here: this check is about batching, not about the mask.
+        for loop in (by_head, by_cell):
+            if not same(context, loop):
+                # Each head alone is right or wrong the same way in both; a difference means the
+                # heads (or samples) are not independent, or the code does not treat the leading
+                # axes alike (a softmax over the heads' axis is the commonest way: named as what
+                # it is).
+                if softmax_axis(weights.double()) is not None:
+                    raise named(weights, causal_mask(T), q, k, "heads_mixed")
+                index, got, expected = first_difference(context, loop)
+                raise Verdict("heads_mixed", where=f"context{list(index)}", expected=num(expected),
+                              got=num(got))
+        attention_gate(context, weights, q, k, v, causal_mask(T))

@@ -1,12 +1,13 @@
 """Public checks of merge_heads, cell by cell: feature h·d + i of position t is cell [b, h, t, i]
 of the heads (concatenation in head order, the inverse of the lesson's split), on the lesson's
-small example and on inputs drawn fresh for this grading."""
+small example and on inputs drawn fresh for this grading, sized as every question of the grading
+(questions.py) and asked once per grading (questions.merge_heads)."""
 import pytest
 import torch
 
+from grader.judge.checks import questions
+from grader.judge.checks.questions import B, D_HEAD, H, T
 from grader.judge.checks.support import Verdict, fmt, fresh_randn, num, shaped
-
-B, T, H, D_HEAD = 2, 5, 3, 4
 
 
 # Where feature j of position t of the merged [B,T,H*d] comes from in heads [B,H,T,d]: (h, t, i).
@@ -56,23 +57,31 @@ def expect_merged(got, x):
         raise Verdict(key, where=f"merged{index} ", expected=num(e), got=num(g))
 
 
+EXAMPLE = torch.tensor([[[[1.0, 2.0]], [[10.0, 20.0]]]])  # [1,2,1,2]: one position, two heads
+
+
+def drawn_questions(seed):
+    """The heads the public checks merge: [B,H,T,d] and [B,H,1,d] drawn for this grading."""
+    return [fresh_randn(B, H, T, D_HEAD, seed=seed, salt=11),
+            fresh_randn(B, H, 1, D_HEAD, seed=seed, salt=12)]
+
+
 @pytest.mark.check("merge_heads.round_trip")
 def test_round_trip(student, seed):
-    heads = fresh_randn(B, H, T, D_HEAD, seed=seed, salt=11)  # [B,H,T,d]
-    expect_merged(student.merge_heads(heads), heads)
+    heads = drawn_questions(seed)[0]  # [B,H,T,d]
+    expect_merged(questions.merge_heads(student, heads), heads)
 
 
 @pytest.mark.check("merge_heads.concat")
 def test_concatenation(student, seed):
     # One position, two heads: [a, b] = [1, 2] and [c, d] = [10, 20] -> [1, 2, 10, 20].
-    example = torch.tensor([[[[1.0, 2.0]], [[10.0, 20.0]]]])  # [1,2,1,2]
-    got = student.merge_heads(example)
+    got = questions.merge_heads(student, EXAMPLE)
     try:
-        expect_merged(got, example)
+        expect_merged(got, EXAMPLE)
     except Verdict as verdict:
         verdict.fields.update(where="merge_heads([1, 2], [10, 20]) ", expected="[[[1, 2, 10, 20]]]",
                               got=fmt(got))
         raise
     # Then one position of heads drawn fresh (B, H, d distinct): concatenation in head order.
-    heads = fresh_randn(B, H, 1, D_HEAD, seed=seed, salt=12)  # [B,H,1,d]
-    expect_merged(student.merge_heads(heads), heads)
+    heads = drawn_questions(seed)[1]  # [B,H,1,d]
+    expect_merged(questions.merge_heads(student, heads), heads)

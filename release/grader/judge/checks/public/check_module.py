@@ -3,7 +3,9 @@
 The block is reached through the contract's attribute names (`qkv` or `q_proj`/`k_proj`/`v_proj`,
 `out_proj`, the buffer `mask`): the worker writes the judge's weights through them and reads
 torch's own registries.  What the worker says is a claim; the points rest on forward's outputs
-for inputs the judge chose.  No reference here: expectations are properties and data.
+for inputs the judge chose.  No reference here: expectations are properties and data.  The sizes
+are every question's (questions.py); forward's answers on a block holding the judge's weights
+are kept (questions.keep): module.reference compares them, asking nothing of its own.
 """
 import math
 
@@ -11,13 +13,14 @@ import pytest
 import torch
 
 from grader.judge.student import StudentError, WorkerFailure
+from grader.judge.checks import questions
 from grader.judge.checks.scan import source_routes
 from grader.judge.checks.support import (Verdict, causal_mask, close, expect_student_error,
                                          first_difference, fmt, for_the_runner, fresh_randn,
                                          leak_map, same_answer, shaped, steady_call, tensor,
                                          weights_problem)
 
-B, T, D, H, MAX_LEN = 2, 5, 12, 3, 8
+B, T, D, H, MAX_LEN = questions.B, questions.T, questions.D_MODEL, questions.H, questions.MAX_LEN
 CUT = 3  # module.causal changes the input from this position on
 
 
@@ -27,19 +30,32 @@ def fresh_weights(seed, salt):
     return [fresh_randn(D, D, seed=seed, salt=salt + i) / math.sqrt(D) for i in range(4)]
 
 
-def run(module, x, return_weights=False):
-    """forward(x) in the worker; an error there becomes `cannot_run` (module.shapes reports it)."""
+def run(module, x, return_weights=False, keep=False):
+    """forward(x) in the worker; an error there becomes `cannot_run` (module.shapes reports it).
+    `keep`: a call on a block already seen to answer steadily; its answer is kept (kept)."""
     try:
-        return module(x, return_weights=return_weights)
+        out = module(x, return_weights=return_weights)
     except StudentError as exc:
         if for_the_runner(exc):
             raise
         raise Verdict("cannot_run", type=exc.type, message=exc.message) from None
+    if keep:
+        kept(module, x, return_weights, out)
+    return out
 
 
-def run_weights(module, x):
+def kept(module, x, return_weights, out):
+    """A steady answer of forward on a block holding the judge's weights (inject; none redrawn
+    since) is kept: module.reference compares it with the reference block's, and so asks nothing
+    of its own (questions.keep)."""
+    student = getattr(module, "student", None)
+    if student is not None and getattr(module, "holding", None) is not None:
+        questions.keep(student, module.holding, x, return_weights, out, module)
+
+
+def run_weights(module, x, keep=False):
     """(y [B,T,D], weights [..., T, T]) from forward(x, return_weights=True), or cannot_run."""
-    return y_and_weights(run(module, x, return_weights=True), x)
+    return y_and_weights(run(module, x, return_weights=True, keep=keep), x)
 
 
 def y_and_weights(out, x):
@@ -54,8 +70,11 @@ def y_and_weights(out, x):
 
 def inject(module, weights):
     """Write q, k, v, out through the contract's names; the layout, or a Verdict naming what the
-    names hold."""
-    return layout(module, module.contract("inject", **inject_args(weights)), D)
+    names hold.  The block then holds `weights` (module.holding: forward's answers are kept)."""
+    module.holding = None
+    kind = layout(module, module.contract("inject", **inject_args(weights)), D)
+    module.holding = weights
+    return kind
 
 
 def inject_args(weights):
@@ -127,7 +146,8 @@ def _behaviour_agrees_with_count(module, seed, description):
     weights = fresh_weights(seed, 10)
     x = fresh_randn(B, T, D, seed=seed, salt=20)
     y = injected_steady(module, weights, x)
-    zero = steady(module, torch.zeros(B, T, D)) if y is not None else None
+    # An all-zero input's answer is not kept: zero scores are another question (attend.zero_scores)
+    zero = steady(module, torch.zeros(B, T, D), keep=False) if y is not None else None
     if y is None or zero is None:
         return
     if zero.abs().max() > 0 and _same_at_every_position(zero):
@@ -156,9 +176,10 @@ def observed(call):
         return None
 
 
-def steady(module, x, return_weights=False):
+def steady(module, x, return_weights=False, keep=True):
     """forward(x) [, weights] when it runs and answers the same for the same input twice; None
-    when it cannot be observed or is random (dropout, new weights per call: named elsewhere)."""
+    when it cannot be observed or is random (dropout, new weights per call: named elsewhere).
+    The steady answer is kept (kept) unless `keep` is False."""
     def checked(out):
         return y_and_weights(out, x) if return_weights else shaped(out, list(x.shape))
 
@@ -168,7 +189,11 @@ def steady(module, x, return_weights=False):
     if second is None:
         return None
     pairs = zip(first, second) if return_weights else [(first, second)]
-    return first if all(same_answer(a, b) for a, b in pairs) else None
+    if not all(same_answer(a, b) for a, b in pairs):
+        return None
+    if keep:
+        kept(module, x, return_weights, answers[0])
+    return first
 
 
 def injected_steady(module, weights, x, return_weights=False, scramble=None):
@@ -182,6 +207,7 @@ def injected_steady(module, weights, x, return_weights=False, scramble=None):
     else:
         module.contract("scramble", seed=scramble)
         inject(module, weights)
+        module.holding = None  # every other parameter redrawn: not the judge's block any more
     return steady(module, x, return_weights)
 
 
@@ -189,7 +215,10 @@ def randomness_first(student, module, x):
     """Before any cause is drawn from forward's outputs: forward twice on the same input must
     answer the same.  Otherwise the Verdict names the randomness: dropout (steady after eval()),
     attend's own randomness, or new layers or weights made on every call."""
-    if _answers_alike(module, x) is not False:
+    alike, answers = _answers_alike(module, x, with_answers=True)
+    if alike:
+        kept(module, x, False, answers[0])
+    if alike is not False:
         return  # steady, or failing (the failure, a wrong shape too, is judged where it is)
     module.contract("train_mode", training=False)
     try:
@@ -206,13 +235,15 @@ def randomness_first(student, module, x):
     raise Verdict("random_new_weights")
 
 
-def _answers_alike(module, x):
+def _answers_alike(module, x, with_answers=False):
     """forward(x) twice, whatever it returns: True when the two answers agree, False when they
-    differ, None when one cannot be observed (raised, hung, ...)."""
+    differ, None when one cannot be observed (raised, hung, ...); `with_answers`: and the two."""
     answers = observed(lambda: [run(module, x) for _ in range(2)])
     if answers is None or any(answer is None for answer in answers):
-        return None
-    return same_answer(*answers)
+        alike = None
+    else:
+        alike = same_answer(*answers)
+    return (alike, answers) if with_answers else alike
 
 
 def _unmoved(after, before):
@@ -349,8 +380,8 @@ def test_module_is_causal(student, seed):
     randomness_first(student, module, x)
     later = x.clone()
     later[:, CUT:] += fresh_randn(B, T - CUT, D, seed=seed, salt=81)
-    y, weights = run_weights(module, x)
-    y_later = shaped(run(module, later), [B, T, D])
+    y, weights = run_weights(module, x, keep=True)
+    y_later = shaped(run(module, later, keep=True), [B, T, D])
     allowed = causal_mask(T)
     if not close(y_later[:, :CUT], y[:, :CUT]):
         raise Verdict(_leak_key(weights, allowed), heatmap=leak_map(weights, allowed),
@@ -370,12 +401,15 @@ def _holding_judges_weights(student, seed):
     layout module.param_count names), or whose inject raised or hung (now or in an earlier
     check: inject is module.param_count's to judge), is judged with its own weights."""
     module = student.module(D, H, MAX_LEN)
+    weights = fresh_weights(seed, 85)
     try:
-        module.contract("inject", **inject_args(fresh_weights(seed, 85)))
+        kind = module.contract("inject", **inject_args(weights))
     except StudentError:
         return module  # inject raised: its own weights, what it could hold
     except WorkerFailure:
         return student.module(D, H, MAX_LEN)  # a new block, without inject
+    if kind in ("fused", "separate"):
+        module.holding = weights  # its answers are kept (kept)
     return module
 
 
@@ -397,7 +431,7 @@ def _reads_the_past(student, module, x, y, weights, seed):
     keep each position's numbers together; otherwise the card says what was seen."""
     earlier = x.clone()
     earlier[:, 0] += fresh_randn(B, D, seed=seed, salt=82)
-    y_earlier, weights_earlier = run_weights(module, earlier)
+    y_earlier, weights_earlier = run_weights(module, earlier, keep=True)
     if close(y_earlier[:, -1], y[:, -1]):
         key = "past_unread" if _positions_kept_together(student, x) is False else "no_mixing"
         raise Verdict(key, t=T - 1)
@@ -464,8 +498,10 @@ def registries_untouched(description):
 
 
 def untampered(student):
-    """A Verdict when the source reaches into the grading process (then the worker's readings of
-    torch's registries could be forged, and no point may rest on them)."""
+    """A Verdict when the source reaches into the grading process, or the student's code tried a
+    route the worker refused at run time (student.refused: then the worker's readings of torch's
+    registries could be forged, and no point may rest on them)."""
     _, tamper = source_routes(student.source())
+    tamper = tamper + student.refused()
     if tamper:
         raise Verdict("tampering", what=", ".join(tamper))

@@ -1,14 +1,15 @@
 """Public checks of split_heads, cell by cell: cell [b, h, t, i] of the result is feature h·d + i
 of position t (the transpose trap), on the lesson's 0..11 example and on an input drawn fresh for
-this grading; ValueError for an invalid number of heads."""
+this grading; ValueError for an invalid number of heads.  Sizes are every question's
+(questions.py)."""
 import pytest
 import torch
 
 from grader.judge.student import StudentError, WorkerFailure
+from grader.judge.checks.questions import B, D_HEAD, H, T
 from grader.judge.checks.support import Verdict, expect_student_error, fmt, fresh_randn, num, shaped
 
 # Sizes that all differ (B, T, H, d): a swapped axis changes the shape or the values.
-B, T, H, D_HEAD = 2, 5, 3, 4
 
 
 # Where cell [b, h, t, i] of a [B,H,T,d] result comes from in x [B,T,D]: (position, feature).
