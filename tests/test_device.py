@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from grader.judge.checks.public import check_device
-from grader.sandbox.runtime import placement
+from grader.sandbox.runtime import devicerule, isolation, placement
 from grader.judge.checks.support import Verdict
 from grader.render import report
 from loading import load_file
@@ -189,6 +189,10 @@ def outcome(call):
     return "ran"
 
 
+# How the worker calls the student's code there: on a thread of its own, under the device rule.
+RUNNER = {"run": isolation.run, "rule": devicerule.device_rule}
+
+
 def runs(module, device):
     """attend and the block on `device`, called as the worker calls them (placement.py)."""
     q, k, v = (torch.randn(2, 3, 5, 4) for _ in range(3))
@@ -196,8 +200,9 @@ def runs(module, device):
     placement.place(block, device=device)
     x = torch.randn(2, 5, 12)
     return {"attend": outcome(lambda: placement.call_on(module.attend, device, args=(q, k, v),
+                                                        **RUNNER,
                                                         kwargs={"return_weights": True})),
-            "block": outcome(lambda: placement.forward_on(block, x, device))}
+            "block": outcome(lambda: placement.forward_on(block, x, device, **RUNNER))}
 
 
 def agree(on_cuda, on_meta):
@@ -233,7 +238,7 @@ MIXES = [
 
 def mixed(call, device):
     x = torch.randn(2, 5, 12, device=device)
-    return outcome(lambda: placement.isolation.run(call, (x,), contexts=placement.device_rule(device)))
+    return outcome(lambda: isolation.run(call, (x,), contexts=devicerule.device_rule(device)))
 
 
 @pytest.mark.parametrize("name,call,cuda", MIXES, ids=[m[0] for m in MIXES])
@@ -245,7 +250,7 @@ def test_meta_alone_lets_a_cpu_matrix_product_through():
     """Why the rule exists: torch's own meta kernel of mm takes a CPU operand."""
     x = torch.randn(2, 5, 12, device="meta")
     assert outcome(lambda: x @ torch.randn(12, 3)) == "ran"
-    assert placement.device_rule("cpu") == ()  # elsewhere nothing is added
+    assert devicerule.device_rule("cpu") == ()  # elsewhere nothing is added
 
 
 @pytest.mark.parametrize("path", [ROOT / "solutions" / "attention.py"] + CORRECT,

@@ -11,6 +11,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -306,6 +308,24 @@ def test_kernel_state_that_would_outlive_the_worker_is_refused(tmp_path, mode):
     # checks it guards; every other check is the reference's.
     scanned = {"module.no_library_attention", "module.param_count", "module.mask_buffer"}
     assert all(c["status"] == "passed" for c in g.data["checks"] if c["id"] not in scanned)
+
+
+def test_the_syscall_filter_refuses_kernel_state_on_its_own():
+    """The filter alone, without the worker's audit hook (which refuses ctypes before it): the
+    same calls as shm_leftover's, in a process that installed only the filter."""
+    from grader.sandbox.runtime import syscalls
+
+    if syscalls.program() is None:
+        pytest.skip("no syscall filter for this machine")
+    script = ("import sys; sys.path.insert(0, 'grader/sandbox/runtime'); import syscalls; "
+              "syscalls.install(unix_sockets=False); import ctypes, os; "
+              "libc = ctypes.CDLL(None, use_errno=True); "
+              "print(libc.shmget(0, 1 << 20, 0o1000 | 0o666), libc.msgget(0, 0o1000 | 0o666), "
+              "libc.syscall(248 if os.uname().machine == 'x86_64' else 217, b'user', b'k', "
+              "b'secret', ctypes.c_size_t(6), ctypes.c_long(-4)))")
+    done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent.parent, timeout=60)
+    assert done.stdout.split() == ["-1", "-1", "-1"], done.stderr
 
 
 def test_the_syscall_filter_is_well_formed():

@@ -69,7 +69,7 @@ def made(student):
 def test_the_worker_answers_each_request_under_its_own_id():
     sent = []
     answer = worker.answering({"echo": lambda value: value}, sent.append, ValueError, "x.py",
-                              describe=lambda exc, _: type(exc).__name__)
+                              None, describe=lambda exc, *_: type(exc).__name__)
     answer({"id": 3, "op": "echo", "args": {"value": 1}})
     answer({"id": 4, "op": "nowhere"})
     answer("junk")

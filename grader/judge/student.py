@@ -135,6 +135,7 @@ class Student:
             self.starts += 1
             self.worker = self._spawn()
             self.frames = wire.FrameReader()  # what a worker sent is read from its stream only
+            self.key = None  # the worker's signing key, told before the student's import
             self.hello_pending = True
         return self
 
@@ -236,11 +237,24 @@ class Student:
                 self.prepared_seconds = time.monotonic() - began
                 first = False
                 continue
+            if self.key is None:
+                self._take_key(message)
+                continue
             first = False
             if not (isinstance(message, dict) and set(message) == {"stuck"}):
                 return message
             if isinstance(message["stuck"], int) and not isinstance(message["stuck"], bool):
                 self.stuck_line = message["stuck"]
+
+    def _take_key(self, message):
+        """The worker's first word in serve(), before any student code ran: the key every frame
+        after it is signed with (wire.py), which the student's code cannot reach."""
+        key = message.get("key") if isinstance(message, dict) and len(message) == 1 else None
+        try:
+            self.key = bytes.fromhex(key)
+        except (TypeError, ValueError):
+            self._fail("protocol", "the worker did not tell its key first",
+                       "运行你代码的进程没有按约定应答")
 
     def _stuck_at(self):
         """{"where": "attention.py:N: code"} for the line the import was last seen at, the code
@@ -293,7 +307,7 @@ class Student:
                 deadline = time.monotonic() + more
 
         try:
-            header, payload = self.frames.read_frame(fill)
+            header, payload = self.frames.read_frame(fill, key=self.key)
             return wire.decode(header, payload, expect_id=expect_id)
         except socket.timeout:
             if overtime is not None and overtime.out_of_memory():

@@ -18,10 +18,6 @@ import collections
 # `print.__self__`, say) changes what their own code sees, not what the readers below see.
 __builtins__ = dict(vars(builtins))
 
-try:
-    import isolation  # noqa: E402  (in the worker, its runtime folder is on sys.path)
-except ImportError:
-    from grader.sandbox.runtime import isolation  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.nn.utils import parametrize  # noqa: E402
@@ -377,8 +373,9 @@ def read(module, d_model):
     return matrices
 
 
-def grads(module, d_model, x, upstream, run=isolation.run):
-    """{q, k, v, o}: the gradient each contract matrix receives from sum(forward(x) * upstream)."""
+def grads(module, d_model, x, upstream, *, run):
+    """{q, k, v, o}: the gradient each contract matrix receives from sum(forward(x) * upstream),
+    forward called through `run` (the worker's isolation.run: the student's own thread)."""
     kind, slots = layout(module, d_model)
     if kind is None:
         return None

@@ -62,3 +62,9 @@ def _devices(items, seen):
             _devices(item, seen)
         elif isinstance(item, dict):
             _devices(item.values(), seen)
+
+
+def device_rule(device):
+    """What the student's code runs under on `device` (the contexts isolation.run enters):
+    SameDevice on meta; elsewhere torch's own kernels check."""
+    return (SameDevice(),) if device == "meta" else ()

@@ -6,23 +6,11 @@ here, the student's code runs, and what comes back is a plain description of eve
 where it lives, its dtype and shape, and its values where a device has any (`meta` has none).
 Nothing here decides a verdict; every word of it is a claim to the judge.
 
-On `meta` the student's code runs under CUDA's rule for devices (SameDevice): torch's meta
-kernels of mm, bmm and matmul take a CPU operand without a word, where CUDA refuses it.
+On `meta` the student's code runs under CUDA's rule for devices (devicerule.SameDevice, handed in
+by the worker with the runner of the student's thread).
 """
-try:  # in the worker, its runtime folder is on sys.path
-    import isolation
-    from devicerule import SameDevice
-except ImportError:
-    from grader.sandbox.runtime import isolation
-    from grader.sandbox.runtime.devicerule import SameDevice
 import torch
 from torch import nn
-
-def device_rule(device):
-    """What the student's code runs under on `device` (contexts for isolation.run): SameDevice on
-    meta; elsewhere torch's own kernels check."""
-    return (SameDevice(),) if device == "meta" else ()
-
 
 def devices():
     """The devices other than the CPU this worker can try: `meta` always (every operation runs
@@ -72,13 +60,14 @@ def describe(value):
             "value": None if tensor.device.type == "meta" else tensor.to("cpu").clone()}
 
 
-def call_on(fn, device, dtype=None, args=(), kwargs=None, run=isolation.run):
-    """The student's function `fn` called (on the student's thread) on the judge's arguments
-    moved to `device` (`dtype`)."""
+def call_on(fn, device, dtype=None, args=(), kwargs=None, *, run, rule):
+    """The student's function `fn` called on the judge's arguments moved to `device` (`dtype`),
+    through `run` (the worker's isolation.run: the student's own thread) under `rule(device)`'s
+    contexts (devicerule.device_rule)."""
     dtype = _dtype(dtype)
     args = [_place(a, device, dtype) for a in args]
     kwargs = {k: _place(v, device, dtype) for k, v in (kwargs or {}).items()}
-    return describe(run(fn, args, kwargs, contexts=device_rule(device)))
+    return describe(run(fn, args, kwargs, contexts=rule(device)))
 
 
 def _mask(block):
@@ -118,11 +107,12 @@ def _left_behind(block, device):
     return names[:8]
 
 
-def forward_on(block, x, device, dtype=None, run=isolation.run):
-    """forward(x, return_weights=True) on x moved to `device` (`dtype`), without gradients."""
+def forward_on(block, x, device, dtype=None, *, run, rule):
+    """forward(x, return_weights=True) on x moved to `device` (`dtype`), without gradients, as
+    call_on calls."""
     x = _place(x, device, _dtype(dtype))
     result = run(block, (x,), {"return_weights": True},
-                           contexts=(torch.no_grad(),) + device_rule(device))
+                           contexts=(torch.no_grad(),) + rule(device))
     return describe(result)
 
 

@@ -19,6 +19,7 @@ With --wait-go (watch mode's spare workers) it imports torch, then waits for one
 content: the "go") before importing STUDENT_FILE, which need not exist until then.
 """
 import builtins
+import functools
 import gc
 import os
 import sys
@@ -33,7 +34,7 @@ RUNTIME = os.path.dirname(os.path.abspath(__file__))
 # Out of sys.modules before the student's import: `wire` stays (what a student's code finds
 # there is not the instance the worker speaks through: private_wire).
 RUNTIME_MODULES = ("syscalls", "contract", "placement", "copytask", "limits", "worker",
-                   "isolation")
+                   "isolation", "devicerule")
 sys.path.insert(0, RUNTIME)
 
 import limits  # noqa: E402
@@ -44,16 +45,16 @@ import wire  # noqa: E402
 _PREPARED = {}
 
 
-def endpoints(fd, speaking=wire, read_into=os.readv, write=os.write):
+def endpoints(fd, speaking=wire, key=None, read_into=os.readv, write=os.write):
     """(send, receive) on the channel `fd` through the module `speaking` (wire), bound to the
-    functions they use as they are now."""
+    functions they use as they are now; what is sent is signed with `key` where given."""
     encode, decode, read_frame = speaking.encode, speaking.decode, speaking.FrameReader().read_frame
 
     def fill(view):
         return read_into(fd, [view[:1 << 20]])
 
     def send(obj):
-        view = memoryview(encode(obj))
+        view = memoryview(encode(obj, key))
         while view:
             view = view[write(fd, view):]
 
@@ -216,15 +217,19 @@ def prepare():
 
     contract.disable_library_attention(torch)
     import copytask
+    import devicerule
     import isolation
     import placement
 
     placement.warm_meta()
-    readers = dict(contract.ACTIONS)
-    readers.update(placement.BLOCK_ACTIONS)
-    _PREPARED.update(readers=readers, devices=placement.devices, call_on=placement.call_on,
-                     train=copytask.train, wire=private_wire(), run=isolation.run,
-                     guard=isolation.guard)
+    # The readers that call the student's code call it through isolation.run.
+    run, rule = isolation.run, devicerule.device_rule
+    readers = dict(contract.ACTIONS, grads=functools.partial(contract.grads, run=run))
+    readers.update(placement.BLOCK_ACTIONS,
+                   forward_on=functools.partial(placement.forward_on, run=run, rule=rule))
+    _PREPARED.update(readers=readers, devices=placement.devices, train=copytask.train,
+                     call_on=functools.partial(placement.call_on, run=run, rule=rule),
+                     wire=private_wire(), run=run, guard=isolation.guard)
     del sys.modules["contract"]
     gc.freeze()
     return torch
@@ -292,7 +297,12 @@ def serve(channel, student_file, torch):
     _PREPARED.clear()
     if "readers" not in kit:
         raise RuntimeError("worker.prepare() must run before serve()")
-    send, receive = endpoints(channel.fd, kit["wire"])
+    # The key that signs every frame from now on (wire.py), told to the judge before any of the
+    # student's code runs; it lives only in the closures of send.
+    key = os.urandom(32)
+    endpoints(channel.fd, kit["wire"])[0]({"key": key.hex()})
+    send, receive = endpoints(channel.fd, kit["wire"], key)
+    del key
     protocol_error, run = kit["wire"].ProtocolError, kit["run"]
     ops_of, make_answer, describe = operations, answering, describe_exception
     spec, module = student_module(student_file)
@@ -332,6 +342,9 @@ def answering(ops, send, protocol_error, student_file, judging, describe=describ
             reply = {"id": reply_id, "ok": ops[op](**args)}
         except BaseException as exc:
             reply = {"id": reply_id, "error": describe(exc, student_file, judging)}
+            # Its traceback holds the frames of the student's call, and what they made (a
+            # memory hog's list): dropped now, not at the next collection.
+            exc.__traceback__ = None
         try:
             send(reply)
         except protocol_error as exc:

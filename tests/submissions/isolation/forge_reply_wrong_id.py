@@ -1,15 +1,11 @@
 # where: attend
-# Write a reply for a request the judge has not made yet, with a payload of tensors.
-import json, sys, os
-_frame = sys._getframe()
-while _frame is not None and "channel" not in _frame.f_locals:
-    _frame = _frame.f_back
-_request, _channel = _frame.f_locals["request"], _frame.f_locals["channel"]
-_n = 1024 * 1024
-_span = {"$tensor": [0, 4 * _n], "dtype": "float32", "shape": [_n]}
-_header = json.dumps({"id": (_request.get("id") or 0) + 7, "ok": [_span]}).encode()
+# Write a reply for a request the judge has not made yet on the channel found without frames
+# (the process's one socket), signed with a key of our own: not the worker's, so refused.
+import os, stat, sys
+_channel = next(fd for fd in range(3, 256) if os.path.exists(f"/proc/self/fd/{fd}")
+                and stat.S_ISSOCK(os.fstat(fd).st_mode))
 _wire = sys.modules["wire"]
-_data = _wire.PREFIX.pack(_wire.MAGIC, len(_header), 4 * _n) + _header + bytes(4 * _n)
+_data = _wire.encode({"id": 7, "ok": [0.0] * 16}, os.urandom(32))
 _view = memoryview(_data)
 while _view:
-    _view = _view[os.write(_channel.fd, _view):]
+    _view = _view[os.write(_channel, _view):]
