@@ -81,7 +81,8 @@ class Recorder:
 
 PUBLIC = [("attend.scale", check_attend.test_scale_by_sqrt_d, {}),
           *[("attend.causal", check_attend.test_causal, {"t": t}) for t in (None, 0, 2)],
-          *[("attend.softmax", check_attend.test_rows_sum_to_one, {"gain": g}) for g in (1.0, 100.0)],
+          *[("attend.softmax", check_attend.test_rows_sum_to_one, {"gain": g})
+            for g in (1.0, 100.0)],
           ("attend.mask_arg", check_attend.test_explicit_band_mask, {}),
           ("attend.mask_arg", check_attend.test_all_visible_mask, {}),
           ("attend.return_weights", check_attend.test_return_values, {}),
@@ -174,7 +175,8 @@ def test_a_classifier_by_size_tells_compared_calls_no_better_than_chance(grading
     are all of the compared form: attend.reference scores each rank on its own.)"""
     calls = [c for student, _ in gradings.values() for c in labelled(student) if not c["lesson"]
              and c["rank"] == 4]
-    base = max(sum(c["compared"] for c in calls), sum(not c["compared"] for c in calls)) / len(calls)
+    compared_share = sum(c["compared"] for c in calls) / len(calls)
+    base = max(compared_share, 1 - compared_share)
     table = collections.defaultdict(collections.Counter)
     for call in calls:
         table[call["width"]][call["compared"]] += 1

@@ -13,7 +13,7 @@ from grader.judge.checks import questions
 from grader.judge.checks.public import check_attend, check_merge_heads
 from grader.judge.secret.reference import ref
 from grader.judge.secret.variants import ATTEND_VARIANTS, attend_variant
-from grader.judge.checks.public.check_attend import T, fresh_qkv  # noqa: F401 (the recipe's)
+from grader.judge.checks.public.check_attend import T, fresh_qkv
 from grader.judge.checks.support import (Verdict, causal_mask, close, expect_close, fresh_randn,
                                          leak_map, tensor)
 
