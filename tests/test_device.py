@@ -190,7 +190,7 @@ def outcome(call):
 
 
 # How the worker calls the student's code there: on a thread of its own, under the device rule.
-RUNNER = {"run": isolation.run, "rule": devicerule.device_rule}
+RUNNER = {"run": isolation.runner(), "rule": devicerule.device_rule}
 
 
 def runs(module, device):
@@ -238,7 +238,7 @@ MIXES = [
 
 def mixed(call, device):
     x = torch.randn(2, 5, 12, device=device)
-    return outcome(lambda: isolation.run(call, (x,), contexts=devicerule.device_rule(device)))
+    return outcome(lambda: RUNNER["run"](call, (x,), contexts=devicerule.device_rule(device)))
 
 
 @pytest.mark.parametrize("name,call,cuda", MIXES, ids=[m[0] for m in MIXES])

@@ -1,6 +1,6 @@
 """What keeps the worker's objects out of the student's reach (grader/sandbox/runtime/isolation.py).
 
-The student's code runs on a thread of its own from a trampoline with empty globals; once
+The student's code runs on a thread of its own from a loop with empty globals; once
 guard() is armed, an audit hook refuses the routes to the other threads' frames, the object
 graph, ctypes and a function's code, and on the main thread every route to a frame.  The hook
 cannot be removed, so each case runs in a fresh interpreter.  The event names are CPython's
@@ -16,9 +16,10 @@ RUNTIME = ROOT / "grader" / "sandbox" / "runtime"
 
 
 def in_fresh_python(body):
-    """Run `body` after `import isolation` in a new interpreter; its stdout's lines."""
-    script = f"import sys\nsys.path.insert(0, {str(RUNTIME)!r})\nimport isolation\n" \
-             + textwrap.dedent(body)
+    """Run `body` after `import isolation` and `run = isolation.runner()` in a new interpreter;
+    its stdout's words."""
+    script = (f"import sys\nsys.path.insert(0, {str(RUNTIME)!r})\n"
+              "import isolation\nrun = isolation.runner()\n" + textwrap.dedent(body))
     done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
@@ -32,7 +33,7 @@ def test_a_walk_of_frames_from_the_students_code_finds_nothing_of_the_caller():
 
         def serving_loop(secret=SECRET):
             readers = {"describe": secret}
-            return isolation.run(student_code)
+            return run(student_code)
 
         def student_code():
             below = [f for f, _ in traceback.walk_stack(sys._getframe())][1:]
@@ -51,9 +52,9 @@ def test_run_returns_the_value_and_raises_the_students_exception_with_its_traceb
         import traceback
         def fails():
             raise KeyError("mine")
-        print(isolation.run(divmod, (7, 2)) == (3, 1))
+        print(run(divmod, (7, 2)) == (3, 1))
         try:
-            isolation.run(fails)
+            run(fails)
         except KeyError as exc:
             names = [f.name for f in traceback.extract_tb(exc.__traceback__)]
             print("fails" in names)
@@ -79,7 +80,7 @@ def test_the_routes_are_refused_once_armed_and_counted():
             sys._getframe()  # its own frames: allowed on its thread
             return said
 
-        print(*isolation.run(tries))
+        print(*run(tries))
         try:
             sys._getframe()  # the worker's thread: no frame for code running here
             print("open")
@@ -123,7 +124,7 @@ def test_ordinary_code_meets_no_refusal():
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            print(*isolation.run(ordinary))
+            print(*run(ordinary))
         print(refused() == [])
     """)
     assert out == ["0", "1", "1", "1", "True"]

@@ -123,7 +123,7 @@ def _flags(flags):
                                statements=plural(n, "statement", "statements")) + "</span>")
     if flags.get("probing"):
         out.append('<span class="flag probing">'
-                   + said_both("flag_probing", "roster", checks=", ".join(flags["probing"]))
+                   + said_both("flag_probing", "roster", ids=", ".join(flags["probing"]))
                    + "</span>")
     return " ".join(out)
 

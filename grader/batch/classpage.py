@@ -66,7 +66,7 @@ def _flag_words(flags, lang):
     if n:
         out.append(said("flag_left_out", n=n, statements=plural(n, "statement", "statements")))
     if flags.get("probing"):
-        out.append(said("flag_probing", checks=", ".join(flags["probing"])))
+        out.append(said("flag_probing", ids=", ".join(flags["probing"])))
     return out
 
 

@@ -30,6 +30,10 @@ META_REFUSAL = re.compile(r"meta tensor|'Meta' backend|on meta tensors|device ty
 # The names the exercise asks the file for: one the file lacks, met by the student's own code
 # (forward calling a merge_heads never written), is named as missing, like the judge's own lookup.
 EXERCISE_NAMES = ("split_heads", "merge_heads", "attend", "CausalSelfAttention")
+# How the worker's report of where the student's code is begins (worker.telling_where): the
+# frame is signed, so only the worker sends it.
+STUCK = b'{"stuck":'
+
 NAME_NOT_DEFINED = re.compile(r"^name '(\w+)' is not defined")
 # A call that overran its time while its worker's memory grew past MEMORY_NEAR of what the limit
 # leaves above the worker's own start (torch's import alone maps ~0.75 GiB) is allocating without
@@ -241,10 +245,17 @@ class Student:
                 self._take_key(message)
                 continue
             first = False
-            if not (isinstance(message, dict) and set(message) == {"stuck"}):
+            if not self._stuck(message):
                 return message
-            if isinstance(message["stuck"], int) and not isinstance(message["stuck"], bool):
-                self.stuck_line = message["stuck"]
+
+    def _stuck(self, message):
+        """A report of the line the student's code is at ({"stuck": line}), kept: a timeout
+        then names it.  False for any other message."""
+        if not (isinstance(message, dict) and set(message) == {"stuck"}):
+            return False
+        if isinstance(message["stuck"], int) and not isinstance(message["stuck"], bool):
+            self.stuck_line = message["stuck"]
+        return True
 
     def _take_key(self, message):
         """The worker's first word in serve(), before any student code ran: the key every frame
@@ -257,8 +268,8 @@ class Student:
                        "运行你代码的进程没有按约定应答")
 
     def _stuck_at(self):
-        """{"where": "attention.py:N: code"} for the line the import was last seen at, the code
-        taken from the judge's own copy of the file (the worker only names a line number)."""
+        """{"where": "attention.py:N: code"} for the line the import or the call was last seen at,
+        the code taken from the judge's own copy of the file (the worker only names a line)."""
         line = getattr(self, "stuck_line", None)
         if line is None:
             return {}
@@ -308,11 +319,14 @@ class Student:
 
         try:
             header, payload = self.frames.read_frame(fill, key=self.key)
+            if expect_id is not wire._NO_ID and not payload and header.startswith(STUCK):
+                return wire.decode(header, payload)  # where the call is: no tensor to build
             return wire.decode(header, payload, expect_id=expect_id)
         except socket.timeout:
             if overtime is not None and overtime.out_of_memory():
                 self._out_of_memory()
-            self._fail("timeout", f"no answer within {seconds:g} s", f"{seconds:g} 秒内没有回答")
+            self._fail("timeout", f"no answer within {seconds:g} s", f"{seconds:g} 秒内没有回答",
+                       **self._stuck_at())
         except (EOFError, ConnectionError, OSError):
             self.worker.proc.wait(timeout=5) if self.worker.proc.poll() is None else None
             self._exited()
@@ -378,10 +392,15 @@ class Student:
         """The answer to the call just sent, waited for with its own timeout."""
         self.next_id += 1
         began = time.monotonic()
+        self.stuck_line = None
         try:
             seconds = max(min(timeout or self.limits.call_seconds, self._left()), 0.1)
             overtime = Overtime(self, min(MEMORY_GRACE_SECONDS, self._left() - seconds))
+            deadline = time.monotonic() + seconds
             reply = self._receive(seconds, expect_id=self.next_id, overtime=overtime)
+            while self._stuck(reply):  # the worker tells where the call is while it runs
+                reply = self._receive(max(deadline - time.monotonic(), 0.01),
+                                      expect_id=self.next_id, overtime=overtime)
         finally:
             self._charge(time.monotonic() - began)
         if not isinstance(reply, dict) or reply.get("id") != self.next_id:

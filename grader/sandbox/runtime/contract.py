@@ -375,7 +375,7 @@ def read(module, d_model):
 
 def grads(module, d_model, x, upstream, *, run):
     """{q, k, v, o}: the gradient each contract matrix receives from sum(forward(x) * upstream),
-    forward called through `run` (the worker's isolation.run: the student's own thread)."""
+    forward called through `run` (the worker's isolation.runner: the student's own thread)."""
     kind, slots = layout(module, d_model)
     if kind is None:
         return None

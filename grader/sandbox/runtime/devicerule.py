@@ -1,9 +1,9 @@
 """CUDA's rule for devices, for the student's code run on `meta` (placement.py).
 
-A module of its own: a SameDevice is entered on the student's thread (isolation.run), where the
-student's code can reach its class and so this module's globals; nothing here is what the worker
-reads or reports, so whatever is rebound here changes only the rule the student's own code runs
-under (and a student's code can leave a dispatch mode anyway: the judge's scan reads that as
+A module of its own: a SameDevice is entered on the student's thread (isolation.runner), where
+the student's code can reach its class and so this module's globals; nothing here is what the
+worker reads or reports, so whatever is rebound here changes only the rule the student's own
+code runs under (and a student's code can leave a dispatch mode anyway: the judge's scan reads that as
 tampering).
 """
 import torch
@@ -65,6 +65,6 @@ def _devices(items, seen):
 
 
 def device_rule(device):
-    """What the student's code runs under on `device` (the contexts isolation.run enters):
+    """What the student's code runs under on `device` (contexts the student's run enters):
     SameDevice on meta; elsewhere torch's own kernels check."""
     return (SameDevice(),) if device == "meta" else ()

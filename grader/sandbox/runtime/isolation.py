@@ -1,6 +1,6 @@
 """Keeps what the worker reads out of the reach of the student's code, inside its own process.
 
-The student's code runs on a thread of its own (run()): its stack starts at a trampoline whose
+The student's code runs on a thread of its own (runner()): its stack starts at a loop whose
 globals hold nothing, so a walk of frames from the student's code (sys._getframe,
 traceback.walk_stack, an exception's tb_frame, then f_back) ends there and finds only what was
 handed to the call.  The worker's serving loop and its readers keep the main thread.
@@ -15,6 +15,7 @@ The worker's own reads of frames (the line an import is stuck at, an exception's
 inside judging(), on the main thread, with no student code inside.  Each refusal is counted:
 the worker tells the judge, which reads it as tampering.
 """
+import queue
 import sys
 import threading
 import types
@@ -38,25 +39,28 @@ class Refused(RuntimeError):
     """What the student's code meets on a route into the worker."""
 
 
-def _trampoline(fn, args, kwargs, contexts, box, done):
-    entered = []
-    try:
-        for context in contexts:
-            context.__enter__()
-            entered.append(context)
-        box.append((True, fn(*args, **kwargs)))
-    except BaseException as exc:
-        box.append((False, exc))
-    finally:
-        for context in reversed(entered):
-            context.__exit__(None, None, None)
-        done.set()
+def _serve_student(jobs):
+    while True:
+        fn, args, kwargs, contexts, box, done = jobs.get()
+        entered = []
+        try:
+            for context in contexts:
+                context.__enter__()
+                entered.append(context)
+            box.append((True, fn(*args, **kwargs)))
+        except BaseException as exc:
+            box.append((False, exc))
+        finally:
+            for context in reversed(entered):
+                context.__exit__(None, None, None)
+            done.set()
+            fn = args = kwargs = contexts = box = done = entered = exc = None
 
 
 # The bottom of the student's stack: globals of its own, with nothing in them.
-TRAMPOLINE = types.FunctionType(
-    _trampoline.__code__, {"__builtins__": {"BaseException": BaseException, "reversed": reversed}},
-    "student_call")
+SERVE_STUDENT = types.FunctionType(
+    _serve_student.__code__,
+    {"__builtins__": {"BaseException": BaseException, "reversed": reversed}}, "student_thread")
 
 
 class Guard:
@@ -105,21 +109,28 @@ def guard():
     return Judging(), lambda: list(state.refused)
 
 
-def run(fn, args=(), kwargs=None, contexts=(), on_wait=None, tick=0.5,
-        trampoline=TRAMPOLINE, thread=threading.Thread, event=threading.Event, refused=Refused):
-    """fn(*args, **kwargs) on a fresh thread (inside `contexts`, entered there: grad mode and
-    dispatch modes are per thread); its value, or its exception raised here.  While it runs,
+def runner(thread=threading.Thread, queue=queue.SimpleQueue, event=threading.Event,
+           refused=Refused):
+    """run(fn, args, kwargs, contexts, on_wait, tick) for the student's code, on one thread of
+    its own started now (before the student's code can fill the process limit: a thread counts
+    as a process there): fn(*args, **kwargs) inside `contexts`, entered on that thread (grad mode
+    and dispatch modes are per thread); its value, or its exception raised here.  While it runs,
     on_wait(ident) is called every `tick` seconds (the worker tells the judge where it is)."""
-    box, done = [], event()
-    worker = thread(target=trampoline, args=(fn, tuple(args), dict(kwargs or {}), tuple(contexts),
-                                             box, done), name="student", daemon=True)
-    worker.start()
-    while not done.wait(tick):
-        if on_wait is not None:
-            on_wait(worker.ident)
-    if not box:
-        raise refused("the call ended without an answer")
-    ok, value = box[0]
-    if not ok:
-        raise value
-    return value
+    jobs = queue()
+    student = thread(target=SERVE_STUDENT, args=(jobs,), name="student", daemon=True)
+    student.start()
+
+    def run(fn, args=(), kwargs=None, contexts=(), on_wait=None, tick=0.5):
+        box, done = [], event()
+        jobs.put((fn, tuple(args), dict(kwargs or {}), tuple(contexts), box, done))
+        while not done.wait(tick):
+            if on_wait is not None:
+                on_wait(student.ident)
+        if not box:
+            raise refused("the call ended without an answer")
+        ok, value = box.pop()
+        if not ok:
+            raise value
+        return value
+
+    return run

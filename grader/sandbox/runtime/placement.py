@@ -62,8 +62,8 @@ def describe(value):
 
 def call_on(fn, device, dtype=None, args=(), kwargs=None, *, run, rule):
     """The student's function `fn` called on the judge's arguments moved to `device` (`dtype`),
-    through `run` (the worker's isolation.run: the student's own thread) under `rule(device)`'s
-    contexts (devicerule.device_rule)."""
+    through `run` (the worker's isolation.runner: the student's own thread) under the contexts
+    of `rule(device)` (devicerule.device_rule)."""
     dtype = _dtype(dtype)
     args = [_place(a, device, dtype) for a in args]
     kwargs = {k: _place(v, device, dtype) for k, v in (kwargs or {}).items()}

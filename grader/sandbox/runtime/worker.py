@@ -106,6 +106,20 @@ class _Nothing:
 _NOTHING = _Nothing()
 
 
+def student_runs(kit, send, student_file, judging):
+    """The kit with every way into the student's code bound to the run of the student's thread
+    (isolation.runner, started now), which tells the
+    judge where that code is while it runs (telling_where): the operations' own calls, and the
+    readers' (a forward inside contract.grads, placement's calls on a device)."""
+    run = functools.partial(kit["runner"](), tick=STUCK_REPORT_SECONDS,
+                            on_wait=telling_where(send, student_file, judging))
+    readers = dict(kit["readers"], grads=functools.partial(kit["readers"]["grads"], run=run),
+                   forward_on=functools.partial(kit["readers"]["forward_on"], run=run,
+                                                rule=kit["rule"]))
+    call_on = functools.partial(kit["call_on"], run=run, rule=kit["rule"])
+    return dict(kit, run=run, readers=readers, call_on=call_on)
+
+
 def student_module(student_file):
     """The student's module, made but not run yet (run on the student's thread: serve)."""
     import importlib.util
@@ -119,7 +133,7 @@ def student_module(student_file):
 def operations(module, torch, kit):
     """{op: function(**args)} the judge may ask for: the student's functions and constants, and
     the blocks it makes (whose table lives in a closure of block_operations).  Every call into
-    the student's code goes through kit["run"] (isolation.run: the student's own thread)."""
+    the student's code goes through kit["run"] (isolation.runner: the student's own thread)."""
     ops = function_operations(module, kit)
     ops.update(block_operations(module, torch, kit))
     return ops
@@ -222,14 +236,11 @@ def prepare():
     import placement
 
     placement.warm_meta()
-    # The readers that call the student's code call it through isolation.run.
-    run, rule = isolation.run, devicerule.device_rule
-    readers = dict(contract.ACTIONS, grads=functools.partial(contract.grads, run=run))
-    readers.update(placement.BLOCK_ACTIONS,
-                   forward_on=functools.partial(placement.forward_on, run=run, rule=rule))
+    readers = dict(contract.ACTIONS)
+    readers.update(placement.BLOCK_ACTIONS)
     _PREPARED.update(readers=readers, devices=placement.devices, train=copytask.train,
-                     call_on=functools.partial(placement.call_on, run=run, rule=rule),
-                     wire=private_wire(), run=run, guard=isolation.guard)
+                     call_on=placement.call_on, rule=devicerule.device_rule,
+                     wire=private_wire(), runner=isolation.runner, guard=isolation.guard)
     del sys.modules["contract"]
     gc.freeze()
     return torch
@@ -261,9 +272,9 @@ def student_line(frame, student_file):
 
 
 def telling_where(send, student_file, judging, frames=sys._current_frames):
-    """on_wait(ident) for isolation.run: the line of the student's file the student's thread is
-    at, told to the judge ({"stuck": line}), so a timeout can say where the import was stuck (an
-    endless loop at import would otherwise end with no line at all).  The frames are read
+    """on_wait(ident) for the student's run (isolation.runner): the line of the student's file
+    that thread is at, told to the judge ({"stuck": line}), so a timeout can say where the import
+    or the call was stuck (an endless loop would otherwise end with no line at all).  The frames are read
     inside `judging`: the worker's own read, refused to the student's code."""
     def tell(ident):
         with judging:
@@ -291,7 +302,7 @@ def _seal():
 
 def serve(channel, student_file, torch):
     """Import the student's file, greet the judge, answer requests until the channel closes.
-    The student's code runs on its own thread (isolation.run), from the import on, behind the
+    The student's code runs on its own thread (isolation.runner), from the import on, behind the
     audit hook armed just before it (isolation.guard)."""
     kit = dict(_PREPARED)
     _PREPARED.clear()
@@ -303,14 +314,14 @@ def serve(channel, student_file, torch):
     endpoints(channel.fd, kit["wire"])[0]({"key": key.hex()})
     send, receive = endpoints(channel.fd, kit["wire"], key)
     del key
-    protocol_error, run = kit["wire"].ProtocolError, kit["run"]
+    protocol_error = kit["wire"].ProtocolError
     ops_of, make_answer, describe = operations, answering, describe_exception
     spec, module = student_module(student_file)
     _seal()
     judging, refused = kit["guard"]()
+    kit = student_runs(kit, send, student_file, judging)
     try:
-        run(spec.loader.exec_module, (module,), tick=STUCK_REPORT_SECONDS,
-            on_wait=telling_where(send, student_file, judging))
+        kit["run"](spec.loader.exec_module, (module,))
     except BaseException as exc:  # SystemExit and KeyboardInterrupt at import are the student's too
         send({"hello": False, "error": describe(exc, student_file, judging), "refused": refused()})
         return
