@@ -63,8 +63,10 @@ def other_side(seed, salt, width):
 
 # -- answers, once per grading ------------------------------------------------------------------
 # A tensor of an answer larger than this is kept as a stand-in of its shape and dtype (no memory):
-# only a wrong shape can be that large, and a stand-in is judged as the same wrong shape.
-KEPT_BYTES = 1 << 20
+# only a wrong shape can be that large (the largest right answer is 1 KiB), and a stand-in is
+# judged as the same wrong shape.  The judge keeps a grading's answers to the end, so what one
+# answer may keep is bounded (tests/bench_judge_memory.py).
+KEPT_BYTES = 1 << 16
 
 
 class Asked:
@@ -122,16 +124,24 @@ def ask(student, function, call, args, **form):
         try:
             entry.answer = kept_answer(call())
         except (StudentError, WorkerFailure, Verdict) as exc:
-            entry.error = exc
+            # kept without its traceback and chain: their frames would keep the answers alive
+            exc.__context__ = exc.__cause__ = None
+            entry.error = exc.with_traceback(None)
     return asked[key].outcome()
 
 
 def kept_answer(answer):
-    """The answer as it is kept: a tensor beyond KEPT_BYTES as a stand-in of its shape and dtype."""
-    if type(answer) is torch.Tensor and answer.numel() * answer.element_size() > KEPT_BYTES:
-        return torch.zeros((), dtype=answer.dtype).expand(answer.shape)
-    if isinstance(answer, tuple):
+    """The answer as it is kept: a tensor beyond KEPT_BYTES as a stand-in of its shape and dtype;
+    a tuple of its items so kept; a list, dict or string (never a right answer) as an empty one
+    of its type, which a check names by its type alone."""
+    if type(answer) is torch.Tensor:
+        if answer.numel() * answer.element_size() > KEPT_BYTES:
+            return torch.zeros((), dtype=answer.dtype).expand(answer.shape)
+        return answer
+    if type(answer) is tuple:
         return tuple(kept_answer(a) for a in answer)
+    if type(answer) in (list, dict, str, bytes):
+        return type(answer)()
     return answer
 
 
