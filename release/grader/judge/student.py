@@ -27,6 +27,24 @@ NEEDS_FORWARD = {"grads:": "forward:", "train_copy:": "forward:", "contract:grad
 RESERVE_SECONDS, RESERVE_SHARE = 20.0, 0.1
 # How torch words a NotImplementedError of the meta device (checks/public/check_device.py).
 META_REFUSAL = re.compile(r"meta tensor|'Meta' backend|on meta tensors|device type meta", re.I)
+# The names the exercise asks the file for: one the file lacks, met by the student's own code
+# (forward calling a merge_heads never written), is named as missing, like the judge's own lookup.
+EXERCISE_NAMES = ("split_heads", "merge_heads", "attend", "CausalSelfAttention")
+# How the worker's report of where the student's code is begins (worker.telling_where): the
+# frame is signed, so only the worker sends it.
+STUCK = b'{"stuck":'
+
+NAME_NOT_DEFINED = re.compile(r"^name '(\w+)' is not defined")
+# A call that overran its time while its worker's memory grew past MEMORY_NEAR of what the limit
+# leaves above the worker's own start (torch's import alone maps ~0.75 GiB) is allocating without
+# bound: it is waited for while its memory grows (MEMORY_STEP_SECONDS at a time, at most
+# MEMORY_GRACE_SECONDS), so that the limit stops it with its own error and line; one that still
+# does not answer is named by the memory limit, not as a timeout.
+MEMORY_NEAR, MEMORY_GRACE_SECONDS, MEMORY_STEP_SECONDS = 0.25, 5.0, 0.5
+MEMORY_GROWTH = 1 << 20  # resident bytes gained in a step that count as growing (pages written)
+# What a kind of call is named in a card that says where the memory went.
+CALLED = {"new": "CausalSelfAttention.__init__", "forward": "CausalSelfAttention.forward",
+          "train_copy": "CausalSelfAttention", "contract": "CausalSelfAttention"}
 
 
 class StudentError(Exception):
@@ -87,6 +105,8 @@ class Student:
         self.spent_by_kind, self.reserve_spent, self.kind = {}, 0.0, None
         self.import_error = None    # StudentError or WorkerFailure: permanent for this submission
         self.names = []
+        self.memory_at_hello = None  # (counted, resident) bytes of the worker once it greeted
+        self.refused_at_import = []
         self.output = []            # captured stdout/stderr of every worker, for feedback
         self.events = []            # what went wrong with workers, for the report
         # A call that hung (or crashed the worker twice) will do it again: later calls of the same
@@ -119,6 +139,7 @@ class Student:
             self.starts += 1
             self.worker = self._spawn()
             self.frames = wire.FrameReader()  # what a worker sent is read from its stream only
+            self.key = None  # the worker's signing key, told before the student's import
             self.hello_pending = True
         return self
 
@@ -198,6 +219,8 @@ class Student:
             raise self.import_error
         names = hello.get("names")
         self.names = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+        self.memory_at_hello = self._memory()
+        self.refused_at_import = hello.get("refused")
 
     def _receive_hello(self, seconds):
         """The worker's hello; before it, the worker may tell the line of the student's file its
@@ -218,15 +241,35 @@ class Student:
                 self.prepared_seconds = time.monotonic() - began
                 first = False
                 continue
+            if self.key is None:
+                self._take_key(message)
+                continue
             first = False
-            if not (isinstance(message, dict) and set(message) == {"stuck"}):
+            if not self._stuck(message):
                 return message
-            if isinstance(message["stuck"], int) and not isinstance(message["stuck"], bool):
-                self.stuck_line = message["stuck"]
+
+    def _stuck(self, message):
+        """A report of the line the student's code is at ({"stuck": line}), kept: a timeout
+        then names it.  False for any other message."""
+        if not (isinstance(message, dict) and set(message) == {"stuck"}):
+            return False
+        if isinstance(message["stuck"], int) and not isinstance(message["stuck"], bool):
+            self.stuck_line = message["stuck"]
+        return True
+
+    def _take_key(self, message):
+        """The worker's first word in serve(), before any student code ran: the key every frame
+        after it is signed with (wire.py), which the student's code cannot reach."""
+        key = message.get("key") if isinstance(message, dict) and len(message) == 1 else None
+        try:
+            self.key = bytes.fromhex(key)
+        except (TypeError, ValueError):
+            self._fail("protocol", "the worker did not tell its key first",
+                       "运行你代码的进程没有按约定应答")
 
     def _stuck_at(self):
-        """{"where": "attention.py:N: code"} for the line the import was last seen at, the code
-        taken from the judge's own copy of the file (the worker only names a line number)."""
+        """{"where": "attention.py:N: code"} for the line the import or the call was last seen at,
+        the code taken from the judge's own copy of the file (the worker only names a line)."""
         line = getattr(self, "stuck_line", None)
         if line is None:
             return {}
@@ -255,21 +298,35 @@ class Student:
         self.close()
 
     # -- transport ---------------------------------------------------------------------------
-    def _receive(self, seconds, expect_id=wire._NO_ID):
+    def _receive(self, seconds, expect_id=wire._NO_ID, overtime=None):
+        """The next message, waited for `seconds` (and what `overtime`, an Overtime, adds)."""
         deadline, channel = time.monotonic() + seconds, self.worker.channel
 
         def fill(view):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise socket.timeout
-            channel.settimeout(remaining)
-            return channel.recv_into(view, min(len(view), 1 << 20))
+            nonlocal deadline
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining > 0:
+                    channel.settimeout(remaining)
+                    try:
+                        return channel.recv_into(view, min(len(view), 1 << 20))
+                    except socket.timeout:
+                        pass
+                more = overtime.more() if overtime is not None else 0
+                if more <= 0:
+                    raise socket.timeout
+                deadline = time.monotonic() + more
 
         try:
-            header, payload = self.frames.read_frame(fill)
+            header, payload = self.frames.read_frame(fill, key=self.key)
+            if expect_id is not wire._NO_ID and not payload and header.startswith(STUCK):
+                return wire.decode(header, payload)  # where the call is: no tensor to build
             return wire.decode(header, payload, expect_id=expect_id)
         except socket.timeout:
-            self._fail("timeout", f"no answer within {seconds:g} s", f"{seconds:g} 秒内没有回答")
+            if overtime is not None and overtime.out_of_memory():
+                self._out_of_memory()
+            self._fail("timeout", f"no answer within {seconds:g} s", f"{seconds:g} 秒内没有回答",
+                       **self._stuck_at())
         except (EOFError, ConnectionError, OSError):
             self.worker.proc.wait(timeout=5) if self.worker.proc.poll() is None else None
             self._exited()
@@ -288,10 +345,10 @@ class Student:
         self._fail("crashed", f"worker exited ({self.worker.exit_description()})",
                    f"进程结束了（{self.worker.exit_description('zh')}）")
 
-    def _fail(self, kind, message, zh=None):
+    def _fail(self, kind, message, zh=None, **fields):
         self.events.append({"kind": kind, "message": message})
         self._stop()
-        raise WorkerFailure(kind, message, zh)
+        raise WorkerFailure(kind, message, zh, **fields)
 
     def request(self, op, timeout=None, afresh=False, **args):
         """One call into the worker, in a round trip of its own; its answer, or the student's
@@ -309,7 +366,7 @@ class Student:
             return self._reply(timeout)
         except WorkerFailure as failure:
             self.crashes[kind] = self.crashes.get(kind, 0) + 1
-            if failure.kind == "timeout" or self.crashes[kind] >= 2:
+            if failure.kind in ("timeout", "memory_limit") or self.crashes[kind] >= 2:
                 self.poisoned[kind] = WorkerFailure(
                     failure.kind, failure.message + " (an earlier call of the same kind)",
                     failure.zh + "（同类的前一次调用）", **failure.fields)
@@ -335,9 +392,15 @@ class Student:
         """The answer to the call just sent, waited for with its own timeout."""
         self.next_id += 1
         began = time.monotonic()
+        self.stuck_line = None
         try:
-            seconds = min(timeout or self.limits.call_seconds, self._left())
-            reply = self._receive(max(seconds, 0.1), expect_id=self.next_id)
+            seconds = max(min(timeout or self.limits.call_seconds, self._left()), 0.1)
+            overtime = Overtime(self, min(MEMORY_GRACE_SECONDS, self._left() - seconds))
+            deadline = time.monotonic() + seconds
+            reply = self._receive(seconds, expect_id=self.next_id, overtime=overtime)
+            while self._stuck(reply):  # the worker tells where the call is while it runs
+                reply = self._receive(max(deadline - time.monotonic(), 0.01),
+                                      expect_id=self.next_id, overtime=overtime)
         finally:
             self._charge(time.monotonic() - began)
         if not isinstance(reply, dict) or reply.get("id") != self.next_id:
@@ -350,10 +413,27 @@ class Student:
             error = StudentError(reply["error"])
             if error.is_a("MemoryError") or "can't allocate memory" in error.message:
                 error.memory_limit = self.limits.memory_bytes  # the limit, not the student, said no
+            missing = NAME_NOT_DEFINED.match(error.message) if error.is_a("NameError") else None
+            if missing and missing.group(1) in EXERCISE_NAMES and missing.group(1) not in self.names:
+                error.not_defined = missing.group(1)
             raise error
         if "ok" not in reply:
             self._fail("protocol", "reply without a result", "应答里没有结果")
         return reply["ok"]
+
+    def _memory(self):
+        """(counted, resident) bytes the worker's largest process holds (launch.tree_memory), or
+        None where its worker cannot say (ended, or a worker kind without a way to find it)."""
+        reading = getattr(self.worker, "memory", None)
+        return reading() if reading is not None else None
+
+    def _out_of_memory(self):
+        """Fail the call that overran while growing toward the memory limit, as the limit's."""
+        limit = f"{self.limits.memory_bytes / 2 ** 30:g} GiB"
+        op, _, fn = (self.kind or "").partition(":")
+        self._fail("memory_limit", f"still allocating near the memory limit of {limit}",
+                   f"接近 {limit} 内存限制时仍在分配内存", limit=limit,
+                   where=fn if op == "call" else CALLED.get(op, op))
 
     # -- what the checks call -----------------------------------------------------------------
     def call(self, fn, *args, views=(), **kwargs):
@@ -395,6 +475,17 @@ class Student:
             self.devices_seen = [d for d in found if d in ("meta", "cuda")] \
                 if isinstance(found, list) else ["meta"]
         return self.devices_seen
+
+    def refused(self):
+        """The routes into the grading process that the worker's audit hook refused to the
+        student's code so far (isolation.py: frames of the worker, the object graph, ctypes), as
+        event names: the worker's claim.  Where the worker cannot answer (it crashed or hangs),
+        what it said at import."""
+        try:
+            found = self.request("refused", timeout=10)
+        except (StudentError, WorkerFailure):
+            found = self.refused_at_import
+        return sorted({str(e)[:60] for e in found}) if isinstance(found, list) else []
 
     def call_on(self, fn, device, *args, dtype=None, **kwargs):
         """The student's function on these arguments moved to `device` (floating ones cast to
@@ -448,6 +539,39 @@ class Student:
         if self.worker is not None:
             parts.append((self.worker.stdout.text(), self.worker.stderr.text()))
         return "".join(out + err for out, err in parts)
+
+
+class Overtime:
+    """More time for a call that overran its own while its worker's memory grows toward the limit
+    (MEMORY_NEAR): each step is given only while the memory keeps growing, up to `most` seconds."""
+
+    def __init__(self, student, most):
+        self.student, self.most, self.given = student, max(most, 0.0), 0.0
+        start = (student.memory_at_hello or (0, 0))[0]
+        self.near = start + MEMORY_NEAR * max(student.limits.memory_bytes - start, 0)
+        self.last, self.growing = None, False
+
+    def more(self):
+        """Seconds more to wait for the answer: 0 once the memory is below `near` or has stopped
+        growing (a hang that holds memory: a timeout), or the time allowed is given."""
+        held = self.student._memory()
+        if held is None:
+            self.growing = False
+            return 0
+        first = self.last is None
+        self.growing = not first and (held[0] > self.last[0]
+                                      or held[1] > self.last[1] + MEMORY_GROWTH)
+        self.last = held
+        if held[0] < self.near or not (first or self.growing) or self.given >= self.most:
+            return 0
+        step = min(MEMORY_STEP_SECONDS, self.most - self.given)
+        self.given += step
+        return step
+
+    def out_of_memory(self):
+        """The call was still growing its memory past `near` when its time ran out: the limit's
+        to name, not a hang."""
+        return self.growing and self.last[0] >= self.near
 
 
 def calling(fn, args, kwargs, views=()):

@@ -91,11 +91,22 @@ def verdict_lines(rubric, verdicts, lang, seen=None):
             continue
         seen.add(message)
         lines.append(message)
+        lines += stuck_lines(verdict, lang)
         if verdict.get("detail"):
             lines.append(TEXT[lang]["detail"] + verdict["detail"])
         if verdict.get("heatmap"):
             lines.append(verdict["heatmap"])
     return lines
+
+
+def stuck_lines(verdict, lang):
+    """Under a call's timeout: the line of the student's file it was running when time ran out
+    (the worker tells it while the call runs: Student.stuck_line)."""
+    head, _, code = verdict.get("fields", {}).get("where", "").partition(": ")
+    number = head.rpartition(":")[2]
+    if verdict.get("key") != "timeout" or not (code and number.isdigit()):
+        return []
+    return [TEXT[lang]["stuck_line"].format(line=number), f"| {code}"]
 
 
 def part_lines(rubric, result, lang):

@@ -56,6 +56,7 @@ class ForkedWorker:
     def __init__(self, server, spawn_id, copy_dir, limits, slot=None):
         self.server, self.id, self.copy_dir, self.slot = server, spawn_id, copy_dir, slot
         self.isolation, self.zygote = server.isolation, None
+        self.pid = None  # as the zygote numbers it (ForkServer.spawn)
         self.proc = _Exit()
         self.channel, worker_end = socket.socketpair()
         out_read, out_write = os.pipe()
@@ -86,6 +87,16 @@ class ForkedWorker:
 
     def exit_description(self, lang="en"):
         return sandbox.describe_exit(self.proc.poll(), lang)
+
+    def memory(self):
+        """The memory its largest process holds (sandbox.tree_memory), or None where it has ended
+        or cannot be found: a plain zygote numbers its children as the judge does, one in
+        namespaces one PID namespace down (sandbox.pid_below)."""
+        if self.pid is None or self.proc.poll() is not None:
+            return None
+        pid = self.pid if self.server.mode == "plain" else \
+            sandbox.pid_below(self.server.proc.pid, self.pid)
+        return sandbox.tree_memory(pid) if pid is not None else None
 
 
 class ForkServer:
@@ -234,6 +245,7 @@ class ForkServer:
             why = str(reply.get("error", "no answer"))
             raise WorkerFailure("sandbox", "the fork server could not fork: " + why,
                                 "评分器的进程服务没能启动新进程：" + why)
+        worker.pid = reply.get("pid") if isinstance(reply.get("pid"), int) else None
         return worker
 
     def _copy_in(self, spawn_id, folder, student_name, source=None):

@@ -22,15 +22,17 @@ import threading
 
 from grader import paths, process, safefs, words
 from grader.sandbox.runtime.limits import (CLONE_NEWIPC, CLONE_NEWNET, TMP_BYTES, UNPRIVILEGED,
-                                           accelerator_nodes, apply_rlimits, rlimit_table)
+                                           accelerator_nodes, apply_rlimits, memory_held,
+                                           rlimit_table)
 
 SANDBOX_WORK = "/submission"
 SANDBOX_RUNTIME = "/grader-runtime"
 
 
 class WorkerFailure(Exception):
-    """The worker did not answer properly: kind is timeout, crashed, protocol, budget or sandbox
-    (the grader's own sandbox could not be set up).  `message` is English, `zh` the same in
+    """The worker did not answer properly: kind is timeout, memory_limit (a call that overran while
+    growing toward the memory limit: Student), crashed, protocol, budget or sandbox (the grader's
+    own sandbox could not be set up).  `message` is English, `zh` the same in
     Chinese (students read either, one language at a time); `fields` fill the rubric message."""
 
     def __init__(self, kind, message, zh=None, **fields):
@@ -311,6 +313,59 @@ class WorkerProcess:
 
     def exit_description(self, lang="en"):
         return describe_exit(self.proc.poll(), lang)
+
+    def memory(self):
+        """The memory its largest process holds (tree_memory), or None once it has ended."""
+        return tree_memory(self.proc.pid) if self.proc.poll() is None else None
+
+
+# -- the memory a worker holds, read from /proc (Student: a call that overran while it grew) ------
+def process_tree(pid):
+    """`pid` and every process below it (bubblewrap's own processes, the worker, what it started),
+    as this judge's /proc numbers them; the ones that cannot be read are left out."""
+    found, waiting = [], [pid]
+    while waiting:
+        current = waiting.pop()
+        found.append(current)
+        try:
+            threads = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for thread in threads:
+            try:
+                with open(f"/proc/{current}/task/{thread}/children", encoding="ascii") as kids:
+                    waiting += [int(kid) for kid in kids.read().split()]
+            except (OSError, ValueError):
+                pass
+    return found
+
+
+def tree_memory(pid):
+    """(counted, resident) bytes of the process under `pid` (itself included) that holds the most
+    counted memory (limits.memory_held: the memory limit is each process's own), or None where
+    none can be read."""
+    held = [m for m in map(memory_held, process_tree(pid)) if m is not None]
+    return max(held) if held else None
+
+
+def pid_below(root, pid):
+    """This judge's number of the process that the sandbox started under `root` numbers `pid` one
+    PID namespace below root's own (a fork server's child in bubblewrap: the zygote reports the
+    pid its namespace gives it), or None where none is found."""
+    def numbers(of):
+        try:
+            with open(f"/proc/{of}/status", encoding="ascii") as status:
+                line = next((l for l in status if l.startswith("NSpid:")), "")
+        except OSError:
+            return []
+        return line.split()[1:]
+
+    level = len(numbers(root))
+    for candidate in process_tree(root):
+        found = numbers(candidate)
+        if level and len(found) > level + 1 and found[level] == str(pid):
+            return candidate
+    return None
 
 
 SIGNAL_WORDS = ("SIGXCPU", "SIGXFSZ", "SIGKILL")  # the signals words.toml [sandbox] says in words

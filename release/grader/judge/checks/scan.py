@@ -419,3 +419,65 @@ def fold(node, constants):
             parts = [fold(e, constants) for e in arg.elts]
             return base.join(parts) if all(p is not None for p in parts) else None
     return None
+
+
+# -- asking which device the judge runs the code on ------------------------------------------------
+# A tensor's own answers about its device, read in a test (if, while, a conditional expression,
+# a comparison, and, or, not): what the code does then depends on where the judge runs it.
+DEVICE_FLAGS = {"is_meta", "is_cuda", "is_cpu"}
+
+
+def device_probes(source):
+    """Where the source asks which device it is run on, read without running it: `is_meta`
+    anywhere, the string "meta" (as the judge's device has it), and a device's type, str() of a
+    device or a tensor's is_cuda / is_cpu read in a test.  Nothing a correct attention needs:
+    it makes its tensors with device=x.device, whatever that is.  The __main__ block, where a
+    demo picks its device, is not read."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    skipped = {id(n) for block in ast.walk(tree) if _main_block(block) for n in ast.walk(block)}
+    nodes = [n for n in ast.walk(tree) if id(n) not in skipped]
+    _annotate(nodes)
+    constants = _string_constants(nodes)
+    tests = {id(n) for node in nodes for n in _tested(node)}
+    found = []
+    for node in nodes:
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Attribute) and node.attr == "is_meta":
+            found.append((line, ast.unparse(node)))
+        elif id(node) in tests and (_device_type(node) or isinstance(node, ast.Attribute)
+                                    and node.attr in DEVICE_FLAGS):
+            found.append((line, ast.unparse(node)))
+        elif _folded(node, constants) == "meta":
+            found.append((line, '"meta"'))
+    return [f"{text} (attention.py:{line})" for line, text in sorted(set(found))][:4]
+
+
+def _main_block(node):
+    """`if __name__ == "__main__":`"""
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and isinstance(test, ast.Compare) \
+        and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+
+
+def _tested(node):
+    """The expressions a node tests (their every sub-expression)."""
+    if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)):
+        yield from ast.walk(node.test)
+    elif isinstance(node, (ast.Compare, ast.BoolOp)) or (isinstance(node, ast.UnaryOp)
+                                                        and isinstance(node.op, ast.Not)):
+        yield from ast.walk(node)
+    elif isinstance(node, ast.Match):
+        yield from ast.walk(node.subject)
+
+
+def _device_type(node):
+    """x.device.type, or str(x.device)."""
+    if isinstance(node, ast.Attribute) and node.attr == "type" \
+            and isinstance(node.value, ast.Attribute) and node.value.attr == "device":
+        return True
+    return isinstance(node, ast.Call) and _called_name(node.func) == "str" and node.args \
+        and isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "device"
+

@@ -373,8 +373,9 @@ def read(module, d_model):
     return matrices
 
 
-def grads(module, d_model, x, upstream):
-    """{q, k, v, o}: the gradient each contract matrix receives from sum(forward(x) * upstream)."""
+def grads(module, d_model, x, upstream, *, run):
+    """{q, k, v, o}: the gradient each contract matrix receives from sum(forward(x) * upstream),
+    forward called through `run` (the worker's isolation.runner: the student's own thread)."""
     kind, slots = layout(module, d_model)
     if kind is None:
         return None
@@ -385,7 +386,8 @@ def grads(module, d_model, x, upstream):
         for m in matrices.values():
             if m.requires_grad and m.grad_fn is not None:
                 m.retain_grad()
-        (module(x) * upstream).sum().backward()
+        out = run(module, (x,))  # the student's forward, on the student's thread
+        (out * upstream).sum().backward()
     got = {n: (m.grad.detach().clone() if m.grad is not None else None) for n, m in matrices.items()}
     if any(g is None for g in got.values()):
         return {"missing": sorted(n for n, g in got.items() if g is None)}

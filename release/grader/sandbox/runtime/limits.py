@@ -36,6 +36,25 @@ def memory_rlimit():
     return resource.RLIMIT_DATA if accelerator_nodes() else resource.RLIMIT_AS
 
 
+def memory_held(pid):
+    """(counted, resident): the bytes of process `pid` that its memory limit counts (memory_rlimit:
+    its address space, or where CUDA may start its data) and the bytes it has resident, read from
+    /proc; None where they cannot be read (the process is gone, no /proc)."""
+    counted_field = "VmData" if memory_rlimit() == resource.RLIMIT_DATA else "VmSize"
+    fields = {}
+    try:
+        with open(f"/proc/{int(pid)}/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                name, _, value = line.partition(":")
+                if name in (counted_field, "VmRSS"):
+                    fields[name] = int(value.split()[0]) * 1024  # "123456 kB"
+    except (OSError, ValueError, IndexError):
+        return None
+    if len(fields) != 2:
+        return None  # a zombie has no memory lines
+    return fields[counted_field], fields["VmRSS"]
+
+
 def rlimit_table(limits, memory=None):
     """[(resource, value)] for `limits` (a mapping of Limits' fields): built before the fork, so
     nothing is looked up between fork and exec."""

@@ -6,62 +6,11 @@ here, the student's code runs, and what comes back is a plain description of eve
 where it lives, its dtype and shape, and its values where a device has any (`meta` has none).
 Nothing here decides a verdict; every word of it is a claim to the judge.
 
-On `meta` the student's code runs under CUDA's rule for devices (SameDevice): torch's meta
-kernels of mm, bmm and matmul take a CPU operand without a word, where CUDA refuses it.
+On `meta` the student's code runs under CUDA's rule for devices (devicerule.SameDevice, handed in
+by the worker with the runner of the student's thread).
 """
-import contextlib
-
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
-
-aten = torch.ops.aten
-# Operations that move values between devices, or index with CPU indices, as CUDA allows.
-CROSSES_DEVICES = frozenset({aten.copy_.default, aten._to_copy.default, aten.index.Tensor,
-                             aten.index_put_.default, aten._index_put_impl_.default,
-                             aten.index_put.default})
-
-
-class SameDevice(TorchDispatchMode):
-    """Every operation's tensors on one device, as CUDA demands: a CPU tensor of at least one
-    axis (a 0-dim one mixes with any device) beside a meta one is refused in torch's own words.
-    torch checks this in most meta kernels but not in all: `x @ w` with w on the CPU runs on meta
-    and fails on a GPU, so a Linear made in forward would pass here and fail there."""
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func not in CROSSES_DEVICES:
-            seen = set()
-            _devices(args, seen)
-            if kwargs:
-                _devices(kwargs.values(), seen)
-            if len(seen) > 1:
-                raise RuntimeError("Expected all tensors to be on the same device, but found at "
-                                   f"least two devices, {' and '.join(sorted(seen, reverse=True))}!"
-                                   f" (when checking the arguments of {func})")
-        return func(*args, **kwargs)
-
-
-def _devices(items, seen):
-    """Add to `seen` the device of every tensor in `items` (lists, tuples and dicts followed:
-    what an operation's arguments hold) that counts for the rule: one of at least one axis, or
-    a 0-dim one off the CPU."""
-    for item in items:
-        if isinstance(item, torch.Tensor):
-            device = item.device.type
-            if device != "cpu" or item.dim() > 0:
-                seen.add(device)
-        elif isinstance(item, (list, tuple)):
-            _devices(item, seen)
-        elif isinstance(item, dict):
-            _devices(item.values(), seen)
-
-
-def device_rule(device):
-    """What the student's code runs under on `device`: SameDevice on meta; elsewhere torch's own
-    kernels check (a null context)."""
-    return SameDevice() if device == "meta" else contextlib.nullcontext()
-
 
 def devices():
     """The devices other than the CPU this worker can try: `meta` always (every operation runs
@@ -111,14 +60,14 @@ def describe(value):
             "value": None if tensor.device.type == "meta" else tensor.to("cpu").clone()}
 
 
-def call_on(module, fn, device, dtype=None, args=(), kwargs=None):
-    """The student's function `fn` called on the judge's arguments moved to `device` (`dtype`)."""
+def call_on(fn, device, dtype=None, args=(), kwargs=None, *, run, rule):
+    """The student's function `fn` called on the judge's arguments moved to `device` (`dtype`),
+    through `run` (the worker's isolation.runner: the student's own thread) under the contexts
+    of `rule(device)` (devicerule.device_rule)."""
     dtype = _dtype(dtype)
     args = [_place(a, device, dtype) for a in args]
     kwargs = {k: _place(v, device, dtype) for k, v in (kwargs or {}).items()}
-    with device_rule(device):
-        result = getattr(module, fn)(*args, **kwargs)
-    return describe(result)
+    return describe(run(fn, args, kwargs, contexts=rule(device)))
 
 
 def _mask(block):
@@ -158,11 +107,12 @@ def _left_behind(block, device):
     return names[:8]
 
 
-def forward_on(block, x, device, dtype=None):
-    """forward(x, return_weights=True) on x moved to `device` (`dtype`), without gradients."""
+def forward_on(block, x, device, dtype=None, *, run, rule):
+    """forward(x, return_weights=True) on x moved to `device` (`dtype`), without gradients, as
+    call_on calls."""
     x = _place(x, device, _dtype(dtype))
-    with torch.no_grad(), device_rule(device):
-        result = block(x, return_weights=True)
+    result = run(block, (x,), {"return_weights": True},
+                           contexts=(torch.no_grad(),) + rule(device))
     return describe(result)
 
 

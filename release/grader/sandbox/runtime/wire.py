@@ -5,7 +5,12 @@ frame as hostile: `decode` rebuilds plain data only (dict, list, str, numbers, b
 exact `torch.Tensor`s made from raw bytes), never unpickles, and enforces size caps.
 
 Frame: MAGIC (4 bytes) | header length (4 bytes, big endian) | payload length (8 bytes) |
-header (UTF-8 JSON) | payload (the tensors' raw bytes, back to back).
+header (UTF-8 JSON) | payload (the tensors' raw bytes, back to back) [| tag (32 bytes)].
+The tag is HMAC-SHA256 of everything before it under the worker's key: the worker draws a key
+before the student's file is imported, tells the judge in its first frame, and signs every
+frame after it; the judge then refuses a frame without the right tag.  The student's code can
+write to the channel's file descriptor (it is in the same process), but cannot reach the key
+(isolation.py), so it cannot forge a reply.
 In the header a tensor is {"$tensor": [offset, nbytes], "dtype": "float32", "shape": [...]},
 a tuple is {"$tuple": [...]} and an object that is neither is {"$object": "TypeName"}.  A key of
 the sender's own dicts that starts with "$" is sent with one more "$" ("$tensor" -> "$$tensor"),
@@ -14,6 +19,8 @@ materialises at most as many tensor bytes as the payload holds (64 references to
 are refused, not copied 64 times), and `expect_id` checks a reply's id before any tensor is built.
 """
 import builtins
+import hashlib
+import hmac
 import json
 import struct
 
@@ -38,6 +45,7 @@ MAX_PAYLOAD = 8 * 1024 * 1024
 # the header's JSON as Python objects (~50 bytes per byte).  36.5 MiB with the caps above.
 JUDGE_FRAME_BYTES = 3 * MAX_PAYLOAD + 50 * MAX_HEADER
 MAX_DEPTH = 32
+TAG_BYTES = 32
 # Dtypes that may cross the boundary, by name; anything else is refused by the judge.
 DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
 
@@ -105,8 +113,17 @@ def _tensor_bytes(value, t):
         return t["numpy"](t["contiguous"](tensor)).tobytes(), name, list(t["shape"](tensor))
 
 
-def encode(obj):
-    """Turn plain data (and tensors) into one frame of bytes."""
+def _tag(key, *parts, sha256=hashlib.sha256):
+    """HMAC-SHA256 (RFC 2104) of the parts under a key of at most 64 bytes, written out over
+    the hash bound at import: hmac.digest looks its backend up in hmac's module at each call,
+    where the student's code could put a function that is handed the key."""
+    key = key.ljust(64, b"\0")
+    inner = sha256(bytes(b ^ 0x36 for b in key) + b"".join(parts)).digest()
+    return sha256(bytes(b ^ 0x5C for b in key) + inner).digest()
+
+
+def encode(obj, key=None):
+    """Turn plain data (and tensors) into one frame of bytes, signed with `key` where given."""
     chunks, offset = [], [0]
 
     def walk(value, depth):
@@ -142,22 +159,29 @@ def encode(obj):
         raise ProtocolError(f"message too large to send ({len(header)} + {payload_len} bytes; "
                             f"at most {MAX_HEADER} + {MAX_PAYLOAD})")
     payload = b"".join(chunks)
-    return PREFIX.pack(MAGIC, len(header), len(payload)) + header + payload
+    frame = PREFIX.pack(MAGIC, len(header), len(payload)) + header + payload
+    return frame + _tag(key, frame) if key is not None else frame
 
 
 class FrameReader:
     """Frames off one stream, each part read whole into a buffer of its own size."""
 
-    def read_frame(self, fill):
+    def read_frame(self, fill, key=None):
         """(header, payload) of the next frame; one over the caps is refused from its prefix,
-        before anything is read or made for its body.  `fill(view)` reads at most len(view)
-        bytes into `view` and returns how many (0: the stream ended: EOFError)."""
-        magic, header_len, payload_len = PREFIX.unpack(_read(PREFIX.size, fill))
+        before anything is read or made for its body, and with `key`, one whose tag is not the
+        key's, before anything is decoded.  `fill(view)` reads at most len(view) bytes into
+        `view` and returns how many (0: the stream ended: EOFError)."""
+        prefix = _read(PREFIX.size, fill)
+        magic, header_len, payload_len = PREFIX.unpack(prefix)
         if magic != MAGIC:
             raise ProtocolError("bad frame magic")
         if header_len > MAX_HEADER or payload_len > MAX_PAYLOAD:
             raise ProtocolError(f"frame too large ({header_len} + {payload_len} bytes)")
-        return bytes(_read(header_len, fill)), _read(payload_len, fill)
+        header, payload = bytes(_read(header_len, fill)), _read(payload_len, fill)
+        if key is not None and not hmac.compare_digest(bytes(_read(TAG_BYTES, fill)),
+                                                       _tag(key, prefix, header, payload)):
+            raise ProtocolError("a frame the worker did not sign")
+        return header, payload
 
 
 def _read(n, fill):

@@ -19,6 +19,7 @@ With --wait-go (watch mode's spare workers) it imports torch, then waits for one
 content: the "go") before importing STUDENT_FILE, which need not exist until then.
 """
 import builtins
+import functools
 import gc
 import os
 import sys
@@ -32,7 +33,8 @@ __builtins__ = dict(vars(builtins))
 RUNTIME = os.path.dirname(os.path.abspath(__file__))
 # Out of sys.modules before the student's import: `wire` stays (what a student's code finds
 # there is not the instance the worker speaks through: private_wire).
-RUNTIME_MODULES = ("syscalls", "contract", "placement", "copytask", "limits", "worker")
+RUNTIME_MODULES = ("syscalls", "contract", "placement", "copytask", "limits", "worker",
+                   "isolation", "devicerule")
 sys.path.insert(0, RUNTIME)
 
 import limits  # noqa: E402
@@ -43,16 +45,16 @@ import wire  # noqa: E402
 _PREPARED = {}
 
 
-def endpoints(fd, speaking=wire, read_into=os.readv, write=os.write):
+def endpoints(fd, speaking=wire, key=None, read_into=os.readv, write=os.write):
     """(send, receive) on the channel `fd` through the module `speaking` (wire), bound to the
-    functions they use as they are now."""
+    functions they use as they are now; what is sent is signed with `key` where given."""
     encode, decode, read_frame = speaking.encode, speaking.decode, speaking.FrameReader().read_frame
 
     def fill(view):
         return read_into(fd, [view[:1 << 20]])
 
     def send(obj):
-        view = memoryview(encode(obj))
+        view = memoryview(encode(obj, key))
         while view:
             view = view[write(fd, view):]
 
@@ -70,49 +72,78 @@ class Channel:
         self.send, self.receive = endpoints(fd)
 
 
-def describe_exception(exc, student_file):
+def describe_exception(exc, student_file, judging=None):
     """Type, message and the student's own line: never a traceback through the worker (only the
-    student's file is read)."""
+    student's file is read).  The message is asked first (a class of the student's may answer
+    it), then the traceback walked inside `judging` (isolation.guard: the worker's own read of
+    frames, with no student code inside)."""
+    message = str(exc)[:500]
+    # the refusal the worker raises itself (contract.py) under its module's name too, which no
+    # class of the student's file has: a student's LibraryAttentionDisabled stays theirs
+    mro = [("contract." if cls.__module__ == "contract" else "") + cls.__name__
+           for cls in type(exc).__mro__]
     line, tb = None, exc.__traceback__
-    while tb is not None:  # the innermost frame of the student's file is the one named
-        if os.path.abspath(tb.tb_frame.f_code.co_filename) == student_file:
-            line = tb.tb_lineno
-        tb = tb.tb_next
+    with judging if judging is not None else _NOTHING:
+        while tb is not None:  # the innermost frame of the student's file is the one named
+            if os.path.abspath(tb.tb_frame.f_code.co_filename) == student_file:
+                line = tb.tb_lineno
+            tb = tb.tb_next
     code = getline(student_file, line).strip() if line is not None else None
     if isinstance(exc, SyntaxError) and exc.filename and os.path.abspath(exc.filename) == student_file:
         line, code = exc.lineno, (exc.text or "").rstrip()
-    return {
-        "type": type(exc).__name__,
-        # the refusal the worker raises itself (contract.py) under its module's name too, which
-        # no class of the student's file has: a student's LibraryAttentionDisabled stays theirs
-        "mro": [("contract." if cls.__module__ == "contract" else "") + cls.__name__
-                for cls in type(exc).__mro__],
-        "message": str(exc)[:500],
-        "line": line,
-        "code": (code or "")[:200],
-    }
+    return {"type": type(exc).__name__, "mro": mro, "message": message, "line": line,
+            "code": (code or "")[:200]}
 
 
-def import_student(student_file):
+class _Nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return None
+
+
+_NOTHING = _Nothing()
+
+
+def student_runs(kit, send, student_file, judging):
+    """The kit with every way into the student's code bound to the run of the student's thread
+    (isolation.runner, started now), which tells the
+    judge where that code is while it runs (telling_where): the operations' own calls, and the
+    readers' (a forward inside contract.grads, placement's calls on a device)."""
+    run = functools.partial(kit["runner"](), tick=STUCK_REPORT_SECONDS,
+                            on_wait=telling_where(send, student_file, judging))
+    readers = dict(kit["readers"], grads=functools.partial(kit["readers"]["grads"], run=run),
+                   forward_on=functools.partial(kit["readers"]["forward_on"], run=run,
+                                                rule=kit["rule"]))
+    call_on = functools.partial(kit["call_on"], run=run, rule=kit["rule"])
+    return dict(kit, run=run, readers=readers, call_on=call_on)
+
+
+def student_module(student_file):
+    """The student's module, made but not run yet (run on the student's thread: serve)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("attention", student_file)
     module = importlib.util.module_from_spec(spec)
     sys.modules["attention"] = module
-    spec.loader.exec_module(module)
-    return module
+    return spec, module
 
 
 def operations(module, torch, kit):
     """{op: function(**args)} the judge may ask for: the student's functions and constants, and
-    the blocks it makes (whose table lives in a closure of block_operations)."""
+    the blocks it makes (whose table lives in a closure of block_operations).  Every call into
+    the student's code goes through kit["run"] (isolation.runner: the student's own thread)."""
     ops = function_operations(module, kit)
     ops.update(block_operations(module, torch, kit))
     return ops
 
 
 def function_operations(module, kit):
-    devices, call_on = kit["devices"], kit["call_on"]
+    devices, call_on, run = kit["devices"], kit["call_on"], kit["run"]
+
+    def student_function(name):
+        return run(getattr, (module, name))  # a module's __getattr__ is the student's code too
 
     def op_call(fn, args=(), kwargs=None, views=()):
         args = list(args)
@@ -120,20 +151,20 @@ def function_operations(module, kit):
         for index, *spec in views:  # [index, dim0, dim1] transposes, [index, [dims]] permutes
             args[index] = (args[index].permute(*spec[0]) if isinstance(spec[0], list)
                            else args[index].transpose(*spec))
-        return getattr(module, fn)(*args, **(kwargs or {}))
+        return run(student_function(fn), args, kwargs)
 
     def op_devices():
         return devices()
 
     def op_call_on(fn, device, dtype=None, args=(), kwargs=None):
         """The student's function on the judge's arguments moved to another device or dtype."""
-        return call_on(module, fn, device, dtype, list(args), kwargs)
+        return call_on(student_function(fn), device, dtype, list(args), kwargs)
 
     def op_constants(names):
         missing = object()
         values = {}
         for name in names:
-            value = getattr(module, name, missing)
+            value = run(getattr, (module, name, missing))
             values[name] = {"$missing": True} if value is missing else value
         return values
 
@@ -143,30 +174,33 @@ def function_operations(module, kit):
 
 def block_operations(module, torch, kit):
     handles = {}
-    readers, train, no_grad = kit["readers"], kit["train"], torch.no_grad
+    readers, train, run, no_grad = kit["readers"], kit["train"], kit["run"], torch.no_grad
+
+    def student_class():
+        return run(getattr, (module, "CausalSelfAttention"))
 
     def op_new(args=(), kwargs=None):
-        instance = module.CausalSelfAttention(*args, **(kwargs or {}))
+        instance = run(student_class(), args, kwargs)
         handle = len(handles) + 1
         handles[handle] = instance
         return handle
 
     def op_load(handle, state):
         block = handles[handle]
-        with no_grad():
-            for name, value in state.items():
-                block.get_parameter(name).copy_(value)
+        for name, value in state.items():
+            parameter = run(block.get_parameter, (name,))
+            with no_grad():
+                parameter.copy_(value)
         return True
 
     def op_forward(handle, x, return_weights=False):
-        block = handles[handle]
-        with no_grad():
-            if return_weights:
-                return block(x, return_weights=True)
-            return block(x)
+        kwargs = {"return_weights": True} if return_weights else {}
+        return run(handles[handle], (x,), kwargs, contexts=(no_grad(),))
 
     def op_train_copy(seed, n_heads):
-        model, losses = train(module.CausalSelfAttention, seed=seed, n_heads=n_heads)
+        # The training loop runs on the student's thread with their block: its losses and state
+        # are claims, which the judge evaluates again from the state (copytask.py).
+        model, losses = run(train, (student_class(),), {"seed": seed, "n_heads": n_heads})
         return {"losses": losses, "state": {n: p.detach() for n, p in model.named_parameters()}}
 
     def op_contract(handle, action, **args):
@@ -197,13 +231,16 @@ def prepare():
 
     contract.disable_library_attention(torch)
     import copytask
+    import devicerule
+    import isolation
     import placement
 
     placement.warm_meta()
     readers = dict(contract.ACTIONS)
     readers.update(placement.BLOCK_ACTIONS)
-    _PREPARED.update(readers=readers, devices=placement.devices, call_on=placement.call_on,
-                     train=copytask.train, wire=private_wire())
+    _PREPARED.update(readers=readers, devices=placement.devices, train=copytask.train,
+                     call_on=placement.call_on, rule=devicerule.device_rule,
+                     wire=private_wire(), runner=isolation.runner, guard=isolation.guard)
     del sys.modules["contract"]
     gc.freeze()
     return torch
@@ -234,30 +271,21 @@ def student_line(frame, student_file):
     return None
 
 
-def import_telling_where(send, student_file):
-    """Import the student's file; while the import runs, each second the judge is told the line
-    of the student's file it is at ({"stuck": line}), so a timeout can say where it was stuck
-    (an endless loop at import would otherwise end with no line at all)."""
-    done, main = threading.Event(), threading.get_ident()
-    frames = sys._current_frames
-
-    def tell():
-        while not done.wait(STUCK_REPORT_SECONDS):
-            line = student_line(frames().get(main), student_file)
-            if line is None:
-                continue
+def telling_where(send, student_file, judging, frames=sys._current_frames):
+    """on_wait(ident) for the student's run (isolation.runner): the line of the student's file
+    that thread is at, told to the judge ({"stuck": line}), so a timeout can say where the import
+    or the call was stuck (an endless loop would otherwise end with no line at all).  The frames are read
+    inside `judging`: the worker's own read, refused to the student's code."""
+    def tell(ident):
+        with judging:
+            line = student_line(frames().get(ident), student_file)
+        if line is not None:
             try:
                 send({"stuck": line})
             except Exception:  # the judge has given up and closed the channel: nothing to tell
-                return
+                pass
 
-    teller = threading.Thread(target=tell, daemon=True)
-    teller.start()
-    try:
-        return import_student(student_file)
-    finally:
-        done.set()
-        teller.join()  # no frame of its own may interleave with the hello
+    return tell
 
 
 def _seal():
@@ -273,22 +301,35 @@ def _seal():
 
 
 def serve(channel, student_file, torch):
-    """Import the student's file, greet the judge, answer requests until the channel closes."""
+    """Import the student's file, greet the judge, answer requests until the channel closes.
+    The student's code runs on its own thread (isolation.runner), from the import on, behind the
+    audit hook armed just before it (isolation.guard)."""
     kit = dict(_PREPARED)
     _PREPARED.clear()
     if "readers" not in kit:
         raise RuntimeError("worker.prepare() must run before serve()")
-    send, receive = endpoints(channel.fd, kit["wire"])
-    protocol_error, describe = kit["wire"].ProtocolError, describe_exception
-    ops_of, make_answer = operations, answering
+    # The key that signs every frame from now on (wire.py), told to the judge before any of the
+    # student's code runs; it lives only in the closures of send.
+    key = os.urandom(32)
+    endpoints(channel.fd, kit["wire"])[0]({"key": key.hex()})
+    send, receive = endpoints(channel.fd, kit["wire"], key)
+    del key
+    protocol_error = kit["wire"].ProtocolError
+    ops_of, make_answer, describe = operations, answering, describe_exception
+    spec, module = student_module(student_file)
     _seal()
+    judging, refused = kit["guard"]()
+    kit = student_runs(kit, send, student_file, judging)
     try:
-        module = import_telling_where(send, student_file)
+        kit["run"](spec.loader.exec_module, (module,))
     except BaseException as exc:  # SystemExit and KeyboardInterrupt at import are the student's too
-        send({"hello": False, "error": describe(exc, student_file)})
+        send({"hello": False, "error": describe(exc, student_file, judging), "refused": refused()})
         return
-    send({"hello": True, "names": sorted(n for n in vars(module) if not n.startswith("__"))})
-    answer = make_answer(ops_of(module, torch, kit), send, protocol_error, student_file)
+    send({"hello": True, "names": sorted(n for n in vars(module) if not n.startswith("__")),
+          "refused": refused()})
+    ops = ops_of(module, torch, kit)
+    ops["refused"] = refused
+    answer = make_answer(ops, send, protocol_error, student_file, judging)
     del kit
     while True:
         try:
@@ -298,7 +339,7 @@ def serve(channel, student_file, torch):
         answer(request)
 
 
-def answering(ops, send, protocol_error, student_file, describe=describe_exception):
+def answering(ops, send, protocol_error, student_file, judging, describe=describe_exception):
     """answer(request): its call made through `ops` and answered with `send`.  Made (like
     everything serving relies on) before the student's file is imported: it looks nothing up in
     this module after that."""
@@ -311,11 +352,14 @@ def answering(ops, send, protocol_error, student_file, describe=describe_excepti
                 raise ValueError(f"unknown op {op!r}")
             reply = {"id": reply_id, "ok": ops[op](**args)}
         except BaseException as exc:
-            reply = {"id": reply_id, "error": describe(exc, student_file)}
+            reply = {"id": reply_id, "error": describe(exc, student_file, judging)}
+            # Its traceback holds the frames of the student's call, and what they made (a
+            # memory hog's list): dropped now, not at the next collection.
+            exc.__traceback__ = None
         try:
             send(reply)
         except protocol_error as exc:
-            send({"id": reply_id, "error": describe(exc, student_file)})
+            send({"id": reply_id, "error": describe(exc, student_file, judging)})
 
     return answer
 

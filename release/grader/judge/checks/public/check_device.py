@@ -15,6 +15,7 @@ import re
 import pytest
 import torch
 
+from grader.judge.checks.scan import device_probes
 from grader.judge.student import StudentError
 from grader.judge.checks.public.check_attend import attend_judged, attention_gate, fresh_qkv
 from grader.judge.checks.public.check_module import (B, D, H, MAX_LEN, T, fresh_weights,
@@ -46,6 +47,14 @@ class NotJudged(Exception):
     def __init__(self, key, **fields):
         self.key, self.fields = key, fields
         super().__init__(key)
+
+
+def unprobed(student):
+    """A Verdict where the code asks which device it runs on (scan.device_probes): its device
+    point would then rest on where the judge runs it, not on what the student's own GPU does."""
+    probes = device_probes(student.source())
+    if probes:
+        raise Verdict("device_probing", what=", ".join(probes))
 
 
 def decide(outcomes, record_note):
@@ -102,6 +111,7 @@ def same_values(got, expected, device):
 # -- attend.device ------------------------------------------------------------------------------
 @pytest.mark.check("attend.device")
 def test_attend_runs_on_the_inputs_device(student, seed, record_note):
+    unprobed(student)
     q, k, v = fresh_qkv(seed, 700)
     try:
         context, weights = attend_judged(student, q, k, v)
@@ -191,6 +201,7 @@ def block_on_cpu(student, seed, salt):
 
 @pytest.mark.check("module.device")
 def test_block_runs_where_it_was_moved(student, seed, record_note):
+    unprobed(student)
     weights, x = block_on_cpu(student, seed, 720)
     decide({device: block_outcome(student, weights, device, x, seed)
             for device in student.devices()}, record_note)
