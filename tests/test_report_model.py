@@ -77,3 +77,18 @@ def test_a_batch_record_whose_report_is_no_report_is_regraded(tmp_path):
     record["report"] = None  # an ungradable entry has no report: read as it is
     (folder / records.REPORT).write_text(json.dumps(record), encoding="utf-8")
     assert records.read_record(str(tmp_path), "ana") == record
+
+
+def test_a_timed_out_card_shows_the_line_the_call_was_running():
+    """The worker tells where the student's code is while a call runs (worker.telling_where);
+    a timeout's card shows that line, in each language."""
+    from grader.render import report
+
+    said = {"zh": "5 秒内没有回答", "en": "no answer within 5 s"}
+    result = {"id": "attend.scale", "status": "timeout", "score": 0, "max_score": 2, "parts": [],
+              "verdicts": [{"status": "timeout", "key": "timeout",
+                            "fields": {"message": said,
+                                       "where": "attention.py:53:     while True:"}}]}
+    for lang in ("zh", "en"):
+        text = report.feedback(rubric.load(), result, lang)
+        assert "53" in text and "|     while True:" in text, text
