@@ -107,6 +107,11 @@ def test_the_pages_the_steps_open_say_what_the_doc_says(walked):
     carol = html.unescape((graded / "students" / "carol" / "feedback.html").read_text("utf-8"))
     assert "看起来除以了 d 而不是 √d" in carol and "隐藏检查" in carol
     assert OVERRIDE_WHY in carol and "助教改分" in carol
+    # grace's attend never returns: her page names the line it was stuck on, and the heatmap
+    # panel says it timed out
+    grace = html.unescape((graded / "students" / "grace" / "feedback.html").read_text("utf-8"))
+    assert "超时的时候正在运行这一行（第 52 行）" in grace and "while True:  # spin for ever" in grace
+    assert "attend 超时了，没有交出权重" in grace
     for page in (graded / "students").glob("*/feedback.html"):
         text = html.unescape(page.read_text(encoding="utf-8"))
         assert "抄袭" not in text and "similarity" not in text  # the FAQ: students never see flags

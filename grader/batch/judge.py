@@ -50,7 +50,9 @@ def attention_maps(student):
         _, expected = ref.attend(q, k, v, mask=mask, return_weights=True)
         entry = {"T": t, "expected": _grid(expected), "allowed": allowed.tolist()}
         if weights is None:
-            entry["error"] = words.pair("batch_judge", "no_weights")
+            hung = getattr(student, "poisoned", {}).get("call:attend")
+            timed_out = hung is not None and getattr(hung, "kind", None) == "timeout"
+            entry["error"] = words.pair("batch_judge", "timed_out" if timed_out else "no_weights")
         else:
             w = weights.double()
             nan = torch.isnan(w)

@@ -348,7 +348,7 @@ def answering(ops, send, protocol_error, student_file, judging, describe=describ
     this module after that."""
     def answer(request):
         request = request if isinstance(request, dict) else {}
-        reply_id = request.get("id")
+        reply_id, failed = request.get("id"), None
         try:
             op, args = request.get("op"), request.get("args", {})
             if op not in ops:
@@ -356,13 +356,16 @@ def answering(ops, send, protocol_error, student_file, judging, describe=describ
             reply = {"id": reply_id, "ok": ops[op](**args)}
         except BaseException as exc:
             reply = {"id": reply_id, "error": describe(exc, student_file, judging)}
-            # Its traceback holds the frames of the student's call, and what they made (a
-            # memory hog's list): dropped now, not at the next collection.
-            exc.__traceback__ = None
+            failed = exc
         try:
             send(reply)
         except protocol_error as exc:
             send({"id": reply_id, "error": describe(exc, student_file, judging)})
+        if failed is not None:
+            # Its traceback holds the frames of the student's call and what they made (a memory
+            # hog's list): dropped once answered (freeing gigabytes takes a while), not at the
+            # next collection.
+            failed.__traceback__ = None
 
     return answer
 

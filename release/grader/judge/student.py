@@ -318,10 +318,14 @@ class Student:
                 deadline = time.monotonic() + more
 
         try:
-            header, payload = self.frames.read_frame(fill, key=self.key)
-            if expect_id is not wire._NO_ID and not payload and header.startswith(STUCK):
-                return wire.decode(header, payload)  # where the call is: no tensor to build
-            return wire.decode(header, payload, expect_id=expect_id)
+            while True:
+                header, payload = self.frames.read_frame(fill, key=self.key)
+                if expect_id is wire._NO_ID or payload or not header.startswith(STUCK):
+                    return wire.decode(header, payload, expect_id=expect_id)
+                # where the call is, told while it runs: kept, and the reply read on within
+                # the same deadline (and overtime)
+                if not self._stuck(wire.decode(header, payload)):
+                    raise wire.ProtocolError("a malformed report of where the call is")
         except socket.timeout:
             if overtime is not None and overtime.out_of_memory():
                 self._out_of_memory()
@@ -367,9 +371,11 @@ class Student:
         except WorkerFailure as failure:
             self.crashes[kind] = self.crashes.get(kind, 0) + 1
             if failure.kind in ("timeout", "memory_limit") or self.crashes[kind] >= 2:
+                # the line it was stuck on is the first card's to tell, not each later one's
                 self.poisoned[kind] = WorkerFailure(
                     failure.kind, failure.message + " (an earlier call of the same kind)",
-                    failure.zh + "（同类的前一次调用）", **failure.fields)
+                    failure.zh + "（同类的前一次调用）",
+                    **{k: v for k, v in failure.fields.items() if k != "where"})
             raise
 
     def _send(self, op, args):
@@ -396,11 +402,7 @@ class Student:
         try:
             seconds = max(min(timeout or self.limits.call_seconds, self._left()), 0.1)
             overtime = Overtime(self, min(MEMORY_GRACE_SECONDS, self._left() - seconds))
-            deadline = time.monotonic() + seconds
             reply = self._receive(seconds, expect_id=self.next_id, overtime=overtime)
-            while self._stuck(reply):  # the worker tells where the call is while it runs
-                reply = self._receive(max(deadline - time.monotonic(), 0.01),
-                                      expect_id=self.next_id, overtime=overtime)
         finally:
             self._charge(time.monotonic() - began)
         if not isinstance(reply, dict) or reply.get("id") != self.next_id:
@@ -547,31 +549,38 @@ class Overtime:
 
     def __init__(self, student, most):
         self.student, self.most, self.given = student, max(most, 0.0), 0.0
-        start = (student.memory_at_hello or (0, 0))[0]
+        self.start = start = (student.memory_at_hello or (0, 0))[0]
         self.near = start + MEMORY_NEAR * max(student.limits.memory_bytes - start, 0)
-        self.last, self.growing = None, False
+        self.last, self.growing, self.let_go, self.reached = None, False, False, False
 
     def more(self):
-        """Seconds more to wait for the answer: 0 once the memory is below `near` or has stopped
-        growing (a hang that holds memory: a timeout), or the time allowed is given."""
+        """Seconds more to wait for the answer: a first step where the worker holds more than at
+        its hello (it may be growing: a machine under load fills memory slowly, and `near` may
+        not be reached yet), then one per step while it keeps growing, and one more the first
+        time it lets memory go (the limit stopped it: its own error is on its way, and freeing
+        gigabytes takes a moment); 0 once it holds still (a hang that holds memory: a timeout),
+        or the time allowed is given."""
         held = self.student._memory()
         if held is None:
             self.growing = False
             return 0
-        first = self.last is None
-        self.growing = not first and (held[0] > self.last[0]
-                                      or held[1] > self.last[1] + MEMORY_GROWTH)
+        first, before = self.last is None, self.last
+        self.growing = not first and (held[0] > before[0] or held[1] > before[1] + MEMORY_GROWTH)
+        let_go = not first and not self.let_go and held[0] + MEMORY_GROWTH < before[0]
+        self.let_go = self.let_go or let_go
+        self.reached = self.reached or (self.growing and held[0] >= self.near)
         self.last = held
-        if held[0] < self.near or not (first or self.growing) or self.given >= self.most:
+        grew = held[0] > self.start + MEMORY_GROWTH
+        if not (first and grew or self.growing or let_go) or self.given >= self.most:
             return 0
         step = min(MEMORY_STEP_SECONDS, self.most - self.given)
         self.given += step
         return step
 
     def out_of_memory(self):
-        """The call was still growing its memory past `near` when its time ran out: the limit's
-        to name, not a hang."""
-        return self.growing and self.last[0] >= self.near
+        """The call grew its memory past `near` and was still growing, or let it go, when its
+        time ran out: the limit's to name, not a hang."""
+        return self.reached and (self.growing or self.let_go)
 
 
 def calling(fn, args, kwargs, views=()):

@@ -109,6 +109,18 @@ def stuck_lines(verdict, lang):
     return [TEXT[lang]["stuck_line"].format(line=number), f"| {code}"]
 
 
+def stuck_at_top(report, lang):
+    """Said once, at the top: the first call that timed out and the line it was running (each
+    card that timed out says so; only the first of a kind names the line)."""
+    for result in report["checks"]:
+        for verdict in result["verdicts"]:
+            lines = stuck_lines(verdict, lang)
+            if lines:
+                head = TEXT[lang]["stuck_top"].format(check=result["id"])
+                return [head] + ["    " + line for line in lines] + [""]
+    return []
+
+
 def part_lines(rubric, result, lang):
     """Partial credit explained: "2 of 3 parts right", then each part with its input and, where
     it failed, its verdict (a message said for an earlier part is not repeated)."""
@@ -215,7 +227,7 @@ def not_started(checks):
 def to_text(rubric, report, lang, hidden_not_run=0):
     text = TEXT[lang]
     failure = import_failure(report)
-    lines = import_failure_lines(rubric, failure, lang) if failure else []
+    lines = import_failure_lines(rubric, failure, lang) if failure else stuck_at_top(report, lang)
     by_exercise = {}
     for r in report["checks"]:
         by_exercise.setdefault(r["exercise"], []).append(r)

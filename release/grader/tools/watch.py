@@ -152,10 +152,14 @@ def render(rubric, outcome, lang, name, number, seconds):
                                              checks=report.plural(hidden, "check", "checks"),
                                              what=report.still_hidden(rubric, lang)))
     else:
-        check = rubric.by_id[failing["id"]]
-        mark = report.STATUS_MARK[failing["status"]]
-        lines.append(f"{mark} {failing['id']}  {check.title[lang]}")
-        lines += ["    " + line for line in report.feedback(rubric, failing, lang).splitlines()]
+        failure = report.import_failure(data)
+        if failure:  # said as `make check` says it: what stopped the import, and its line
+            lines += report.import_failure_lines(rubric, failure, lang)[:-1]
+        else:
+            check = rubric.by_id[failing["id"]]
+            mark = report.STATUS_MARK[failing["status"]]
+            lines.append(f"{mark} {failing['id']}  {check.title[lang]}")
+            lines += ["    " + line for line in report.feedback(rubric, failing, lang).splitlines()]
         step = next_step(failing)
         lines += ["", text[step].format(name=name, ex=first_unfinished(progress))]
     printed = data["metadata"].get("student_output", "").splitlines()

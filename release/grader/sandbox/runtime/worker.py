@@ -1,7 +1,7 @@
 """The worker: runs inside the sandbox, imports the student's module and serves calls.
 
-It imports nothing from the judge side (no checks, no reference, no variants): only `wire`,
-`syscalls`, `contract`, `placement` and `copytask`, which are copied beside it into a private folder.
+It imports nothing from the judge side (no checks, no reference, no variants): only the runtime's
+own modules, which are copied beside it into a private folder.
 It never decides a verdict; it only returns what the student's code computed.  Everything it sends
 is untrusted by the judge.
 
@@ -11,7 +11,11 @@ taken before the student's file is imported and kept in the serving loop's local
 only: no module attribute the student's code can reach (this module is `__main__` in a cold
 worker, `worker` under the fork server; `wire` in sys.modules is another instance) holds any of
 it, and the other runtime modules are out of `sys.modules` and the runtime's folder off `sys.path`
-before the import, so replacing a name there changes nothing the judge is told.
+before the import, so replacing a name there changes nothing the judge is told.  The student's
+code runs on a thread of its own behind an audit hook (isolation.py), so no walk of frames or of
+the object graph reaches the serving loop; every frame sent after the first is signed with a key
+drawn before the import (wire.py), so nothing the student's code writes on the channel passes
+for the worker's word.
 
 Usage: python -I worker.py CHANNEL_FD STUDENT_FILE [--wait-go]
 
@@ -23,7 +27,6 @@ import functools
 import gc
 import os
 import sys
-import threading
 from linecache import getline
 
 # The functions below look names up in a copy of the builtins taken now: a student who rebinds
@@ -108,9 +111,9 @@ _NOTHING = _Nothing()
 
 def student_runs(kit, send, student_file, judging):
     """The kit with every way into the student's code bound to the run of the student's thread
-    (isolation.runner, started now), which tells the
-    judge where that code is while it runs (telling_where): the operations' own calls, and the
-    readers' (a forward inside contract.grads, placement's calls on a device)."""
+    (isolation.runner, started now), which tells the judge where that code is while it runs
+    (telling_where): the operations' own calls, and the readers' (a forward inside
+    contract.grads, placement's calls on a device)."""
     run = functools.partial(kit["runner"](), tick=STUCK_REPORT_SECONDS,
                             on_wait=telling_where(send, student_file, judging))
     readers = dict(kit["readers"], grads=functools.partial(kit["readers"]["grads"], run=run),
@@ -345,7 +348,7 @@ def answering(ops, send, protocol_error, student_file, judging, describe=describ
     this module after that."""
     def answer(request):
         request = request if isinstance(request, dict) else {}
-        reply_id = request.get("id")
+        reply_id, failed = request.get("id"), None
         try:
             op, args = request.get("op"), request.get("args", {})
             if op not in ops:
@@ -353,13 +356,16 @@ def answering(ops, send, protocol_error, student_file, judging, describe=describ
             reply = {"id": reply_id, "ok": ops[op](**args)}
         except BaseException as exc:
             reply = {"id": reply_id, "error": describe(exc, student_file, judging)}
-            # Its traceback holds the frames of the student's call, and what they made (a
-            # memory hog's list): dropped now, not at the next collection.
-            exc.__traceback__ = None
+            failed = exc
         try:
             send(reply)
         except protocol_error as exc:
             send({"id": reply_id, "error": describe(exc, student_file, judging)})
+        if failed is not None:
+            # Its traceback holds the frames of the student's call and what they made (a memory
+            # hog's list): dropped once answered (freeing gigabytes takes a while), not at the
+            # next collection.
+            failed.__traceback__ = None
 
     return answer
 
