@@ -8,7 +8,7 @@ handed to the call.  The worker's serving loop and its readers keep the main thr
 An audit hook (PEP 578: sys.addaudithook, which no code can remove) refuses the other routes,
 once guard() has been called before the student's import:
 - on every thread: another thread's frames (sys._current_frames), the object graph (gc.get_*),
-  ctypes, and rewriting a function's code or defaults;
+  ctypes, and rewriting a function's code;
 - on the main thread, where the student's code runs only as a hook of its objects that a reader
   touches (a property, __del__, a module's _apply): every route to a frame as well.
 The worker's own reads of frames (the line an import is stuck at, an exception's line) are made
@@ -73,9 +73,9 @@ class Guard:
         self.judging = False
         self.refused = []
 
-    # What the hook and run() use is bound as defaults: this module's globals can be reached
-    # from the student's thread (through a SameDevice's class, say), and rebinding a name there
-    # changes nothing the hook does.
+    # What the hook and run() use is bound as defaults: were this module's globals reached from
+    # the student's code (the module is out of sys.modules, and the student's thread starts at a
+    # function with globals of its own), rebinding a name there would change nothing they do.
     def hook(self, event, args, get_ident=threading.get_ident, startswith=str.startswith,
              anywhere=ANYWHERE, on_main_too=ON_MAIN, prefixes=PREFIXES, rewrites=REWRITES,
              refused=Refused):
