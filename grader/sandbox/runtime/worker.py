@@ -23,6 +23,7 @@ With --wait-go (watch mode's spare workers) it imports torch, then waits for one
 content: the "go") before importing STUDENT_FILE, which need not exist until then.
 """
 import builtins
+import contextlib
 import functools
 import gc
 import os
@@ -86,7 +87,7 @@ def describe_exception(exc, student_file, judging=None):
     mro = [("contract." if cls.__module__ == "contract" else "") + cls.__name__
            for cls in type(exc).__mro__]
     line, tb = None, exc.__traceback__
-    with judging if judging is not None else _NOTHING:
+    with judging if judging is not None else contextlib.nullcontext():
         while tb is not None:  # the innermost frame of the student's file is the one named
             if os.path.abspath(tb.tb_frame.f_code.co_filename) == student_file:
                 line = tb.tb_lineno
@@ -96,17 +97,6 @@ def describe_exception(exc, student_file, judging=None):
         line, code = exc.lineno, (exc.text or "").rstrip()
     return {"type": type(exc).__name__, "mro": mro, "message": message, "line": line,
             "code": (code or "")[:200]}
-
-
-class _Nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return None
-
-
-_NOTHING = _Nothing()
 
 
 def student_runs(kit, send, student_file, judging):

@@ -99,14 +99,23 @@ def verdict_lines(rubric, verdicts, lang, seen=None):
     return lines
 
 
+def line_said(verdict, lang):
+    """(what the line is, the line's number, its code) of a verdict whose `where` names a line
+    of the student's file ("attention.py:N: code"), or None: the line a timeout was running, or
+    the one an import stopped at."""
+    head, _, code = verdict.get("fields", {}).get("where", "").partition(": ")
+    number = head.rpartition(":")[2]
+    if not (code and number.isdigit()):
+        return None
+    said = TEXT[lang]["stuck_line" if verdict.get("key") == "timeout" else "import_line"]
+    return said.format(line=number), code
+
+
 def stuck_lines(verdict, lang):
     """Under a call's timeout: the line of the student's file it was running when time ran out
     (the worker tells it while the call runs: Student.stuck_line)."""
-    head, _, code = verdict.get("fields", {}).get("where", "").partition(": ")
-    number = head.rpartition(":")[2]
-    if verdict.get("key") != "timeout" or not (code and number.isdigit()):
-        return []
-    return [TEXT[lang]["stuck_line"].format(line=number), f"| {code}"]
+    said = line_said(verdict, lang) if verdict.get("key") == "timeout" else None
+    return [said[0], f"| {said[1]}"] if said else []
 
 
 def stuck_at_top(report, lang):
@@ -174,15 +183,10 @@ def at_import(verdict):
 def import_failure_lines(rubric, verdict, lang):
     """Said once, at the top: what stopped the import and the line itself, indentation kept
     (an IndentationError is about exactly the spaces a stripped line would hide)."""
-    text = TEXT[lang]
-    fields = dict(verdict.get("fields", {}))
-    lines = [rubric.message(verdict["key"], lang, **fields)]
-    where = fields.get("where", "")
-    head, _, code = where.partition(": ")
-    number = head.rpartition(":")[2]
-    if code and number.isdigit():
-        said = text["stuck_line" if verdict.get("key") == "timeout" else "import_line"]
-        lines += ["    " + said.format(line=number), f"    | {code}"]
+    lines = [rubric.message(verdict["key"], lang, **verdict.get("fields", {}))]
+    said = line_said(verdict, lang)
+    if said:
+        lines += ["    " + said[0], f"    | {said[1]}"]
     return lines + [""]
 
 
