@@ -3,10 +3,15 @@ a mismatch is named when a known-wrong variant (the reference with one knob turn
 grader/judge/secret/variants.py) gives the student's numbers.
 
 The answers compared are the ones the public checks' questions already got (questions.py): every
-answer attend gave without a mask and with its weights, at each rank, so no call is asked for the
-reference alone.  A check here that asks a question of its own (rows of zeros, a strided view)
-earns its point only where the ordinary answers of that function match the reference too."""
+answer attend gave, whatever its form (a mask or none, its weights asked or not), at each rank, so
+no call is asked for the reference alone and no form of a call tells whether it is compared.  An
+answer given a mask is compared where its weights keep to that mask (positive exactly where it
+allows): one that does not is a mask mistake, which the mask checks name.  An answer asked without
+its weights is compared where it is a tensor (a tuple there is attend.return_weights' mistake).
+A check here that asks a question of its own (rows of zeros, a strided view) earns its point only
+where the ordinary answers of that function match the reference too."""
 import pytest
+import torch
 
 from grader.judge.student import StudentError, WorkerFailure
 from grader.judge.checks import questions
@@ -14,8 +19,8 @@ from grader.judge.checks.public import check_attend, check_merge_heads
 from grader.judge.secret.reference import ref
 from grader.judge.secret.variants import ATTEND_VARIANTS, attend_variant
 from grader.judge.checks.public.check_attend import T, fresh_qkv
-from grader.judge.checks.support import (Verdict, causal_mask, close, expect_close, fresh_randn,
-                                         leak_map, tensor)
+from grader.judge.checks.support import (Verdict, causal_mask, close, expect_close, first_slice,
+                                         fresh_randn, leak_map, tensor)
 
 RANKS = {"2-D": 2, "3-D": 3, "4-D": 4}
 
@@ -33,47 +38,72 @@ def both(out):
     return tensor(out[0]), tensor(out[1])
 
 
-def attend_mistakes(q, k, v, part):
+def attend_mistakes(q, k, v, mask, part):
     """(name, context or weights: `part` 0 or 1) of every named mistake of attend on q, k, v."""
-    return [(name, attend_variant(name, q, k, v)[part]) for name in ATTEND_VARIANTS]
+    return [(name, attend_variant(name, q, k, v, mask)[part]) for name in ATTEND_VARIANTS]
 
 
-def expect_reference(context, weights, q, k, v):
-    """Context and weights equal the reference's, or a Verdict naming the variant they equal."""
-    expected, expected_w = ref.attend(q, k, v, return_weights=True)
-    heat = leak_map(weights, causal_mask(q.shape[-2]), q, k) \
-        if weights.shape == expected_w.shape else ""
+def expect_reference(context, weights, q, k, v, mask=None):
+    """Context and weights (None: not asked) equal the reference's for this mask, or a Verdict
+    naming the variant they equal."""
+    expected, expected_w = ref.attend(q, k, v, mask, return_weights=True)
+    allowed = causal_mask(q.shape[-2]) if mask is None else first_slice(mask)
+    heat = leak_map(weights, allowed, q, k) \
+        if weights is not None and weights.shape == expected_w.shape else ""
     try:
-        expect_close(weights, expected_w, "weights", lambda: attend_mistakes(q, k, v, 1))
-        expect_close(context, expected, "context", lambda: attend_mistakes(q, k, v, 0))
+        if weights is not None:
+            expect_close(weights, expected_w, "weights", lambda: attend_mistakes(q, k, v, mask, 1))
+        expect_close(context, expected, "context", lambda: attend_mistakes(q, k, v, mask, 0))
     except Verdict as verdict:
         verdict.heatmap = heat
         raise
 
 
+def keeps_to_its_mask(weights, mask):
+    """The weights of an answer given `mask` are positive exactly where the mask allows (and
+    nowhere NaN): its mask is applied, whatever else is wrong."""
+    if weights is None or mask is None:
+        return True
+    try:
+        allowed = mask.expand(weights.shape)
+    except RuntimeError:
+        return False  # a wrong shape: compared, and named as one
+    return not bool(torch.isnan(weights).any()) and bool(((weights > 0) == allowed).all())
+
+
 def ordinary_answers(student, seed, rank):
-    """The kept answers of attend without a mask and with its weights whose q has `rank` axes,
-    drawn questions first, the lesson's example last: the public checks' questions of that form
-    are asked here only where the public checks did not ask them (run alone, or stopped early)."""
+    """The kept answers attend gave whose q has `rank` axes, of every form: the drawn questions
+    without a mask and with the weights first, the lesson's example after them, every other form
+    last.  The public checks' questions of the first form are asked here only where the public
+    checks did not ask them (run alone, or stopped early)."""
     for q, k, v in check_attend.drawn_questions(seed):
         if q.dim() == rank:
             try:
                 questions.attend(student, q, k, v, return_weights=True)
             except (StudentError, WorkerFailure, Verdict):
                 pass  # kept with its question: raised where it is judged
-    kept = [e for e in questions.entries(student, "attend", return_weights=True, masked=False,
-                                         own=None) if e.args[0].dim() == rank]
+    kept = [e for e in questions.entries(student, "attend", own=None) if e.args[0].dim() == rank]
     example = questions.fingerprint(check_attend.EXAMPLE_Q)
-    return sorted(kept, key=lambda e: questions.fingerprint(e.args[0]) == example)
+    return sorted(kept, key=lambda e: (e.form["masked"] or not e.form["return_weights"],
+                                       questions.fingerprint(e.args[0]) == example))
 
 
 def expect_ordinary_answers(student, seed, rank, check):
     """Every ordinary answer of this rank equals the reference's (ordinary_answers' order), or the
     first Verdict; each is marked compared by `check`."""
     for entry in ordinary_answers(student, seed, rank):
-        entry.compared.add(check)
-        q, k, v, _ = entry.args
-        expect_reference(*both(entry.outcome()), q, k, v)
+        q, k, v, mask = entry.args
+        if not entry.form["return_weights"]:
+            # a context alone: compared where it is a tensor (anything else is the form's
+            # mistake, which attend.return_weights names)
+            if type(entry.answer) is torch.Tensor:
+                entry.compared.add(check)
+                expect_reference(entry.answer, None, q, k, v, mask)
+            continue
+        context, weights = both(entry.outcome())
+        if keeps_to_its_mask(weights, mask):
+            entry.compared.add(check)
+            expect_reference(context, weights, q, k, v, mask)
 
 
 @pytest.mark.check("attend.reference")
