@@ -14,12 +14,12 @@ So, for every check, public or hidden:
   ...), all on the CPU in float32, contiguous; the strided view of merge_heads.non_contiguous is
   the one exception, a hidden-only question, below).
 - Answers: a question is answered once per grading (`ask`).  The hidden checks that compare with
-  the reference compare the answers the public checks' questions already got: every answer of the
-  form they judge (attend without a mask and with its weights, at each rank; forward on a block
-  holding the judge's weights, `keep`), so they ask nothing of their own and nothing a call
-  carries tells whether it will be compared.  A hidden check that must ask a question of its own,
-  which a submission can recognise (rows of zeros, a strided view, a backward pass), earns its
-  point only where the ordinary answers of that function are right too.
+  the reference compare the answers the public checks' questions already got: every answer attend
+  gave, in every form, at each rank, and forward on a block holding the judge's weights, `keep`, so
+  they ask nothing of their own and nothing a call carries tells whether it will be compared.  A
+  hidden check that must ask a question of its own, which a submission can recognise (rows of
+  zeros, a strided view, a backward pass), earns its point only where the ordinary answers of
+  that function are right too.
 
 Everything kept lives on the student proxy for one grading (a proxy graded again starts afresh).
 """

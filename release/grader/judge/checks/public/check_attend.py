@@ -230,8 +230,9 @@ def cells_of(q, k, v):
 
 def drawn_questions(seed):
     """The drawn questions the public checks ask attend with mask=None and return_weights=True,
-    each as (q, k, v), and the lower ranks batched_vs_loop asks of its own two: every answer of
-    that form is also compared with the reference by the hidden checks (none asks its own)."""
+    each as (q, k, v), and the lower ranks batched_vs_loop asks of its own two: the hidden
+    checks compare these answers with the reference, as every other answer attend gave (none
+    asks its own)."""
     asked = [fresh_qkv(seed, salt) for salt in (100, 200, 220, 300, 500)]
     for q, k, v in batched_questions(seed):
         asked += [(q, k, v), *heads_of(q, k, v), *cells_of(q, k, v)]
