@@ -13,8 +13,9 @@ RELEASE = os.path.join(ROOT, "release")
 RELEASE_TEMPLATES = os.path.join(paths.GRADER, "authoring", "release_templates")
 # The student bundle takes all of grader/ but these folders and files: the reference and its
 # variants, the hidden checks, the batch, the instructor's tools and the authoring package stay
-# behind.
-NOT_RELEASED = ("judge/secret", "judge/checks/hidden", "batch", "instructor", "authoring")
+# behind, and so do the batch's own renderers (a student's doors never draw a class page).
+NOT_RELEASED = ("judge/secret", "judge/checks/hidden", "batch", "instructor", "authoring",
+                "render/feedback_html.py", "render/student_markdown.py", "render/classtext.py")
 
 
 def _copy_tree(src, dst):
