@@ -257,7 +257,7 @@ def test_a_sandbox_that_could_not_start_is_the_graders_failure():
     student = Student.__new__(Student)
     student.events, student.worker = [], type("W", (), {"proc": Gone(), "kill": lambda self: None,
                                                        "stdout": None})()
-    student._stop = lambda: None
+    student.close = lambda: None
     with pytest.raises(WorkerFailure) as caught:
         student._exited()
     verdict = classify(caught.value)
