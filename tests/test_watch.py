@@ -12,6 +12,7 @@ import time
 import pytest
 
 from grader.authoring import stubs as authoring
+from grader.tools import watch
 
 ROOT = authoring.ROOT
 PY = sys.executable
@@ -57,6 +58,7 @@ HALF_TYPED = solved({"split_heads"}, with_body(SOLUTION, "merge_heads",
 LOOPING = with_body(SOLUTION, "attend", "    while True:\n        pass\n")
 SYNTAX_ERROR = STUB + "\n\ndef broken(x:\n    return x\n"
 RAISES_AT_IMPORT = STUB + '\nraise RuntimeError("boom at import")\n'
+LOOPS_AT_IMPORT = STUB + "\nspins = 0\nwhile spins >= 0:\n    spins += 1\n"
 
 
 def save(path, text):
@@ -191,6 +193,11 @@ def test_watch_survives_every_state_of_the_file(work):
         assert "⏱ attend." in block and "Timed out" in block
         assert "endless loop in attend" in block
 
+        # the card of the first call that timed out names the line attend was stuck on
+        stuck = LOOPING.splitlines().index("    while True:") + 1
+        assert f"the line it was running when time ran out (line {stuck}):" in block, block
+        assert "|     while True:" in block
+
         block, seconds = watcher.save_and_wait(target, SOLUTION, lambda b: "5/5 exercises" in b)
         assert "Every public check passes" in block
         print(f"\nsave -> screen: correct file {seconds:.2f} s, endless loop {looped:.2f} s "
@@ -206,6 +213,83 @@ def test_watch_survives_every_state_of_the_file(work):
         assert os.listdir(scratch) == []  # every work folder and spare cleaned up
     finally:
         watcher.kill()
+
+
+def lines_after(watcher, after, pattern, seconds=60):
+    """The first line printed after the first `after` lines that matches `pattern`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with watcher.lock:
+            found = [line for line in watcher.lines[after:] if re.search(pattern, line)]
+        if found:
+            return found[0]
+        time.sleep(0.05)
+    pytest.fail(f"no line like {pattern!r} within {seconds} s:\n" + "\n".join(watcher.lines))
+
+
+def test_an_endless_loop_at_import_says_its_time_and_line_while_it_waits(work):
+    """While the import runs on, a line says the seconds it has taken against its limit and the
+    line of the file it is at (issue 72: `watch` showed only "checking…" for 60 s); the screen
+    after the limit names the line as `make check` does; a save in the meantime is checked."""
+    target, scratch = work
+    # spares: the import's limit is 30 s (a fork server's would be 60 s), for a shorter test
+    watcher = Watcher(target, scratch, "--worker-start", "spare")
+    try:
+        watcher.next_block(0, lambda b: "exercises done" in b)
+        after, looping = len(watcher.lines), LOOPS_AT_IMPORT.splitlines()
+        save(target, LOOPS_AT_IMPORT)
+        at = {looping.index("while spins >= 0:") + 1: "while spins >= 0:",
+              looping.index("    spins += 1") + 1: "spins += 1"}
+        line = lines_after(watcher, after, r"^checking… \d+ s / \d+ s \(importing attention\.py\)"
+                                           r" · running line \d+: ")
+        number, code = re.search(r"running line (\d+): (.*)$", line).groups()
+        assert at[int(number)] == code, line
+        block = watcher.next_block(1, lambda b: "Timed out" in b, seconds=90)
+        assert "while importing attention.py" in block
+        assert re.search(r"the line it was running when time ran out \(line (\d+)\):", block)
+        assert "| while spins >= 0:" in block or "|     spins += 1" in block, block
+        assert "make attention.py import again (see the line above)" in block
+        after = len(watcher.lines)
+        save(target, LOOPS_AT_IMPORT + "# again\n")  # then the solution before the limit
+        lines_after(watcher, after, r"running line \d+: ")
+        block, _ = watcher.save_and_wait(target, SOLUTION, lambda b: "5/5 exercises" in b)
+        code, stderr = watcher.interrupt()
+        assert code == 0 and "Traceback" not in stderr
+        assert leftover_processes(scratch) == []
+    finally:
+        watcher.kill()
+
+
+def test_the_waiting_line_fits_the_terminal_and_names_no_line_before_there_is_one():
+    """Waiting.said on a Student's state: no line before the worker reports one; the import's
+    limit only while importing; a Chinese line cut at the terminal's width counts two cells a
+    character."""
+    class Student:
+        worker, hello_pending, stuck_line, startup_seconds = None, True, None, 30.0
+        limits = type("Limits", (), {"submission_seconds": 120.0})()
+
+        def source(self):
+            return "x = 1\nwhile True:\n    pass\n"
+
+    student = Student()
+    waiting = watch.Waiting(student, "zh", "attention.py", tty=False, write=None)
+    began = waiting.began
+    assert waiting.said(began + 2.4) == ("正在检查… 2 秒", None)
+    student.worker = object()  # the import's seconds count from when it is first seen
+    assert waiting.said(began + 3.0)[0] == "正在检查… 0 秒 / 30 秒（正在导入 attention.py）"
+    student.stuck_line = 2
+    assert waiting.said(began + 7.0) == (
+        "正在检查… 4 秒 / 30 秒（正在导入 attention.py） · 正在运行第 2 行：while True:", 2)
+    assert waiting.said(began + 50.0)[0].startswith("正在检查… 30 秒 / 30 秒")  # never past it
+    student.hello_pending, student.stuck_line = False, 3
+    assert waiting.said(began + 9.0) == ("正在检查… 9 秒 · 正在运行第 3 行：pass", 3)
+    student.worker = None  # the worker is gone (a timeout): its line no longer says where it is
+    assert waiting.said(began + 10.0) == ("正在检查… 10 秒", None)
+    importing = watch.Waiting(Student(), "en", "attention.py", tty=False, write=None)
+    importing.student.worker = object()  # importing at the first look: since the run began
+    assert importing.said(importing.began + 2.0)[0].startswith("checking… 2 s / 30 s")
+    assert watch.fit("正在检查… 12", 6) == "正在检"
+    assert watch.fit("abc", 6) == "abc"
 
 
 def test_polling_when_watchfiles_is_missing_and_a_touch_is_no_save(work, tmp_path):
