@@ -7,6 +7,9 @@ PY := $(VENV)/bin/python
 SUBMISSION ?= exercises/attention.py
 FORMAT ?= text
 LANG_ARG ?= zh
+# The Makefile's own messages in LANG_ARG's language, one a line: $(call say,中文,English) (no
+# comma inside either).
+say = $(if $(filter en,$(LANG_ARG)),$(2),$(1))
 
 .PHONY: setup sandbox browser check watch hint submit grade batch gradescope demo release stubs test bench clean
 
@@ -15,7 +18,7 @@ setup: $(VENV)/.installed
 # The instructor's venv: the student's requirements, Jupyter, nbgrader and the test tools.
 REQUIREMENTS := requirements.txt requirements-notebook.txt requirements-instructor.txt requirements-dev.txt
 $(VENV)/.installed: $(REQUIREMENTS)
-	@echo "setting up $(VENV) (pinned requirements) ..." >&2
+	@echo "$(call say,正在准备 $(VENV)：安装固定版本的依赖（几分钟）…,setting up $(VENV) with the pinned requirements (a few minutes) ...)" >&2
 	@$(PYTHON) -m venv $(VENV) >&2
 	@$(VENV)/bin/pip install --quiet --disable-pip-version-check $(addprefix -r ,$(REQUIREMENTS)) >&2
 	@touch $@
@@ -25,13 +28,13 @@ $(VENV)/.installed: $(REQUIREMENTS)
 sandbox:
 	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1 \
-	  && echo "installed bubblewrap" >&2; } || echo "$(if $(filter en,$(LANG_ARG)),bubblewrap not available: grading uses a plain subprocess,没有 bubblewrap：评分用普通子进程运行学生代码)" >&2
+	  && echo "$(call say,已安装 bubblewrap,installed bubblewrap)" >&2; } || echo "$(call say,没有 bubblewrap：评分用普通子进程运行学生代码,bubblewrap not available: grading uses a plain subprocess)" >&2
 
 # Headless Chromium renders the feedback pages in the tests; best effort, like bubblewrap.
 browser:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium fonts-wqy-microhei) >/dev/null 2>&1 \
-	  && echo "installed chromium" >&2; } || echo "chromium not available: the feedback-page browser test is skipped" >&2
+	  && echo "$(call say,已安装 chromium,installed chromium)" >&2; } || echo "$(call say,没有 chromium：跳过反馈页面的浏览器测试,chromium not available: the feedback-page browser test is skipped)" >&2
 
 # Students: the public checks on your attention.py (make check SUBMISSION=path, LANG_ARG=en).
 check: setup
@@ -63,7 +66,7 @@ grade: setup sandbox
 # [VERBOSE=1: how it ran]): per student report.json + feedback.html/.md, gradebook.csv,
 # summary.md/.html.  Rerun to resume.  A refusal (exit 2) is said by the command itself.
 batch: setup sandbox
-	@test -n "$(DIR)" -a -n "$(OUT)" || { echo "$(if $(filter en,$(LANG_ARG)),usage: make batch DIR=folder OUT=folder [JOBS=n] [SHARD=k/n] [VERBOSE=1],用法：make batch DIR=提交文件夹 OUT=输出文件夹 [JOBS=n] [SHARD=k/n] [VERBOSE=1])" >&2; exit 0; }
+	@test -n "$(DIR)" -a -n "$(OUT)" || { echo "$(call say,用法：make batch DIR=提交文件夹 OUT=输出文件夹 [JOBS=n] [SHARD=k/n] [VERBOSE=1],usage: make batch DIR=folder OUT=folder [JOBS=n] [SHARD=k/n] [VERBOSE=1])" >&2; exit 0; }
 	@$(PY) -m grader batch $(DIR) --out $(OUT) --lang $(LANG_ARG) $(if $(JOBS),--jobs $(JOBS)) $(if $(SHARD),--shard $(SHARD)) $(if $(VERBOSE),--verbose); \
 	  code=$$?; case $$code in 0|2) exit 0;; *) exit $$code;; esac
 

@@ -42,3 +42,27 @@ def test_a_python_without_the_pinned_torch_lends_nothing(tmp_path, monkeypatch):
 ])
 def test_pytorchs_cpu_index_only_where_torch_is_to_be_installed(given, found, expected):
     assert install.cpu_wheels(given, found) == expected
+
+
+@pytest.mark.parametrize("folder, targets", [
+    (ROOT, ["setup", "sandbox", "browser", "batch"]),
+    (os.path.join(ROOT, "release"), ["setup", "notebook-setup"])], ids=["kit", "student bundle"])
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_makefiles_own_messages_follow_lang_arg(folder, targets, lang):
+    """Every echo of a Makefile's own (the first set-up's line, bubblewrap, usage) says one
+    language, LANG_ARG's (Chinese unless en): issue 72's English-only `setting up .venv`."""
+    import re
+
+    import words
+
+    said = []
+    for target in targets:  # -n -B: every command of the target printed, none run
+        done = subprocess.run(["make", "-n", "-B", target, f"LANG_ARG={lang}"], cwd=folder,
+                              capture_output=True, text=True, timeout=60)
+        said += re.findall(r'echo "([^"]*)"', done.stdout)
+    assert len(said) >= len(targets), said
+    for text in said:
+        text = text.replace("chromium", "`chromium`")  # a program's name is code, as bwrap's
+        text = re.sub(r"make [^，。；]*", lambda m: f"`{m.group(0)}`", text)  # a command: code
+        assert not words.foreign(text, lang), (text, words.foreign(text, lang))
+        assert lang == "en" or words.chinese_characters(text), text
