@@ -242,3 +242,51 @@ def test_a_hint_names_the_lessons_section():
     text = hints.render("split_heads", 1, 3, "a hint", "zh", repeated=False,
                         section=rubric_module.load().section("split", "zh"))
     assert "课文：第 12 讲" in text
+
+
+def course_rubric(tmp_path, course):
+    """The kit's rubric with `course` (TOML lines) in place of its empty [course] table."""
+    from grader import rubric as rubric_module
+
+    text = open(rubric_module.RUBRIC_PATH, encoding="utf-8").read()
+    empty = '[course]\nlesson = ""\nchapter = ""\n\n[course.anchors]\n'
+    assert empty in text  # the kit ships with no course address: pointers name titles only
+    path = tmp_path / "rubric.toml"
+    path.write_text(text.replace(empty, course), encoding="utf-8")
+    return rubric_module.Rubric(str(path))
+
+
+def test_every_pointer_resolves_through_the_course_address_set_once(tmp_path):
+    """[course] set once: every check's pointer and every hint gives each title it names an
+    address on its book's page, with the title's anchor (the title itself unless named)."""
+    from urllib.parse import unquote
+
+    from grader import rubric as rubric_module
+    from grader.render import report
+    from grader.tools import hints
+
+    assert rubric_module.load().addresses("split") == []  # as shipped: no address set
+    the_rubric = course_rubric(tmp_path, '[course]\nlesson = "https://x.edu/12.html"\n'
+                                         'chapter = "https://x.edu/attn.html"\n\n'
+                                         '[course.anchors]\n"缩放" = "scaling"\n')
+    for check in the_rubric.checks:
+        where = the_rubric.sections[check.section]
+        titles = [("https://x.edu/12.html", t) for t in where.get("lesson", [])] + \
+                 [("https://x.edu/attn.html", t) for t in where.get("chapter", [])]
+        addresses = the_rubric.addresses(check.section)
+        assert [(a.split("#")[0], unquote(a.split("#")[1])) for a in addresses] == \
+            [(page, "scaling" if t == "缩放" else t) for page, t in titles], check.id
+        assert all(a.isascii() and " " not in a for a in addresses)  # a terminal links it whole
+        card = report.feedback(the_rubric, {"id": check.id, "status": "failed", "verdicts": [
+            {"key": "not_equal", "fields": {}}]}, "en")
+        assert card.splitlines()[-len(addresses):] == ["  " + a for a in addresses]
+    text = hints.render("attend", 1, 3, "a hint", "en", repeated=False,
+                        section=the_rubric.section("scale", "en"),
+                        addresses=the_rubric.addresses("scale"))
+    assert "  https://x.edu/attn.html#scaling\n" in text
+
+
+def test_an_anchor_for_no_title_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="两个头"):
+        course_rubric(tmp_path, '[course]\nlesson = "https://x.edu/12.html"\n\n'
+                                '[course.anchors]\n"两个头" = "heads"\n')

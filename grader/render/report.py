@@ -79,7 +79,8 @@ def feedback(rubric, result, lang):
         return "\n".join(verdict_lines(rubric, result["verdicts"], lang))
     checked = text["checked"] + check.checked[lang]
     where = text["see"] + rubric.section(check.section, lang)
-    return "\n".join([checked] + lines + [where])
+    addresses = ["  " + address for address in rubric.addresses(check.section)]  # [course]
+    return "\n".join([checked] + lines + [where] + addresses)
 
 
 def verdict_lines(rubric, verdicts, lang, seen=None):
