@@ -1,6 +1,9 @@
 """The door matrix: one submission, one verdict, whatever door it enters by.
 
-Every door must report the same `(check id, status, score)` for the same file.  The doors that
+Every door must report the same `(check id, status, score)` for the same file, read from the
+pytest-json-report document of the checks' tests that every report carries (`pytest` in its data,
+runner.carried): a check's status and points are added up from its tests' outcomes and metadata
+here, apart from the report model, which must agree with them.  The doors that
 stay up and grade one file after another see every file of the corpus, the doors that start anew
 for each file a sample:
 
@@ -23,6 +26,7 @@ the stub and files that fail in different ways; the CLI sample adds a file of ea
 (another correct style, a part-credit mask, the device and dtype mistakes, randomness, a block
 without the library).
 """
+import collections
 import concurrent.futures
 import csv
 import json
@@ -72,8 +76,28 @@ CLI_SAMPLE = SAMPLE + ["correct-nan_guard_item", "correct-separate_projections",
                        "wrong-linear_made_in_forward", "wrong-uses_sdpa", "wrong-merge_sum"]
 
 
-def verdict(checks):
-    """{check id: (status, score)} from a report's checks."""
+# A check's outcome when several of its tests fail: an error over a timeout over a failure.
+WORST = ["failed", "timeout", "error"]
+
+
+def verdict(data):
+    """{check id: (status, score)} from a report's pytest-json-report document: the points its
+    tests earned, summed, and `passed` where every test passed, else the worst status of their
+    verdicts (a test that failed without one is an error of the kit)."""
+    tests = collections.defaultdict(list)
+    for test in data["pytest"]["tests"]:
+        tests[test["metadata"]["check"]].append(test)
+    table = {}
+    for check_id, runs in tests.items():
+        failing = [(t["metadata"].get("verdict") or {}).get("status", "error") for t in runs
+                   if t["outcome"] != "passed" or t["metadata"].get("verdict")]
+        table[check_id] = (max(failing, key=WORST.index) if failing else "passed",
+                           round(sum(t["metadata"]["points"] for t in runs), 4))
+    return table
+
+
+def verdict_of_checks(checks):
+    """{check id: (status, score)} from a report's checks, as the report model made them."""
     return {c["id"]: (c["status"], round(float(c["score"]), 4)) for c in checks}
 
 
@@ -116,7 +140,15 @@ def batched(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def baseline(batched):
-    return {name: verdict(data["checks"]) for name, data in batched[1].items()}
+    return {name: verdict(data) for name, data in batched[1].items()}
+
+
+def test_the_report_model_agrees_with_the_pytest_document(batched):
+    for name, data in batched[1].items():
+        assert verdict_of_checks(data["checks"]) == verdict(data), name
+        summary = data["pytest"]["summary"]
+        assert summary.get("passed", 0) + summary.get("failed", 0) + summary.get("error", 0) == \
+            len(data["pytest"]["tests"]), name
 
 
 def test_the_baseline_covers_every_check_and_the_extremes(batched, baseline):
@@ -136,13 +168,13 @@ def test_the_baseline_covers_every_check_and_the_extremes(batched, baseline):
 def test_grade_gives_the_batchs_verdict(baseline):
     graded = each(lambda name: cli_report("grade", FILES[name]), CLI_SAMPLE)
     for name, data in graded.items():
-        assert verdict(data["checks"]) == baseline[name], name
+        assert verdict(data) == baseline[name], name
 
 
 def test_check_gives_the_public_part_of_grade(baseline):
     checked = each(lambda name: cli_report("check", FILES[name]), CLI_SAMPLE)
     for name, data in checked.items():
-        assert verdict(data["checks"]) == public(baseline[name]), name
+        assert verdict(data) == public(baseline[name]), name
 
 
 def test_the_kernels_check_gives_the_public_part_of_grade(baseline):
@@ -153,7 +185,7 @@ def test_the_kernels_check_gives_the_public_part_of_grade(baseline):
             source = kernel_side.assemble([path.read_text(encoding="utf-8")])
             data = kernel_side.judge(source, hidden=False, timeout=300)
             assert "error" not in data, (name, data)
-            assert verdict(data["checks"]) == public(baseline[name]), name
+            assert verdict(data) == public(baseline[name]), name
     finally:
         judge.stop()
 
@@ -170,7 +202,7 @@ def test_the_kernels_check_of_one_exercise_gives_its_part_of_grade(baseline):
                 assert "error" not in data, (name, exercise, data)
                 want = {key: value for key, value in public(baseline[name]).items()
                         if RUBRIC.by_id[key].exercise == exercise}
-                assert verdict(data["checks"]) == want, (name, exercise)
+                assert verdict(data) == want, (name, exercise)
     finally:
         judge.stop()
 
@@ -194,8 +226,9 @@ def test_watch_shows_the_public_part_of_grade(baseline, tmp_path):
         proc.kill()
         proc.wait()
     for name, screen in zip(names, shown):
+        assert verdict(screen) == public(baseline[name]), name
         assert {c: (s, round(float(p), 4)) for c, s, p in screen["checks"]} == \
-            public(baseline[name]), name
+            public(baseline[name]), name  # what the screen showed
 
 
 def wait_for_screen(stats, number, proc, seconds=120):
@@ -245,6 +278,7 @@ def test_gradescope_gives_grades_verdict(name, baseline, autograder_zip, tmp_pat
                 for c, (s, p) in baseline[name].items()}
     assert got == expected
     assert results["score"] == pytest.approx(sum(p for _, p in baseline[name].values()))
+    assert verdict(results["extra_data"]) == baseline[name]
 
 
 @pytest.fixture(scope="module")
@@ -270,6 +304,8 @@ def test_the_classroom_workflow_gives_grades_public_verdict(name, baseline, clas
     proc = subprocess.run(["bash", "-e", "-c", script], cwd=repo, env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    graded = json.loads((repo / "out" / "public-checks.json").read_text(encoding="utf-8"))
+    assert verdict(graded) == public(baseline[name])
     awarded = {}
     for command, points in graders:
         check_id = command.split()[-1]
@@ -295,4 +331,4 @@ def test_the_nbgrader_regrade_gives_grades_verdict(baseline, tmp_path):
     results = nbregrade.regrade_all(found, nbregrade.source_notebook(), jobs=2)
     for name in SAMPLE:
         assert "error" not in results[name], (name, results[name])
-        assert verdict(results[name]["checks"]) == baseline[name], name
+        assert verdict(results[name]) == baseline[name], name
