@@ -29,6 +29,12 @@ class Rubric:
         self.version = data["version"]
         self.sections = data["sections"]
         self.titles = data["titles"]
+        # Where the lessons are read ([course], set once by the instructor): each book's page
+        # and the anchors that are not the titles themselves.
+        self.course = data.get("course", {})
+        unknown = set(self.course.get("anchors", {})) - {n for t in self.titles.values() for n in t}
+        if unknown:
+            raise ValueError(f"[course.anchors] names no title of [titles]: {sorted(unknown)}")
         self.messages = data["messages"]
         # Verdicts that say *that* something went wrong, not *which* mistake it was.
         self.outcome_keys = {k for k, m in self.messages.items() if m.get("kind") == "outcome"}
@@ -75,6 +81,17 @@ class Rubric:
         lesson, chapter = (f"lesson 12: {parts[0]}" if parts[0] else "",
                            f"chapter {chapter_title}: {parts[1]}" if parts[1] else "")
         return "; ".join(p for p in (lesson, chapter) if p)
+
+    def addresses(self, key):
+        """The address of each title the pointer `key` names, in the order section() says them:
+        its book's page ([course] lesson or chapter) and the title's anchor there (the title
+        itself unless [course.anchors] names another); none for a book whose page is not set."""
+        from urllib.parse import quote
+
+        where, anchors = self.sections.get(key, {}), self.course.get("anchors", {})
+        return [f"{self.course[book]}#{quote(anchors.get(name, name), safe='')}"
+                for book in ("lesson", "chapter") if self.course.get(book)
+                for name in where.get(book, [])]
 
     def _titles(self, names, book, lang):
         if lang == "zh":

@@ -79,7 +79,8 @@ def feedback(rubric, result, lang):
         return "\n".join(verdict_lines(rubric, result["verdicts"], lang))
     checked = text["checked"] + check.checked[lang]
     where = text["see"] + rubric.section(check.section, lang)
-    return "\n".join([checked] + lines + [where])
+    addresses = ["  " + address for address in rubric.addresses(check.section)]  # [course]
+    return "\n".join([checked] + lines + [where] + addresses)
 
 
 def verdict_lines(rubric, verdicts, lang, seen=None):
@@ -387,7 +388,7 @@ def gradescope_test(check, number, scored, passed, output, lang):
 def to_gradescope(rubric, report, lang):
     """Gradescope's results.json: one test per check (error/timeout shown as failed with why, an
     override as the TA's score with the grader's beside it), a top-level sentence for the
-    student, the kit's provenance in extra_data."""
+    student, the kit's provenance and the checks' pytest-json-report document in extra_data."""
     tests = [gradescope_test(rubric.by_id[r["id"]], number, (r["score"], r["max_score"]),
                              _passes(r), _gradescope_output(rubric, r, lang), lang)
              for number, r in enumerate(report["checks"], 1)]
@@ -395,6 +396,8 @@ def to_gradescope(rubric, report, lang):
     provenance = {k: meta.get(k) for k in ("isolation", "rubric_hash", "rubric_version", "seed",
                                            "torch", "python")}
     provenance["overridden"] = [r["id"] for r in report["checks"] if r.get("override")]
+    if "pytest" in report:
+        provenance["pytest"] = report["pytest"]
     return inert.json_text({
         "score": report["score"], "output_format": "md", "visibility": "visible", "tests": tests,
         "output": gradescope_summary(rubric, report, lang), "extra_data": provenance,

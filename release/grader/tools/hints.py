@@ -95,12 +95,15 @@ def next_hint(rubric, exercise, lang, state):
 TEXT = words.table("hints")
 
 
-def render(exercise, level, total, text, lang, repeated, section=None):
+def render(exercise, level, total, text, lang, repeated, section=None, addresses=()):
+    """One hint, where the lesson teaches it (`section`, and each of its titles' `addresses` on
+    the course's pages where the instructor set them), and what next."""
     words = TEXT[lang]
     lines = [words["title"].format(exercise=exercise, level=level, total=total), "",
              f"  {text}", ""]
     if section:  # where in the lesson the exercise is taught
-        lines += [words["section"].format(section=section), ""]
+        lines += [words["section"].format(section=section)]
+        lines += ["  " + address for address in addresses] + [""]
     if repeated:
         lines.append(words["repeated"].format(total=total))
     elif level == total:
@@ -173,5 +176,6 @@ def main(args):
     check = next((c for c in rubric.checks if exercise in (c.hints, c.exercise)), None)
     section = check and rubric.section(check.section, args.lang)
     sys.stdout.write(render(exercise, level, total, text, args.lang, repeated=already >= total,
-                            section=section))
+                            section=section,
+                            addresses=rubric.addresses(check.section) if check else ()))
     return 0

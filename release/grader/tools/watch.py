@@ -14,10 +14,12 @@ workers started ahead and the kept check session are service.Judge's.
 import hashlib
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
 import time
+import unicodedata
 
 from grader import options, words
 from grader.sandbox import launch as sandbox
@@ -168,6 +170,101 @@ def render(rubric, outcome, lang, name, number, seconds):
     return lines
 
 
+# -- while a run waits ---------------------------------------------------------------------------
+TICK_SECONDS = 0.25  # the worker tells the judge where the student's code is every 0.5 s
+QUIET_SECONDS = 1.0  # a first run quicker than this shows no waiting line (no flash)
+LOG_EVERY_SECONDS = 5  # without a terminal: a waiting line this often, or when the line moves
+
+
+class Waiting:
+    """While a run waits on the student's code, what `make check` would only say at its end: the
+    seconds the import has taken against its limit ("正在检查… 12 秒 / 60 秒"; a later call's run
+    time without one), and the line of the student's file the code is at once it has run half a
+    second (the worker's {"stuck": line} reports, kept by the Student as stuck_line).
+
+    On a terminal one line, redrawn in place; otherwise (a log, a test) a line each
+    LOG_EVERY_SECONDS and each time the line the code is at changes."""
+
+    def __init__(self, student, lang, name, tty, write, quiet=0.0):
+        self.student, self.text, self.name, self.tty, self.write = \
+            student, TEXT[lang], name, tty, write
+        self.began = time.monotonic()
+        self.quiet = quiet
+        self.import_of, self.import_began = None, self.began  # the worker importing, since when
+        self.looked = False
+        self.last = None  # what was last written: the line (terminal), or (seconds step, line)
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="watch-waiting", daemon=True)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.stopped.set()
+        self.thread.join()
+
+    def _run(self):
+        if self.stopped.wait(self.quiet):
+            return
+        while True:
+            self.show(time.monotonic())
+            if self.stopped.wait(TICK_SECONDS):
+                return
+
+    def said(self, now):
+        """(the waiting line, the student's line number or None) at `now`."""
+        student = self.student
+        worker = student.worker
+        importing = worker is not None and getattr(student, "hello_pending", False)
+        if importing and worker is not self.import_of:  # since first seen (at the first look:
+            self.import_began = self.began if self.import_of is None and not self.looked else now
+            self.import_of = worker  # since the run began, as the worker may have)
+        self.looked = True
+        if importing:
+            limit = min(student.startup_seconds, student.limits.submission_seconds)
+            seconds = min(now - self.import_began, limit)
+            line = self.text["waiting_import"].format(seconds=int(seconds), limit=f"{limit:g}",
+                                                      name=self.name)
+        else:
+            line = self.text["waiting"].format(seconds=int(now - self.began))
+        number = student.stuck_line if worker is not None else None
+        if number is not None:
+            line += self.text["waiting_at"].format(line=number, code=self.code(number))
+        return line, number
+
+    def code(self, number):
+        """The student's line `number`, as the judge's own copy of the file has it."""
+        try:
+            lines = self.student.source().splitlines()
+        except OSError:
+            return ""
+        return lines[number - 1].strip()[:120] if 0 < number <= len(lines) else ""
+
+    def show(self, now):
+        line, number = self.said(now)
+        if self.tty:  # one line redrawn: cut to the terminal, where a wrapped line would stay
+            line = fit(line, shutil.get_terminal_size().columns - 1)
+            if line != self.last:
+                self.last = line
+                self.write("\r\033[K" + line)
+            return
+        step = int(now - self.began) // LOG_EVERY_SECONDS
+        if (step, number) != self.last:
+            self.last = (step, number)
+            self.write(line + "\n")
+
+
+def fit(line, columns):
+    """`line` cut to `columns` terminal cells (a Chinese character takes two)."""
+    used = 0
+    for index, char in enumerate(line):
+        used += 2 if unicodedata.east_asian_width(char) in "WF" else 1
+        if used > columns:
+            return line[:index]
+    return line
+
+
 # -- the loop ------------------------------------------------------------------------------------
 class Session:
     def __init__(self, path, state_file, lang, limits, judge, poll, stats=None):
@@ -178,6 +275,8 @@ class Session:
         self.tty = sys.stdout.isatty()
         self.wake, self.quit = threading.Event(), threading.Event()
         self.lock, self.current = threading.RLock(), None
+        self.screen = threading.Lock()
+        self.number = 0  # screens drawn
         self.changed_at = time.monotonic()
         self.watch = FileWatch(path, self.on_change, poll=poll)
 
@@ -216,11 +315,15 @@ class Session:
             self.current = student
             if self.wake.is_set() or self.quit.is_set():
                 student.cancel()  # the file changed again while we were reading it
+        # On a terminal a rerun says at once that it runs (the old screen stays until it ends)
+        waiting = Waiting(student, self.lang, self.name, self.tty, self.write,
+                          quiet=0.0 if self.tty and self.number else QUIET_SECONDS).start()
         try:
             data = self.judge.finish(sub, student, ("public",))
         except Exception as exc:  # a bug of ours must not end the student's loop
             return {"internal": f"{type(exc).__name__}: {str(exc)[:300]}"}
         finally:
+            waiting.stop()
             with self.lock:
                 self.current = None
         if student.cancelled:
@@ -239,25 +342,26 @@ class Session:
                        time.monotonic() - self.changed_at)
         watching = TEXT[self.lang]["watching"]
         lines += ["", watching.format(name=self.name, backend=self.watch.backend)]
-        sys.stdout.write((CLEAR if self.tty else "\n") + "\n".join(lines) + "\n")
-        sys.stdout.flush()
+        self.write((CLEAR if self.tty else "\n") + "\n".join(lines) + "\n")
+
+    def write(self, text):
+        """Onto the screen, whole: the waiting line's thread and the loop both write."""
+        with self.screen:
+            sys.stdout.write(text)
+            sys.stdout.flush()
 
     def loop(self):
         self.watch.start()
-        number = 0
         while not self.quit.is_set():
             self.wake.clear()
-            if self.tty and number:
-                sys.stdout.write(TEXT[self.lang]["checking"] + "\n")
-                sys.stdout.flush()
             outcome = self.run_once()
             if self.quit.is_set():
                 break
             if outcome is None:
                 continue  # a newer save: check that one instead
-            number += 1
-            self.draw(outcome, number)
-            self.record_stats(number, outcome)
+            self.number += 1
+            self.draw(outcome, self.number)
+            self.record_stats(self.number, outcome)
             while not self.wake.wait(0.5):
                 pass
 
@@ -275,10 +379,12 @@ class Session:
         taken, self.workers.taken = self.workers.taken, []
         shown = outcome.get("data", {}).get("checks", [])
         checks = [[c["id"], c["status"], c["score"]] for c in shown]
+        document = outcome.get("data", {}).get("pytest")
         with open(self.stats, "a", encoding="utf-8") as handle:
             handle.write(json.dumps({"run": number, "judge_pid": os.getpid(),
                                      "seconds": round(time.monotonic() - self.changed_at, 3),
-                                     "workers": taken, "checks": checks}) + "\n")
+                                     "workers": taken, "checks": checks,
+                                     "pytest": document}) + "\n")
 
 
 def resolve_path(submission):
