@@ -207,7 +207,7 @@ def test_other_outcomes_are_whole_sentences_naming_the_students(graded):
     """The stub, the endless loop, the crash and the import failure are outcomes that name no
     cause: each is one sentence in the page's language, with who and the cards it was seen on,
     every id inert in the Markdown and the HTML."""
-    from grader.render.classtext import md_inline
+    from grader.inert import markdown_inline as md_inline
 
     outcomes = {o["key"]: o for o in graded["summary"]["outcomes"]}
     assert {"not_implemented", "timeout", "import_failed"} <= set(outcomes), sorted(outcomes)

@@ -15,7 +15,7 @@ RELEASE_TEMPLATES = os.path.join(paths.GRADER, "authoring", "release_templates")
 # variants, the hidden checks, the batch, the instructor's tools and the authoring package stay
 # behind, and so do the batch's own renderers (a student's doors never draw a class page).
 NOT_RELEASED = ("judge/secret", "judge/checks/hidden", "batch", "instructor", "authoring",
-                "render/feedback_html.py", "render/student_markdown.py", "render/classtext.py")
+                "render/feedback_html.py", "render/student_markdown.py")
 
 
 def _copy_tree(src, dst):

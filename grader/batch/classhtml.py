@@ -1,7 +1,7 @@
 """The sections of summary.html that name students, in the order a TA reads them: the students
 (neediest first, filterable, sortable, printable), what to reteach (every cause, the quiz's too),
 then the near-copy groups (one line each, the code side by side on demand) and the overrides with
-their history.  Every student string is escaped (grader/inert.py through classtext); the page
+their history.  Every student string is escaped (grader/inert.py); the page
 works without its script (the table comes sorted by need and whole).
 """
 import urllib.parse
@@ -11,7 +11,7 @@ from grader.batch.classpage import percent
 from grader.batch.overrides import lapsed, stale_text
 from grader.batch.roster import ACTION_WORDS, RANK
 from grader.render.report import class_points, plural
-from grader.render.classtext import html_escape as esc
+from grader.inert import html as esc
 
 STYLE = """<style>
 .controls { display:flex; gap:12px; align-items:center; margin:6px 0 8px; font-size:13px; }

@@ -1,7 +1,7 @@
 """The parts of the class summary that name students, as Markdown for summary.md (the students,
 what to reteach and who, the near-copy groups, the overrides) and as CSVs (mistakes.csv,
 similarity.csv); their HTML for summary.html is classhtml.py's.  Every student string goes through
-classtext (inert)."""
+grader/inert.py."""
 import csv
 import io
 
@@ -9,7 +9,7 @@ from grader import words
 from grader.batch.overrides import lapsed, stale_text
 from grader.batch.roster import ACTION_WORDS
 from grader.render.report import class_points, plural
-from grader.render.classtext import csv_cell, md_code_block, md_inline
+from grader.inert import csv_cell, markdown_fence, markdown_inline as md_inline
 
 
 def percent(x):
@@ -96,7 +96,7 @@ def near_copies_markdown(near, lang):
                       f"{md_inline(pair['b'])} ({percent(pair['share_a'])} / "
                       f"{percent(pair['share_b'])})", ""]
         lines += [md_inline(pair["a"]) + said("shared") + ":", "",
-                  md_code_block(_shared_text(pair["code_a"], pair["regions"][0]))]
+                  markdown_fence(_shared_text(pair["code_a"], pair["regions"][0]), "python")]
     return lines
 
 

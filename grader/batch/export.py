@@ -16,7 +16,7 @@ import os
 from grader.batch import overrides, roster
 from grader.batch.records import records_in
 from grader.render import report
-from grader.render.classtext import csv_cell
+from grader.inert import csv_cell
 from grader.statefile import write_atomic
 
 SCORES = "scores.csv"

@@ -12,7 +12,7 @@ import sys
 from grader import rubric as rubric_module, words
 from grader.batch import classhtml, classpage, overrides as overrides_module, roster, similarity
 from grader.inert import json_text
-from grader.render.classtext import csv_cell, md_inline
+from grader.inert import csv_cell, markdown_inline as md_inline
 from grader.render.report import class_points
 from grader.batch.mistakes import causes
 from grader.batch.records import MARKDOWN, PAGE, STUDENTS

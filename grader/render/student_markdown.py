@@ -2,7 +2,7 @@
 package's notes and the TAs' overrides; or why the entry was not graded."""
 from grader import words
 from grader.render import report
-from grader.render.classtext import md_inline
+from grader.inert import markdown_inline as md_inline
 from grader.render.package import describe as describe_package
 
 
