@@ -4,6 +4,7 @@ second torch and gives its first feedback at once."""
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -14,14 +15,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_a_python_with_the_pinned_torch_lends_it_and_make_check_runs(tmp_path):
+    """Issue 72's first `make check`, in a fresh bundle: the stub's report, its checks run (a
+    lent torch outside the venv is seen inside the sandbox: launch._python_roots), at most 12
+    lines, within 30 s on an idle 2-core machine (asserted at 60 s: the tests share it)."""
     bundle = release.build_release(str(tmp_path / "bundle"))
+    began = time.monotonic()
     done = subprocess.run(["make", "check", f"PYTHON={sys.executable}"], cwd=bundle,
                           capture_output=True, text=True, timeout=600)
+    seconds = time.monotonic() - began
     out = done.stdout + done.stderr
-    assert "不再下载 torch" in out, out[-3000:]
+    assert done.returncode == 0 and "不再下载 torch" in out, out[-3000:]
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) <= 12 and sum(line.startswith("✗ ") for line in lines) == 5, lines
+    assert "未运行" not in done.stdout and "Traceback" not in done.stdout, done.stdout
+    print(f"\nfresh bundle, make check with a lent torch: {seconds:.1f} s to the first report")
+    assert seconds < 60, seconds
     # The bundle's venv holds no torch of its own: it reads the one this Python has.
     site = install.site_packages(os.path.join(bundle, ".venv"))
     assert not os.path.exists(os.path.join(site, "torch"))
+    assert not os.path.exists(os.path.join(site, "pip"))  # the lender's pip, no ensurepip (10 s)
     assert open(os.path.join(site, "student-torch.pth"), encoding="utf-8").read().strip() == \
         os.path.dirname(os.path.dirname(__import__("torch").__file__))
     # The first feedback: the untouched stub's one line per exercise.
@@ -60,7 +72,7 @@ def test_the_makefiles_own_messages_follow_lang_arg(folder, targets, lang):
         done = subprocess.run(["make", "-n", "-B", target, f"LANG_ARG={lang}"], cwd=folder,
                               capture_output=True, text=True, timeout=60)
         said += re.findall(r'echo "([^"]*)"', done.stdout)
-    assert len(said) >= len(targets), said
+    assert said  # the bundle's set-up speaks through install.py, in --lang: tested there
     for text in said:
         text = text.replace("chromium", "`chromium`")  # a program's name is code, as bwrap's
         text = re.sub(r"make [^，。；]*", lambda m: f"`{m.group(0)}`", text)  # a command: code

@@ -11,6 +11,7 @@ hundred GiB: the device checks then run on CUDA too (check_device.py).
 """
 import dataclasses
 import functools
+import importlib.util
 import os
 import shutil
 import signal
@@ -129,8 +130,15 @@ def driver_folders():
 
 
 def _python_roots():
-    """Folders the worker's Python needs, read-only: the venv and the interpreter it points to."""
+    """Folders the worker's Python needs, read-only: the venv, the interpreter it points to, and
+    the folder torch is imported from where it lies outside them (the student's own torch, lent
+    to the bundle's venv by a .pth: grader/tools/install.py)."""
     roots = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), sys.prefix}
+    spec = importlib.util.find_spec("torch")  # found, not imported
+    if spec is not None and spec.origin:
+        folder = os.path.dirname(os.path.dirname(spec.origin))
+        if not any(folder == r or folder.startswith(r + os.sep) for r in list(roots)):
+            roots.add(folder)
     return sorted(r for r in roots if os.path.isdir(r))
 
 
