@@ -14,25 +14,19 @@ MAX_SOURCE_BYTES = 2 * 1024 * 1024
 
 
 class NotRegular(OSError):
-    """The path is not a regular file (a FIFO, a device, a folder, a link where none is allowed)."""
+    """The path is not a regular file (a FIFO, a device, a folder)."""
 
 
 class TooLarge(OSError):
     """The file holds more than the cap allows."""
 
 
-def read_regular(path, cap, follow_links=True):
+def read_regular(path, cap):
     """The bytes of `path`, which must be a regular file of at most `cap` bytes.
 
     Opened with O_NONBLOCK (a FIFO cannot block the open) and checked with fstat on the open
     descriptor, so what is read is what was checked; never more than cap + 1 bytes are read."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        if not follow_links and os.path.islink(path):
-            raise NotRegular(f"{path}: a symbolic link") from None
-        raise exc
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):

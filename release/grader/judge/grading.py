@@ -70,7 +70,8 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
         metadata["exercises"] = sorted(exercises)
     if getattr(sub, "package", None) is not None:  # a `make submit` zip: its manifest, verified
         metadata["package"] = sub.package
-    return Report.from_parts(checks, runner.parts_of(document), metadata).data()
+    return Report.from_parts(checks, runner.parts_of(document), metadata,
+                             runner.carried(document)).data()
 
 
 def prepare(sub, student):

@@ -155,6 +155,24 @@ def check_of(item):
     return marker.args[0] if marker else None
 
 
+def carried(document):
+    """The pytest-json-report document as every report carries it (`pytest` in its data): the
+    summary and, per test of a check, its node id, outcome and metadata (rubric id, points
+    carried and earned, the verdict's status and key); timings and the verdict's fields (said
+    on the cards already) stay out."""
+    tests = []
+    for test in document["tests"]:
+        metadata = dict(test.get("metadata") or {})
+        if metadata.get("check") is None:
+            continue
+        if metadata.get("verdict") is not None:
+            metadata["verdict"] = {k: metadata["verdict"].get(k) for k in ("status", "key")}
+        tests.append({"nodeid": test["nodeid"], "outcome": test["outcome"],
+                      "metadata": metadata})
+    return {"exitcode": document.get("exitcode"), "summary": dict(document.get("summary", {})),
+            "tests": tests}
+
+
 def parts_of(document):
     """{check_id: [part, ...]}, part = {name, status, verdict[, note]}, from a pytest-json-report
     document: a test that did not pass has its verdict's status, or `error` where it has none."""

@@ -79,9 +79,13 @@ class StudentError(Exception):
         return f"attention.py:{self.line}: {self.code}" if self.line else "attention.py"
 
 
+# A worker restarted this often for one submission is given up on.
+MAX_STARTS = 30
+
+
 class Student:
     def __init__(self, work_dir, student_name="attention.py", limits=None, isolation="auto",
-                 startup_seconds=None, max_starts=30, workers=None, source=None):
+                 startup_seconds=None, workers=None, source=None):
         from grader.judge.workers import WorkerSource
 
         # `work_dir`: the folder of the student's file, or a function that makes it on first
@@ -96,7 +100,6 @@ class Student:
         self.workers = workers or WorkerSource(isolation, self.limits, start="exec")
         self.isolation = self.workers.isolation
         self.startup_seconds = startup_seconds or self.workers.startup_seconds(self.limits)
-        self.max_starts = max_starts
         self.worker, self.starts, self.next_id, self.spent = None, 0, 0, 0.0
         self.round_trips = 0  # requests sent, one call each
         # The reserve: once the budget is used up (a slow attend, say), calls of a kind that took
@@ -133,7 +136,7 @@ class Student:
     def _start(self):
         if self.worker is None and self.import_error is None:
             self._check_budget()
-            if self.starts >= self.max_starts:
+            if self.starts >= MAX_STARTS:
                 raise WorkerFailure("budget", f"worker restarted {self.starts} times; giving up",
                                     f"运行你代码的进程已重启 {self.starts} 次，不再重试")
             self.starts += 1
@@ -205,17 +208,17 @@ class Student:
             self.import_error = WorkerFailure(
                 failure.kind, "while importing attention.py: " + failure.message,
                 "导入 attention.py 时，" + failure.zh, during="import", **self._stuck_at())
-            self._stop()
+            self.close()
             raise self.import_error from None
         finally:
             self._charge(time.monotonic() - began - self.prepared_seconds)
         self.hello_pending = False
         if not isinstance(hello, dict) or "hello" not in hello:
-            self._stop()
+            self.close()
             raise WorkerFailure("protocol", "the worker did not greet", "运行你代码的进程没有按约定应答")
         if hello["hello"] is not True:
             self.import_error = StudentError(hello.get("error"), during="import")
-            self._stop()
+            self.close()
             raise self.import_error
         names = hello.get("names")
         self.names = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
@@ -281,21 +284,12 @@ class Student:
         return {"where": f"attention.py:{line}: {code}" if code else f"attention.py:{line}"}
 
     def close(self):
-        self._stop()
-
-    def _stop(self):
         if self.worker is not None:
             self.worker.kill()
             out, err = self.worker.stdout.text(), self.worker.stderr.text()
             if out.strip() or err.strip():
                 self.output.append((out, err))
             self.worker = None
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.close()
 
     # -- transport ---------------------------------------------------------------------------
     def _receive(self, seconds, expect_id=wire._NO_ID, overtime=None):
@@ -351,7 +345,7 @@ class Student:
 
     def _fail(self, kind, message, zh=None, **fields):
         self.events.append({"kind": kind, "message": message})
-        self._stop()
+        self.close()
         raise WorkerFailure(kind, message, zh, **fields)
 
     def request(self, op, timeout=None, afresh=False, **args):
@@ -442,7 +436,8 @@ class Student:
         """Call the student's function; `views` = [(arg index, dim0, dim1)] are transposed (or
         [(arg index, [dims])] permuted) in the worker before the call, to hand the student a
         non-contiguous tensor."""
-        return self._called(fn, lambda: self.request("call", **calling(fn, args, kwargs, views)))
+        return self._called(fn, lambda: self.request(
+            "call", fn=fn, args=list(args), kwargs=kwargs, views=[list(v) for v in views]))
 
     def _called(self, name, request):
         """The request's answer; a name the student's file does not define (the worker's lookup
@@ -581,11 +576,6 @@ class Overtime:
         """The call grew its memory past `near` and was still growing, or let it go, when its
         time ran out: the limit's to name, not a hang."""
         return self.reached and (self.growing or self.let_go)
-
-
-def calling(fn, args, kwargs, views=()):
-    """The arguments of a "call" request: the student's function `fn` on these arguments."""
-    return {"fn": fn, "args": list(args), "kwargs": kwargs, "views": [list(v) for v in views]}
 
 
 class RemoteModule:

@@ -82,17 +82,25 @@ class Report:
     max_score: float
     checks: tuple
     metadata: dict
+    # The checks' pytest-json-report document, as runner.carried keeps it: the same in every
+    # door, which the door matrix (tests/test_doors.py) compares.
+    pytest: dict = None
 
     def data(self):
-        return {"score": self.score, "max_score": self.max_score,
+        data = {"score": self.score, "max_score": self.max_score,
                 "checks": [c.data() for c in self.checks], "metadata": dict(self.metadata)}
+        if self.pytest is not None:
+            data["pytest"] = self.pytest
+        return data
 
     @classmethod
-    def from_parts(cls, checks, parts, metadata):
-        """The report of rubric `checks`, each from its parts' runs in `parts` (check id -> runs)."""
+    def from_parts(cls, checks, parts, metadata, pytest=None):
+        """The report of rubric `checks`, each from its parts' runs in `parts` (check id -> runs),
+        carrying `pytest`, the document the parts were read from."""
         results = tuple(CheckResult.from_parts(check, parts.get(check.id)) for check in checks)
         return cls(score=round(sum(r.score for r in results), 4),
-                   max_score=sum(r.max_score for r in results), checks=results, metadata=metadata)
+                   max_score=sum(r.max_score for r in results), checks=results, metadata=metadata,
+                   pytest=pytest)
 
     @classmethod
     def from_data(cls, data):
@@ -100,7 +108,7 @@ class Report:
         try:
             checks = tuple(_check_from(c) for c in data["checks"])
             report = cls(float(data["score"]), float(data["max_score"]), checks,
-                         dict(data["metadata"]))
+                         dict(data["metadata"]), data.get("pytest"))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"not a grading report: {type(exc).__name__}: {exc}") from None
         if abs(report.score - sum(c.score for c in checks)) > 1e-3:
