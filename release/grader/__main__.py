@@ -48,8 +48,6 @@ def _add_grading(sub):
         p.add_argument("--format", choices=("text", "json", "markdown", "gradescope"), default="text")
         options.add_lang(p)
         p.add_argument("--out", help="write the report here instead of stdout")
-        p.add_argument("--summary", help="also append the Markdown report to this file "
-                       "($GITHUB_STEP_SUMMARY: per-check feedback on the Actions run's page)")
         options.add_isolation(p)
         options.add_limits(p, every=True)
 
@@ -144,9 +142,6 @@ def grade_command(args):
     finally:
         judge.close()
     text = render(data, args.format, args.lang)
-    if args.summary:  # appended: GitHub's step summary file may already hold other steps' text
-        with open(args.summary, "a", encoding="utf-8") as handle:
-            handle.write(render(data, "markdown", args.lang))
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
             handle.write(text)

@@ -23,8 +23,8 @@ def add_isolation(parser, require=True):
 
 
 def add_limits(parser, call_seconds=Limits.call_seconds, memory=True, every=False):
-    """--call-timeout (default `call_seconds`; None: the Limits default), --memory-mb and, with
-    `every`, the rest of Limits."""
+    """--call-timeout (default `call_seconds`), --memory-mb and, with `every`,
+    --submission-timeout."""
     parser.add_argument("--call-timeout", type=float, default=call_seconds,
                         help="seconds for one call into the student's code")
     if memory:
@@ -33,10 +33,6 @@ def add_limits(parser, call_seconds=Limits.call_seconds, memory=True, every=Fals
     if every:
         parser.add_argument("--submission-timeout", type=float, default=Limits.submission_seconds,
                             help="seconds for all calls of one submission")
-        parser.add_argument("--cpu-seconds", type=int, default=Limits.cpu_seconds)
-        parser.add_argument("--max-processes", type=int, default=Limits.processes)
-        parser.add_argument("--output-kb", type=int, default=Limits.output_bytes // 1024,
-                            help="how much of the student's stdout and stderr is kept")
 
 
 # option (its argparse dest) -> (the Limits field it sets, how its value converts)
@@ -45,9 +41,6 @@ _LIMIT_OPTIONS = {
     "memory_mb": ("memory_bytes", lambda mb: int(mb) * 2 ** 20),
     "submission_timeout": ("submission_seconds", float),
     "budget": ("submission_seconds", float),
-    "cpu_seconds": ("cpu_seconds", int),
-    "max_processes": ("processes", int),
-    "output_kb": ("output_bytes", lambda kb: int(kb) * 1024),
 }
 
 

@@ -1,29 +1,18 @@
 """How a kit process is set up and left: one compute thread, the garbage collector held while a
 judge imports, and an exit without torch's teardown.
 
-One compute thread wherever the kit runs torch (judges, workers, the zygote).  Every tensor the
-kit computes is tiny: a pool of compute threads only wakes up, spins and fights the other
-processes of a batch for the cores.  Two settings, both needed:
+One compute thread wherever the kit runs torch (judges, workers, the zygote; never a student's
+own kernel): every tensor the kit computes is tiny, and a pool of threads only spins and fights
+the other processes of a batch for the cores.  Both settings are needed: the environment before
+torch is imported (OpenMP reads OMP_NUM_THREADS once, as the default of every thread, including
+the check session's own thread), and torch.set_num_threads(1) on the computing thread for a
+process that imported torch before the kit could set the environment.
 
-- the environment, before torch is imported (pin_environment): torch's OpenMP reads
-  OMP_NUM_THREADS once, at load, as the default of *every* thread, including the threads the
-  kit makes later (the check session runs pytest on a thread of its own, where a
-  torch.set_num_threads(1) made on the main thread never applies: OpenMP keeps it per thread);
-- torch.set_num_threads(1) on the thread that computes (one_thread_here), for a process where
-  torch was imported before the kit could set the environment.
-
-Workers get the same environment from launch.minimal_env.  A student's own notebook kernel is
-never pinned: only the kit's processes are.
-
-The garbage collector: a judge's start is imports (torch, pytest, the kit's checks: objects that
-live as long as the process), and the automatic collections walking them again and again are
-about a fifth of the start's CPU.  hold_gc stops them at the process's entry; release_gc comes
-once the checks are collected, before any student's code is judged (or once a file that cannot
-be graded has ended its grading, or the judge is closed): it moves every object alive to the
-permanent generation (gc.freeze), which later collections never walk, and turns the collector
-back on for what the gradings make.  Only the processes that start a judge hold it; a test
-process that makes a Judge never does, so release_gc is a no-op there.  The worker and the fork
-server do the same in worker.prepare (the sandbox's runtime imports nothing of the kit).
+The collector: a judge's start is imports (torch, pytest, the checks) that live as long as the
+process, and automatic collections walking them are about a fifth of the start's CPU.  hold_gc
+stops them at a judge's entry; release_gc, once the checks are collected, freezes what is alive
+(later collections never walk it) and turns the collector back on.  The worker and the fork
+server do the same in worker.prepare.
 """
 import gc
 import os
@@ -46,8 +35,7 @@ def pin_environment(env=None):
 
 def one_thread_here():
     """torch on one compute thread on the calling thread (and, once per process, its inter-op
-    pool); returns the count the thread had before: what the environment gave it (1 where
-    pin_environment came before torch; the batch reports it)."""
+    pool); returns the count the thread had before (the batch reports it)."""
     import torch
 
     before = torch.get_num_threads()
