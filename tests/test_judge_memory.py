@@ -56,9 +56,10 @@ PEAK_OF_CHILD = """
 import subprocess, sys
 held = bytearray(300 << 20)  # every page touched: this process's peak is over 300 MiB
 child = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
-                        "import resource; from grader.judge import memory; "
-                        "print(memory.peak_resident_mib(), "
-                        "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)", sys.argv[1]],
+                        "import resource; from bench_judge_memory import peak_resident_mib; "
+                        "print(peak_resident_mib(), "
+                        "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)",
+                        sys.argv[1] + "/tests"],
                        capture_output=True, text=True, check=True)
 print(child.stdout)
 """
@@ -66,7 +67,7 @@ print(child.stdout)
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="VmHWM is Linux's")
 def test_a_peak_is_the_process_own_not_the_one_it_was_started_from():
-    """A judge (or the memory bench) started from a large process reports its own peak: the
+    """The memory bench started from a large process reports its own peak: the
     kernel carries the starting process's peak over exec into ru_maxrss, not into VmHWM."""
     done = subprocess.run([sys.executable, "-c", PEAK_OF_CHILD, ROOT], capture_output=True,
                           text=True, check=True)
