@@ -47,13 +47,6 @@ class Progress:
         filled = int(width * self.done / self.total) if self.total else width
         return f"\r[{'#' * filled}{'.' * (width - filled)}] {self._status()}\033[K"
 
-    def message(self, text):
-        if self.tty:
-            self.stream.write("\r\033[K" + text + "\n" + self._bar())
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
-
     def advance(self, answer):
         """One line per submission: its outcome, and the count, rate and time left."""
         self.done += 1
@@ -67,7 +60,7 @@ class Progress:
             text = words.text("batch", key, self.lang, who=who, why=why)
         if self.tty:  # the bar is redrawn; only what needs attention stays on the screen
             if answer["status"] != "graded":
-                self.message(text)
+                self.stream.write("\r\033[K" + text + "\n")
             self.stream.write(self._bar())
         else:
             self.stream.write(f"[{self.done}/{self.total}] {text} | {self._status()}\n")
