@@ -51,14 +51,11 @@ def _kit_clear_solutions():
     return KitClearSolutions
 
 
-
-
-def nbgrader(args, course, env=None, log=None, must=False):
+def nbgrader(args, course, log=None, must=False):
     """Run `nbgrader ARGS` in the course folder with this environment's interpreter: (exit code,
     output, seconds); `must`: a RuntimeError where it fails."""
     environment = dict(os.environ)
     environment["ATTN_KIT_ROOT"] = KIT_ROOT  # the course config finds the kit from any folder
-    environment.update(env or {})
     # nbgrader runs `alembic` (beside this interpreter) when it creates a gradebook.
     bin_dir = os.path.dirname(sys.executable)
     environment["PATH"] = os.pathsep.join(p for p in (bin_dir, environment.get("PATH")) if p)

@@ -199,14 +199,13 @@ def _block_end(lines, end):
     return end
 
 
-def build(solution_path=None, rubric=None):
+def build():
     """The source notebook (solutions inside their markers) as a dict."""
     from grader import rubric as rubric_module
+    from grader.paths import SOLUTION
 
-    if solution_path is None:
-        from grader.paths import SOLUTION as solution_path
-    rubric = rubric or rubric_module.load()
-    with open(solution_path, encoding="utf-8") as handle:
+    rubric = rubric_module.load()
+    with open(SOLUTION, encoding="utf-8") as handle:
         header, imports, pieces = split_source(handle.read())
     names = [name for name, _ in pieces]
     if names != rubric.exercises():

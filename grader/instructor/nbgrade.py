@@ -54,7 +54,7 @@ def autograde(course=COURSE, timeout=None, jobs=1, lang="zh"):
         # nbgrader executes the notebooks one after the other on about one core; the regrade
         # uses what is left meanwhile, at a lower priority: the kernels' own judges (which
         # have a cell timeout to meet) go first.
-        plain = pool.submit(nbgrader, args, course, None, log)
+        plain = pool.submit(nbgrader, args, course, log)
         regrade_started = time.monotonic()
         results = nbregrade.regrade_all(found, source, jobs, nice=10)
         regrade_seconds = time.monotonic() - regrade_started
