@@ -8,7 +8,8 @@ escaped.
 """
 
 from grader.render import report
-from grader import inert, words
+from grader import words
+from grader.inert import html as esc
 
 MARKS = report.STATUS_MARK  # a status's mark; its words are words.toml's [status]
 
@@ -85,10 +86,6 @@ function toggleLang() {
   setLang(document.documentElement.className === 'lang-zh' ? 'en' : 'zh'); }
 (function () { var m = /lang=(zh|en)/.exec(location.hash); if (m) setLang(m[1]); })();
 """
-
-
-def esc(text):
-    return inert.html(text)
 
 
 def both(zh, en, tag="span", cls=""):
