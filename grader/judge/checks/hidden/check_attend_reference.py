@@ -67,7 +67,7 @@ def keeps_to_its_mask(weights, mask):
     try:
         allowed = mask.expand(weights.shape)
     except RuntimeError:
-        return False  # a wrong shape: compared, and named as one
+        return False  # weights of a wrong shape: the mask checks name it
     return not bool(torch.isnan(weights).any()) and bool(((weights > 0) == allowed).all())
 
 
