@@ -1,5 +1,4 @@
-"""The judge gives a large answer's memory back to the system as soon as it is freed; and how
-its peak is read (peak_resident_mib).
+"""The judge gives a large answer's memory back to the system as soon as it is freed.
 
 glibc serves an allocation of 128 KiB or more with its own mmap and unmaps it when freed, but
 after the first such free it raises that threshold to the freed block's size (up to 32 MiB): a
@@ -31,21 +30,3 @@ def return_large_blocks():
     """Fix glibc's mmap threshold for this process (once; True where it was set)."""
     mallopt = _mallopt()
     return mallopt is not None and mallopt(M_MMAP_THRESHOLD, THRESHOLD_BYTES) == 1
-
-
-def peak_resident_mib():
-    """This process's peak resident memory, in MiB: its memory map's high-water mark (VmHWM),
-    which starts afresh at exec (ru_maxrss carries over the peak of the process that execed);
-    ru_maxrss where there is no /proc (macOS: bytes there, KiB on Linux)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    import resource  # only where there is no /proc
-    import sys
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 2 ** 20 if sys.platform == "darwin" else peak / 1024

@@ -253,11 +253,6 @@ class CappedReader(threading.Thread):
                 self.kept += chunk[:room]
                 self.dropped += max(len(chunk) - room, 0)
 
-    def finish(self, timeout=1.0):
-        """Wait for the end of the pipe of a writer that is dead or killed: at most `timeout`,
-        for a process it started that escaped its group with the pipe still open."""
-        self.join(timeout)
-
     def text(self):
         out = self.kept.decode("utf-8", "replace")
         return out + (f"\n… [{self.dropped} more bytes dropped]" if self.dropped else "")
@@ -312,9 +307,10 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             pass
         self.channel.close()
-        # bubblewrap (or the worker itself) is reaped: what the worker wrote is in the pipes.
-        self.stdout.finish()
-        self.stderr.finish()
+        # bubblewrap (or the worker itself) is reaped: what the worker wrote is in the pipes.  At
+        # most a second each: a process it started may have escaped its group, the pipe open.
+        self.stdout.join(1.0)
+        self.stderr.join(1.0)
         safefs.remove_tree(self.runtime_dir)
         if self.slot is not None:
             self.slot.release()

@@ -19,6 +19,8 @@ import os
 import re
 import sys
 import tempfile
+import warnings
+
 from grader import paths, words
 from grader.judge import cells
 from grader.judge.submission import comment_out_magics
@@ -219,20 +221,6 @@ def check(exercise=None, lang=None):
     print(report.to_text(rubric, shown, lang, hidden), end="")
 
 
-class _Quiet:
-    """Nothing of the kit's may reach the cell's stderr: nbgrader scores stderr output as failure."""
-
-    def __enter__(self):
-        import warnings
-
-        self.catcher = warnings.catch_warnings()
-        self.catcher.__enter__()
-        warnings.simplefilter("ignore")
-
-    def __exit__(self, *exc):
-        self.catcher.__exit__(*exc)
-
-
 def autograde_cell(check_id, lang=None):
     """One autograder cell: the kit's verdict for `check_id` on the kernel's current code.
 
@@ -257,7 +245,8 @@ def autograde_cell(check_id, lang=None):
         sys.stderr.write(f"✗ {check_id}: 0/{report.points(check_.points)}{why}\n")
 
     autograding = bool(os.environ.get(AUTOGRADE_ENV))
-    with _Quiet():
+    # No warning of the kit's may reach the cell's stderr: nbgrader scores stderr output as failure.
+    with warnings.catch_warnings(action="ignore"):
         try:
             data = judge(assemble(kernel_sources()), hidden=hidden_here,
                          call_seconds=AUTOGRADE_CALL_SECONDS if autograding else None,

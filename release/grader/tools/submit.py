@@ -42,14 +42,6 @@ def state_path(work):
     return statefile.beside(work, "submit")
 
 
-def load_state(path):
-    return statefile.load(path, STATE_VERSION)
-
-
-def save_state(path, state):
-    statefile.save(path, state, STATE_VERSION)  # read-only folder: the id is asked again next time
-
-
 # -- is it still the stub? -----------------------------------------------------------------------
 def _raises_not_implemented(body):
     for node in body:
@@ -259,7 +251,7 @@ def _ask_terminal(prompt):
 def who_hands_in(args, work, ui, interactive, ask):
     """The student id (asked once, then remembered beside the work), or None after saying why."""
     state_file = state_path(work)
-    remembered = load_state(state_file).get("student")
+    remembered = statefile.load(state_file, STATE_VERSION).get("student")
     student = (args.student or "").strip() or (remembered if isinstance(remembered, str) else "")
     if not student and interactive:
         student = ask(ui.words("ask_id")).strip()
@@ -269,8 +261,8 @@ def who_hands_in(args, work, ui, interactive, ask):
     if not re.search(r"\w", student):
         ui.fail("bad_id", NOT_PACKAGED, student=student)
         return None
-    if student != remembered:
-        save_state(state_file, {"student": student})
+    if student != remembered:  # a read-only folder: the id is asked again next time
+        statefile.save(state_file, {"student": student}, STATE_VERSION)
         ui.line("remembered", file=os.path.basename(state_file))
     return student
 

@@ -71,10 +71,6 @@ MEMORY_RLIMIT = memory_rlimit()  # looked up once, before any fork
 GPU = bool(accelerator_nodes())  # CUDA's driver then needs a unix socket (syscalls.py)
 
 
-def set_limits(limits):
-    apply_rlimits(rlimit_table(limits, MEMORY_RLIMIT))
-
-
 def drop_privileges(uid=UNPRIVILEGED):
     """uid/gid `uid`, no supplementary groups, an empty capability bounding set, no new privs."""
     with open("/proc/sys/kernel/cap_last_cap") as handle:
@@ -171,7 +167,7 @@ def become_namespace_init(uid=UNPRIVILEGED):
 
 
 def run_worker(channel_fd, student_file, limits, torch):
-    set_limits(limits)
+    apply_rlimits(rlimit_table(limits, MEMORY_RLIMIT))
     syscalls.install(unix_sockets=GPU)
     worker.serve(worker.Channel(channel_fd), student_file, torch)
 
