@@ -6,6 +6,7 @@ goes to the batch's log.  Each judge holds at most two tasks, so the next submis
 start while one is checked.  A judge that dies has its tasks retried once on a new one.
 """
 import collections
+import contextlib
 import json
 import os
 import queue
@@ -105,19 +106,16 @@ class _Judge:
 
     def send(self, task):
         self.outstanding[task["id"]] = task
-        try:
+        # it died: its reader reports EOF and the task is retried
+        with contextlib.suppress(BrokenPipeError, OSError, ValueError):
             self.tasks.write(json.dumps(task) + "\n")  # ASCII: a non-UTF-8 path survives
             self.tasks.flush()
-        except (BrokenPipeError, OSError, ValueError):
-            pass  # it died: its reader reports EOF and the task is retried
 
     def close_input(self):
         if self.open:
             self.open = False
-            try:
+            with contextlib.suppress(BrokenPipeError, OSError):
                 self.tasks.close()
-            except (BrokenPipeError, OSError):
-                pass
 
 
 def dispatch(tasks, jobs, config, progress, log, stats):
@@ -234,23 +232,19 @@ def usable_cores():
         cores = len(os.sched_getaffinity(0))
     except AttributeError:
         cores = os.cpu_count() or 1
-    try:
+    with contextlib.suppress(OSError, ValueError):
         with open(CPU_MAX, encoding="ascii") as handle:
             quota, period = handle.read().split()[:2]
         if quota != "max":
             cores = min(cores, max(1, round(int(quota) / int(period))))
-    except (OSError, ValueError):
-        pass
     return cores
 
 
 def _available_bytes():
     """MemAvailable from /proc/meminfo; without it, as if memory were no limit."""
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError):
         with open(MEMINFO, encoding="ascii") as handle:
             for line in handle:
                 if line.startswith("MemAvailable:"):
                     return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
     return JOB_BYTES * 1024

@@ -6,6 +6,7 @@ report.json last: a report.json that exists is complete, so a batch killed at an
 and run again regrades only what is missing or changed (is_current), after removing the temporary
 files the kill left behind.
 """
+import contextlib
 import json
 import os
 
@@ -77,10 +78,8 @@ def remove_leftovers(outdir):
     for root, _, files in os.walk(outdir):
         for name in files:
             if name.startswith(".tmp-"):
-                try:
+                with contextlib.suppress(OSError):
                     os.unlink(os.path.join(root, name))
-                except OSError:
-                    pass
 
 
 def write_student(outdir, record, lang):

@@ -20,6 +20,7 @@ is not in bubblewrap cannot read the reference from disk or from the judge's mem
 file under the judge.  What this does not cover is said in docs/instructors.md (Gradescope) and docs/security.md.
 """
 import argparse
+import contextlib
 import ctypes
 import io
 import os
@@ -152,10 +153,8 @@ def _harden(root):
     # Only where this grader *is* the autograder's source (ROOT/source), never in a kit checkout.
     if os.path.realpath(ROOT) == os.path.realpath(os.path.join(root, "source")):
         shutil.rmtree(os.path.join(ROOT, "solutions"), ignore_errors=True)
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
-    except (OSError, AttributeError):
-        pass
 
 
 def not_graded_results(the_rubric, reason, lang):
