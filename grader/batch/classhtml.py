@@ -12,6 +12,7 @@ from grader.batch.overrides import lapsed, stale_text
 from grader.batch.roster import ACTION_WORDS, RANK
 from grader.render.report import class_points, plural
 from grader.inert import html as esc
+from grader.render.feedback_html import both
 
 STYLE = """<style>
 .controls { display:flex; gap:12px; align-items:center; margin:6px 0 8px; font-size:13px; }
@@ -77,10 +78,6 @@ SCRIPT = """<script>
   document.querySelector('.controls').hidden = false;
 })();
 </script>"""
-
-
-def both(zh, en):
-    return f'<span class="zh">{esc(zh)}</span><span class="en">{esc(en)}</span>'
 
 
 def said_both(key, section="classhtml", **fields):
