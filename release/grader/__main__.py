@@ -4,6 +4,7 @@
 Argument parsing only; the worker is started before anything heavy is imported.
 """
 import argparse
+import contextlib
 import os
 import sys
 
@@ -28,10 +29,9 @@ def parse(argv):
     _add_submit(sub)
     batch = None
     if not argv or argv[0] not in ONE_SUBMISSION:
-        try:  # instructors: batch, merge, override, export, recipes (not in release/)
+        # instructors: batch, merge, override, export, recipes (not in release/)
+        with contextlib.suppress(ImportError):
             from grader.batch import engine as batch
-        except ImportError:
-            pass
     if batch is not None:
         batch.add_arguments(sub)
     return parser.parse_args(argv)

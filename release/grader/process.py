@@ -14,6 +14,7 @@ stops them at a judge's entry; release_gc, once the checks are collected, freeze
 (later collections never walk it) and turns the collector back on.  The worker and the fork
 server do the same in worker.prepare.
 """
+import contextlib
 import gc
 import os
 import sys
@@ -40,10 +41,9 @@ def one_thread_here():
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)
-    try:
+    # set already, or parallel work has begun: it can be set only once
+    with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(1)
-    except RuntimeError:  # set already, or parallel work has begun: it can be set only once
-        pass
     return before
 
 

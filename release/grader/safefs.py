@@ -6,6 +6,7 @@ read never ends) or build a directory tree 1500 levels deep (shutil.rmtree recur
 RecursionError, which ignore_errors does not catch).  These two functions are the only way the
 judge reads or removes such files.
 """
+import contextlib
 import os
 import stat
 
@@ -95,10 +96,8 @@ def _empty(top):
 
 def _hoist(top, name, counter):
     """Move the content of folder `name` (inside `top`) up into `top`, under fresh names."""
-    try:
+    with contextlib.suppress(OSError):
         os.chmod(name, 0o700, dir_fd=top)  # a folder its maker made unreadable (not a link: lstat)
-    except OSError:
-        pass
     try:
         inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
                         dir_fd=top)

@@ -1,5 +1,6 @@
 """Writing files so that a crash never leaves half of one, and the small JSON state files that
 the student's tools keep beside their work (hints reached, the remembered student id)."""
+import contextlib
 import json
 import os
 import tempfile
@@ -18,10 +19,8 @@ def write_atomic(path, data):
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
 
 
@@ -43,7 +42,5 @@ def load(path, version):
 
 def save(path, state, version):
     """Best effort: a read-only folder costs the remembered state, never the tool's real work."""
-    try:
+    with contextlib.suppress(OSError):
         write_atomic(path, json.dumps({**state, "version": version}, ensure_ascii=False, indent=1))
-    except OSError:
-        pass

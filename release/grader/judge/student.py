@@ -4,6 +4,7 @@ Every call has a timeout.  A worker that dies, hangs or speaks nonsense raises W
 the call it was serving and is restarted for the next one; nothing here ever turns silence into a
 result.  What comes back is plain data rebuilt by `wire.decode`.
 """
+import contextlib
 import copy
 import re
 import socket
@@ -302,10 +303,8 @@ class Student:
                 remaining = deadline - time.monotonic()
                 if remaining > 0:
                     channel.settimeout(remaining)
-                    try:
+                    with contextlib.suppress(socket.timeout):
                         return channel.recv_into(view, min(len(view), 1 << 20))
-                    except socket.timeout:
-                        pass
                 more = overtime.more() if overtime is not None else 0
                 if more <= 0:
                     raise socket.timeout

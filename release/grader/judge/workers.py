@@ -16,6 +16,7 @@ The spares are made on a thread of their own that lives as long as the pool: bub
 spare made on a run's thread would die with it.
 """
 import collections
+import contextlib
 import os
 import shutil
 import signal
@@ -48,10 +49,9 @@ class Spare(sandbox.WorkerProcess):
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(source)
         os.chmod(path, 0o644)
-        try:
+        # it died waiting: the Student sees a crash at start-up and says so
+        with contextlib.suppress(OSError):
             self.channel.sendall(wire.encode({"op": "go"}))  # it imports the file now
-        except OSError:
-            pass  # it died waiting: the Student sees a crash at start-up and says so
 
     def kill(self):
         super().kill()
@@ -241,10 +241,8 @@ def interrupt(worker):
     if hasattr(worker, "server"):  # a forked worker: its zygote kills it
         worker.server.send({"op": "end", "id": worker.id, "grace": 0})
     elif worker.proc.returncode is None:  # not reaped: its pid is still its own
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(worker.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def forked(server):

@@ -10,6 +10,7 @@ The fork server is used where it isolates as well as one process per submission:
 the grader is root (the children build their own mount and PID namespaces) and plain processes.
 Bubblewrap as an ordinary user keeps one sandboxed process per submission (`supported` says so).
 """
+import contextlib
 import itertools
 import json
 import os
@@ -186,10 +187,9 @@ class ForkServer:
         control = self.control
         if control is None:
             return  # closed: the zygote has killed this judge's children
-        try:
+        # the zygote died: the reader has marked its children exited
+        with contextlib.suppress(OSError):
             socket.send_fds(control, [json.dumps(message).encode()], list(fds))
-        except OSError:
-            pass  # the zygote died: the reader has marked its children exited
 
     def wait_ready(self):
         """Block until the zygote has imported torch (and probed its namespaces); RuntimeError
@@ -276,10 +276,9 @@ class ForkServer:
     def close(self):
         if self.control is None:
             return
-        try:  # shutdown, not just close: it wakes our reader's recv and gives the zygote EOF
+        # shutdown, not just close: it wakes our reader's recv and gives the zygote EOF
+        with contextlib.suppress(OSError):
             self.control.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self.control.close()  # the zygote kills its children and exits
         self.control = None
         try:

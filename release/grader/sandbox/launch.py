@@ -9,6 +9,7 @@ On a machine with an NVIDIA GPU the worker also gets its device nodes, and its m
 the memory it writes (RLIMIT_DATA) instead of its address space, which CUDA reserves by the
 hundred GiB: the device checks then run on CUDA too (check_device.py).
 """
+import contextlib
 import dataclasses
 import functools
 import importlib.util
@@ -298,14 +299,10 @@ class WorkerProcess:
 
     def kill(self):
         """Kill the worker's whole process group (children and SIGTERM-ignorers included)."""
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
         self.channel.close()
         # bubblewrap (or the worker itself) is reaped: what the worker wrote is in the pipes.  At
         # most a second each: a process it started may have escaped its group, the pipe open.
@@ -336,11 +333,9 @@ def process_tree(pid):
         except OSError:
             continue
         for thread in threads:
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 with open(f"/proc/{current}/task/{thread}/children", encoding="ascii") as kids:
                     waiting += [int(kid) for kid in kids.read().split()]
-            except (OSError, ValueError):
-                pass
     return found
 
 

@@ -7,6 +7,7 @@ holding an exclusive flock on a file named after its uid; the lock dies with the
 holds it, so a killed judge never leaks a slot.  Judges of several batches on one machine share
 the pool.  The uids are numbers without a name, unused by any account.
 """
+import contextlib
 import fcntl
 import os
 import random
@@ -35,10 +36,8 @@ class Slot:
 
     def release(self):
         if self.handle is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self.handle.close()  # closing the file drops the flock
-            except OSError:
-                pass
             self.handle = None
 
 

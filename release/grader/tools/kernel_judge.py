@@ -13,6 +13,7 @@ JSON line per reply on a private copy of its stdout (the report data, or
 {"error"}).  pytest's and torch's chatter goes to stderr, a log file the kernel keeps.  The judge
 exits when its stdin closes, that is when the kernel goes away; its spares die with it.
 """
+import contextlib
 import json
 import os
 import select
@@ -127,19 +128,14 @@ class KernelJudge:
         process group then is killed.  wait=0: killed at once (a judge busy with a grading that
         was interrupted), its folders left behind."""
         if self.process is not None:
-            try:
+            # the judge is gone already: what was left in the pipe is moot
+            with contextlib.suppress(OSError):
                 self.process.stdin.close()
-            except OSError:  # the judge is gone already: what was left in the pipe is moot
-                pass
             if wait:
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     self.process.wait(timeout=wait)
-                except subprocess.TimeoutExpired:
-                    pass
-            try:
+            with contextlib.suppress(OSError):
                 os.killpg(self.process.pid, signal.SIGKILL)
-            except OSError:
-                pass
             self.process.wait()
             self.process.stdout.close()
             self.process = None
