@@ -1,0 +1,161 @@
+"""The door matrix: one submission, one verdict, whatever door it enters by.
+
+Every door must report the same `(check id, status, score)` for the same file, read from the
+pytest-json-report document of the checks' tests that every report carries (`pytest` in its data,
+runner.carried): a check's status and points are added up from its tests' outcomes and metadata
+here, apart from the report model, which must agree with them.  The doors that
+stay up and grade one file after another see every file of the corpus, the doors that start anew
+for each file a sample:
+
+- `python -m grader batch` on the whole corpus (one run: each student's report.json and
+  gradebook.csv's per-check columns) is the table every other door is held to;
+- `python -m grader grade FILE --format json`, as an instructor runs it, on the CLI sample: it
+  must equal the batch's table for the file (so every door equals `grade`);
+- the student's doors, on the public subset: `python -m grader watch` (one process, every file
+  saved in turn: the verdict each screen showed, from its --stats lines) and the notebook's
+  `%check` (the kernel's judge process, fed the assembled cells as the kernel feeds it) on every
+  file, `python -m grader check` on the CLI sample;
+- the Gradescope autograder, run as Gradescope runs it (an emulated /autograder with source/,
+  submission/ and results/, its own hardening included);
+- the Classroom workflow's grading step, run from the committed workflow file in a copy of the
+  student bundle, and its per-check command-grader steps;
+- the nbgrader regrade of the same code handed in as the released notebook.
+
+The slowest doors (Gradescope, Classroom, nbgrader) see a fixed sample that holds the reference,
+the stub and files that fail in different ways; the CLI sample adds a file of each other kind
+(another correct style, a part-credit mask, the device and dtype mistakes, randomness, a block
+without the library).
+
+The matrix is three test files, so that pytest-xdist's workers (`--dist loadfile`) run them side
+by side: test_doors.py (the batch, `grade`, `check`, the gradebook), test_doors_students.py
+(`watch`, the notebook's `%check`) and test_doors_platforms.py (Gradescope, Classroom, nbgrader).
+The batch of the whole corpus they are all held to runs once a test run (`batched`: the first
+worker to need it grades, the others wait for it and read its reports).
+"""
+import collections
+import concurrent.futures
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import rubric as rubric_module
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+SUBMISSIONS = ROOT / "tests" / "submissions"
+RUBRIC = rubric_module.load()
+PUBLIC = {c.id for c in RUBRIC.checks if c.visibility == "public"}
+MAX = sum(c.points for c in RUBRIC.checks)
+
+
+def corpus():
+    """name -> path: the reference, the stub, and every .py of the correct and wrong corpora."""
+    files = {"reference": ROOT / "solutions" / "attention.py",
+             "stub": ROOT / "exercises" / "attention.py"}
+    for kind in ("correct", "wrong"):
+        for path in sorted((SUBMISSIONS / kind).glob("*.py")):
+            files[f"{kind}-{path.stem}"] = path
+    return files
+
+
+FILES = corpus()
+# The slow doors' sample: full marks, nothing, a named mistake in each piece, a timeout-prone
+# file and a block without the library.
+SAMPLE = ["reference", "stub", "correct-einsum", "wrong-split_no_transpose",
+          "wrong-mask_missing", "wrong-no_out_proj", "wrong-quiz_shape_as_list"]
+# `grade` and `check`, each a process of its own per file (torch imported twice, a cold worker).
+CLI_SAMPLE = SAMPLE + ["correct-nan_guard_item", "correct-separate_projections",
+                       "wrong-mask_bool_added", "wrong-device_mask_no_device",
+                       "wrong-dtype_softmax_float32", "wrong-block_dropout_active",
+                       "wrong-linear_made_in_forward", "wrong-uses_sdpa", "wrong-merge_sum"]
+
+
+# A check's outcome when several of its tests fail: an error over a timeout over a failure.
+WORST = ["failed", "timeout", "error"]
+
+
+def verdict(data):
+    """{check id: (status, score)} from a report's pytest-json-report document: the points its
+    tests earned, summed, and `passed` where every test passed, else the worst status of their
+    verdicts (a test that failed without one is an error of the kit)."""
+    tests = collections.defaultdict(list)
+    for test in data["pytest"]["tests"]:
+        tests[test["metadata"]["check"]].append(test)
+    table = {}
+    for check_id, runs in tests.items():
+        failing = [(t["metadata"].get("verdict") or {}).get("status", "error") for t in runs
+                   if t["outcome"] != "passed" or t["metadata"].get("verdict")]
+        table[check_id] = (max(failing, key=WORST.index) if failing else "passed",
+                           round(sum(t["metadata"]["points"] for t in runs), 4))
+    return table
+
+
+def verdict_of_checks(checks):
+    """{check id: (status, score)} from a report's checks, as the report model made them."""
+    return {c["id"]: (c["status"], round(float(c["score"]), 4)) for c in checks}
+
+
+def public(table):
+    return {key: value for key, value in table.items() if key in PUBLIC}
+
+
+def run(args, **kwargs):
+    return subprocess.run(args, capture_output=True, text=True, encoding="utf-8", cwd=ROOT,
+                          timeout=600, **kwargs)
+
+
+def cli_report(command, path):
+    proc = run([PY, "-m", "grader", command, str(path), "--format", "json"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def each(function, names, jobs=2):
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        return dict(zip(names, pool.map(function, names)))
+
+
+def shared_folder(tmp_path_factory):
+    """A folder every xdist worker of this test run shares (one of its own without xdist)."""
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run_id is None:
+        return tmp_path_factory.getbasetemp()
+    folder = tmp_path_factory.getbasetemp().parent / f"doors-{run_id}"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def batched(tmp_path_factory):
+    """`batch` on every file of the corpus, once a test run: (its output folder, {name: report
+    data})."""
+    folder = shared_folder(tmp_path_factory)
+    entries, out, done = folder / "in", folder / "out", folder / "batched"
+    with open(folder / "batch.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker grades; the others wait here
+        if not done.exists():
+            shutil.rmtree(entries, ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)
+            entries.mkdir()
+            for name, path in FILES.items():
+                shutil.copy(path, entries / f"{name}.py")
+            proc = run([PY, "-m", "grader", "batch", str(entries), "--out", str(out)])
+            assert proc.returncode == 0, proc.stderr[-2000:]
+            done.touch()
+    reports = {}
+    for name in FILES:
+        record = json.loads((out / "students" / name / "report.json").read_text(encoding="utf-8"))
+        reports[name] = record["report"]
+    return out, reports
+
+
+@pytest.fixture(scope="module")
+def baseline(batched):
+    """{name: {check id: (status, score)}}: the batch's verdicts, every door's yardstick."""
+    return {name: verdict(data) for name, data in batched[1].items()}
