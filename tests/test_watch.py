@@ -290,6 +290,11 @@ def test_the_waiting_line_fits_the_terminal_and_names_no_line_before_there_is_on
     assert importing.said(importing.began + 2.0)[0].startswith("checking… 2 s / 30 s")
     assert watch.fit("正在检查… 12", 6) == "正在检"
     assert watch.fit("abc", 6) == "abc"
+    student.worker, student.stuck_line = object(), 1  # the student's code is inert on a terminal
+    student.source = lambda: "s = '\x1b[2J\x1b]0;owned\x07'  # \u202e\nwhile True: pass\n"
+    line = waiting.said(began + 11.0)[0]
+    assert "\x1b" not in line and "\x07" not in line and "\u202e" not in line
+    assert "\\x1b[2J" in line
 
 
 def test_polling_when_watchfiles_is_missing_and_a_touch_is_no_save(work, tmp_path):

@@ -21,7 +21,7 @@ import threading
 import time
 import unicodedata
 
-from grader import options, words
+from grader import inert, options, words
 from grader.sandbox import launch as sandbox
 from grader.judge import submission as submission_module
 from grader.tools.hints import (exercise_progress, first_unfinished, ladders, record_run,
@@ -231,7 +231,7 @@ class Waiting:
         number = student.stuck_line if worker is not None else None
         if number is not None:
             line += self.text["waiting_at"].format(line=number, code=self.code(number))
-        return line, number
+        return inert.one_line(line), number  # the file's name and code are the student's
 
     def code(self, number):
         """The student's line `number`, as the judge's own copy of the file has it."""
