@@ -11,8 +11,8 @@ earns (the ones built on the stub get 0); the gradebook and the CSV export hold 
 scores; each feedback page shows the kit's messages and no hidden test source.
 
 Time: about 2.5 min on an idle 2-core machine (nbgrader autograde ~80 s for the 11 notebooks,
-the regrade runs alongside it as a batch, the endless loop costs one 60 s cell timeout in the
-kernel; the regrade leaves the stray loop out).  It runs in `make test`; leave it out with
+the regrade and the CLI grades run alongside it, the endless loop costs one 60 s cell timeout in
+the kernel; the regrade leaves the stray loop out).  It runs in `make test`; leave it out with
 `-k "not test_nbgrader_e2e"`.
 """
 import concurrent.futures
@@ -46,7 +46,9 @@ ATTEND_RETURNS_V = '''def attend(q, k, v, mask=None, return_weights=False):
 TRICKS = {
     "x01_sys_exit": (authoring.SOLUTION, "import sys\nsys.exit(0)", "quiz"),
     "x02_os_exit": (authoring.SOLUTION, "import os\nos._exit(0)", "quiz"),
-    "x03_endless_loop": (authoring.SOLUTION, "while True:\n    pass", "quiz"),
+    # It waits rather than spins: the kernel meets the same cell that never ends, and `make test`
+    # keeps the core a spinning loop would burn for the whole cell timeout.
+    "x03_endless_loop": (authoring.SOLUTION, "import time\nwhile True:\n    time.sleep(1)", "quiz"),
     "x04_patch_allclose": ({"attend": ATTEND_RETURNS_V},
                            "torch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True",
                            "attend"),
@@ -81,9 +83,12 @@ def write_json(path, data):
 
 
 def cli_grade(path):
-    """The CLI grader's report (public + hidden) for a .py or .ipynb: `grade --format json`."""
+    """The CLI grader's report (public + hidden) for a .py or .ipynb: `grade --format json`.
+    It runs while nbgrader autogrades, a little below its priority (as the kit's regrade runs
+    there): the kernels' judges, which have a cell timeout to meet, go first."""
     done = subprocess.run([sys.executable, "-m", "grader", "grade", path, "--format", "json"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+                          cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          preexec_fn=lambda: os.nice(5))
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
 
@@ -99,17 +104,19 @@ def course(tmp_path_factory):
                    student_notebook(release, spec, extra, after))
         twins[student] = os.path.join(course, "twins", student + ".ipynb")
         write_json(twins[student], student_notebook(release, spec))
-    # Generous: a correct notebook must never time out on a busy machine (the endless loop's
-    # notebook pays it once); the kit's default, nbgrade.CELL_TIMEOUT, is longer still.
-    records, timings = nbgrade.autograde(course, timeout=60, jobs=1)
-    print("\nmake autograde timings:", timings)
     # The CLI grader on the same code: the .py itself for honest work; for a trick, its honest
     # code (the reference or the stub: those results are shared) or its notebook without the trick.
+    # One at a time, alongside `make autograde` (nbgrader keeps about one core busy; the rest of
+    # its time is the endless loop's cell timeout).
     targets = {s: (spec if isinstance(spec, str) else twins[s]) for s, (spec, _, _) in HONEST.items()}
     targets["s05_untouched"] = authoring.EXERCISE
     targets["x04_patch_allclose"] = twins["x04_patch_allclose"]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         futures = {s: pool.submit(cli_grade, path) for s, path in targets.items()}
+        # Generous: a correct notebook must never time out on a busy machine (the endless loop's
+        # notebook pays it once); the kit's default, nbgrade.CELL_TIMEOUT, is longer still.
+        records, timings = nbgrade.autograde(course, timeout=60, jobs=1)
+        print("\nmake autograde timings:", timings)
         cli = {s: f.result() for s, f in futures.items()}
     for student, (spec, _, _) in TRICKS.items():
         if student not in cli:
