@@ -122,13 +122,10 @@ def each(function, names, jobs=2):
 
 
 def shared_folder(tmp_path_factory):
-    """A folder every xdist worker of this test run shares (one of its own without xdist)."""
-    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if run_id is None:
-        return tmp_path_factory.getbasetemp()
-    folder = tmp_path_factory.getbasetemp().parent / f"doors-{run_id}"
-    folder.mkdir(exist_ok=True)
-    return folder
+    """A folder every xdist worker of this test run shares (tests/conftest.py), or one of this
+    run's own without xdist."""
+    shared = os.environ.get("KIT_TESTS_SHARED")
+    return Path(shared) if shared else tmp_path_factory.getbasetemp()
 
 
 @pytest.fixture(scope="module")

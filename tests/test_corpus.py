@@ -12,6 +12,7 @@ Every submission is graded once per session (about 2-4 s each; a worker process 
 with isolation="auto" (bubblewrap where it works).  CORPUS_ISOLATION=process forces the plain
 subprocess, to prove the suite passes without bubblewrap too.
 """
+import fcntl
 import fnmatch
 import hashlib
 import json
@@ -76,18 +77,25 @@ class Graded:
     left there afterwards is a leak (or, without bubblewrap, a hostile write outside the work
     folder), and nothing a submission writes can reach the real temp folder."""
 
-    def __init__(self, path):
+    def __init__(self, data, leftovers, unchanged):
+        self.data, self.leftovers, self.unchanged = data, leftovers, unchanged
+        self.by_id = {c["id"]: c for c in self.data["checks"]}
+
+    @classmethod
+    def grade(cls, path):
         before = _digest(path)
         scratch = tempfile.mkdtemp(prefix="corpus-scratch-")
         saved, tempfile.tempdir = tempfile.tempdir, scratch
         try:
-            self.data = service.grade(str(path), isolation=ISOLATION)
+            data = service.grade(str(path), isolation=ISOLATION)
         finally:
             tempfile.tempdir = saved
-            self.leftovers = sorted(str(p.relative_to(scratch)) for p in Path(scratch).rglob("*"))
+            leftovers = sorted(str(p.relative_to(scratch)) for p in Path(scratch).rglob("*"))
             shutil.rmtree(scratch, ignore_errors=True)
-        self.unchanged = _digest(path) == before
-        self.by_id = {c["id"]: c for c in self.data["checks"]}
+        return cls(data, leftovers, _digest(path) == before)
+
+    def record(self):
+        return {"data": self.data, "leftovers": self.leftovers, "unchanged": self.unchanged}
 
     def select(self, pattern):
         return [c for c in self.data["checks"] if fnmatch.fnmatchcase(c["id"], pattern)]
@@ -100,9 +108,26 @@ _graded = {}
 
 
 def graded(path):
+    """The grading of `path`, once a test run: test_corpus.py, test_precision.py and
+    test_device.py ask for the same submissions, which make test's xdist workers grade once
+    between them (KIT_TESTS_SHARED, tests/conftest.py: the first worker to ask grades, one that
+    asks meanwhile waits for it, the others read its record)."""
     if path not in _graded:
-        _graded[path] = Graded(path)
+        _graded[path] = graded_once(path, os.environ.get("KIT_TESTS_SHARED"))
     return _graded[path]
+
+
+def graded_once(path, shared):
+    if shared is None:
+        return Graded.grade(path)
+    record = Path(shared) / f"graded-{hashlib.sha256(str(path).encode()).hexdigest()[:16]}"
+    with open(f"{record}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(f"{record}.json"):
+            return Graded(**json.loads(Path(f"{record}.json").read_text(encoding="utf-8")))
+        done = Graded.grade(path)
+        Path(f"{record}.json").write_text(json.dumps(done.record()), encoding="utf-8")
+        return done
 
 
 # -- the wrong solutions' headers ------------------------------------------------------------
@@ -393,7 +418,7 @@ def normalised(data, output=True):
 ], ids=lambda p: getattr(p, "name", str(p)))
 def test_grading_twice_gives_the_same_report(path, output):
     first = graded(path).data
-    second = Graded(path).data  # a fresh grading, not the cached one
+    second = Graded.grade(path).data  # a fresh grading, not the cached one
     assert normalised(second, output) == normalised(first, output)
     for lang in ("en", "zh"):
         assert json.loads(report.to_json(RUBRIC, normalised(second, output), lang)) == \
