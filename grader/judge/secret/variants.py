@@ -43,6 +43,10 @@ SCALES = {
 DEFAULT_MASKS = {"tril": lambda ones: ones.tril(), "none": lambda ones: ones,
                  "diagonal": lambda ones: ones.tril(-1), "anti_causal": lambda ones: ones.triu(),
                  "off_by_one": lambda ones: ones.tril(1), "inverted": lambda ones: ones.triu(1)}
+# context setting -> the context from the weights [..., T, T] and v [..., T, d]
+CONTEXTS = {
+    "weights_v": lambda w, v: w @ v,
+}
 # Every knob of `attention` and its settings, the default (the reference's) first.
 ATTEND_KNOBS = {
     "scale": list(SCALES),
@@ -52,16 +56,17 @@ ATTEND_KNOBS = {
     "softmax_dim": [-1, -2, "implicit"],
     "scores": list(SCORES),
     "weights": ["softmax", "prescores"],  # prescores: the masked scores returned as the weights
+    "context": list(CONTEXTS),
 }
 
 
 def attention(q, k, v, allowed=None, scale="sqrt_d", mask="tril", softmax_dim=-1, scores="qk",
-              weights="softmax"):
+              weights="softmax", context="weights_v"):
     """The reference's attend(q, k, v, allowed, return_weights=True) with knobs turned; returns
     (context, weights).  `allowed` is attend's mask argument (True = may read); `mask` is the
     knob of how a mask is built and applied."""
     _check_knobs(ATTEND_KNOBS, "attention", scale=scale, mask=mask, softmax_dim=softmax_dim,
-                 scores=scores, weights=weights)
+                 scores=scores, weights=weights, context=context)
     raw = SCALES[scale](SCORES[scores](q, k), q, k, v)  # [..., T, T]
     if allowed is None:
         ones = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device)
@@ -81,7 +86,7 @@ def attention(q, k, v, allowed=None, scale="sqrt_d", mask="tril", softmax_dim=-1
         w = torch.softmax(raw.masked_fill(blocked, fill), dim=dim)  # [..., T, T]
     if scale == "after_softmax":
         w = w / math.sqrt(q.shape[-1])
-    out = w @ v  # [..., T, d]
+    out = CONTEXTS[context](w, v)  # [..., T, d]
     if weights == "prescores":
         w = raw.masked_fill(blocked, float("-inf"))
     return out, w
