@@ -23,7 +23,6 @@ def test_the_end_of_the_pipe_ends_the_reader():
     os.close(write_end)
     reader.join(5)
     assert not reader.is_alive() and reader.text() == "printed at import\n"
-    reader.finish()  # after the end: nothing to do, no error
 
 
 def test_only_the_cap_is_kept_and_the_rest_is_counted():
