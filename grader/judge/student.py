@@ -361,6 +361,12 @@ class Student:
         try:
             self._send(op, args)
             return self._reply(timeout)
+        except StudentError as error:
+            if error.memory_limit:
+                # Every question is tiny: code that fills the memory limit on one fills it on
+                # the next, and each would spend seconds of the submission's one budget on it.
+                self.poisoned[kind] = copy.copy(error)
+            raise
         except WorkerFailure as failure:
             self.crashes[kind] = self.crashes.get(kind, 0) + 1
             if failure.kind in ("timeout", "memory_limit") or self.crashes[kind] >= 2:
