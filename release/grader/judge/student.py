@@ -355,7 +355,9 @@ class Student:
         if self.import_error is not None:
             raise self.import_error
         self.kind = kind = f"{op}:{args.get('fn', args.get('action', ''))}"
-        for blocker in () if afresh else (kind, NEEDS_FORWARD.get(kind)):
+        form = (kind, tuple(sorted(k for k, v in (args.get("kwargs") or {}).items()
+                                   if v is not None and v is not False)), bool(args.get("views")))
+        for blocker in () if afresh else (kind, NEEDS_FORWARD.get(kind), form):
             if blocker in self.poisoned:
                 raise self.poisoned[blocker]
         try:
@@ -364,8 +366,10 @@ class Student:
         except StudentError as error:
             if error.memory_limit:
                 # Every question is tiny: code that fills the memory limit on one fills it on
-                # the next, and each would spend seconds of the submission's one budget on it.
-                self.poisoned[kind] = copy.copy(error)
+                # the next of the same form (the same arguments given), and each would spend
+                # seconds of the submission's one budget on it.  Another form may not (a default
+                # mask built too large, an explicit one used as it is).
+                self.poisoned[form] = copy.copy(error)
             raise
         except WorkerFailure as failure:
             self.crashes[kind] = self.crashes.get(kind, 0) + 1
