@@ -16,35 +16,29 @@ import sys
 from grader.authoring import course, notebook_build, release, stubs, workflow
 
 
+def assignment():
+    seconds = course.generate_assignment(course.COURSE)
+    return (f"nbgrader generate_assignment {course.ASSIGNMENT}: {seconds:.1f} s "
+            f"-> {os.path.join(course.COURSE, 'release', course.ASSIGNMENT)}")
+
+
 def main(argv):
     command, rest = (argv[0], argv[1:]) if argv else ("stubs", [])
-    if command == "stubs":
-        print(stubs.write_stubs())
-        return 0
-    if command == "workflow":
-        print(workflow.write_workflow())
-        return 0
-    if command == "release":
-        print(release.build_release(rest[0] if rest else release.RELEASE))
-        return 0
-    if command == "notebook":
-        return notebook_build.main(rest)
-    if command == "assignment":
-        seconds = course.generate_assignment(course.COURSE)
-        print(f"nbgrader generate_assignment {course.ASSIGNMENT}: {seconds:.1f} s "
-              f"-> {os.path.join(course.COURSE, 'release', course.ASSIGNMENT)}")
-        return 0
+    steps = {"stubs": stubs.write_stubs, "notebook": notebook_build.write,
+             "workflow": workflow.write_workflow,
+             "release": lambda: release.build_release(rest[0] if rest else release.RELEASE),
+             "assignment": assignment}
     if command == "regen":  # each one reads what the ones before it wrote
-        for step in ("stubs", "notebook", "workflow", "release", "assignment"):
-            code = main([step])
-            if code:
-                return code
-        return 0
-    if command == "student-notebook" and rest:
+        for step in steps:
+            main([step])
+    elif command in steps:
+        print(steps[command]())
+    elif command == "student-notebook" and rest:
         print(course.release_notebook(rest[0]))
-        return 0
-    print(__doc__)
-    return 2
+    else:
+        print(__doc__)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":

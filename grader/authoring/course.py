@@ -1,8 +1,5 @@
-"""The nbgrader course of this exercise: where it lives, the names nbgrader knows it by, its
-gradebook, and how it is built (the kit's ClearSolutions preprocessor, `nbgrader
-generate_assignment`, the student notebook).  The instructor's nbgrader commands
-(grader/instructor/nbgrade.py: autograde, regrade, feedback, export) run on what this builds.
-"""
+"""The nbgrader course of this exercise: where it lives, its names and gradebook, and how it is
+built (the kit's ClearSolutions, `nbgrader generate_assignment`, the student notebook)."""
 import json
 import os
 import shutil
@@ -51,9 +48,9 @@ def _kit_clear_solutions():
     return KitClearSolutions
 
 
-def nbgrader(args, course, log=None, must=False):
-    """Run `nbgrader ARGS` in the course folder with this environment's interpreter: (exit code,
-    output, seconds); `must`: a RuntimeError where it fails."""
+def nbgrader(args, course, must=False):
+    """Run `nbgrader ARGS` in the course folder with this interpreter: (exit code, output,
+    seconds); `must`: a RuntimeError where it fails."""
     environment = dict(os.environ)
     environment["ATTN_KIT_ROOT"] = KIT_ROOT  # the course config finds the kit from any folder
     # nbgrader runs `alembic` (beside this interpreter) when it creates a gradebook.
@@ -64,9 +61,6 @@ def nbgrader(args, course, log=None, must=False):
                             env=environment, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     output = result.stdout.decode("utf-8", "replace")
-    if log:
-        with open(log, "a", encoding="utf-8") as handle:
-            handle.write(f"$ nbgrader {' '.join(args)}\n{output}\n")
     if must and result.returncode != 0:
         raise RuntimeError(f"nbgrader {args[0]} failed:\n{output[-3000:]}")
     return result.returncode, output, time.monotonic() - started

@@ -1,35 +1,25 @@
-"""The exercise as a Jupyter notebook, generated from the one source (the kernel side, what the
-notebook's cells run, is grader/notebook.py).
+"""The exercise as a Jupyter notebook (course/source/attention/attention.ipynb), generated from
+solutions/attention.py, the rubric and the lesson text below; never edited by hand.
 
-  python -m grader.authoring notebook          write course/source/attention/attention.ipynb
-
-The notebook is built from `solutions/attention.py` (the reference with its solution markers), the
-rubric and the short lesson text below; it is never edited by hand.  One solution cell per
-function or class (markers kept, nbgrader metadata), after each exercise a cell `%check attend`
-that runs that exercise's public checks inline (grader.notebook.check), and at the end one
-autograder cell per rubric check, worth the rubric's points, `%autograde CHECK_ID`
-(grader.notebook.autograde_cell).  The kit's cells are IPython magics (`%load_ext grader.notebook`
-registers them), so the kit's own grader skips them like any magic: `make grade` on a notebook
-sees only the student's code.
-The cells of hidden checks keep their call between nbgrader's hidden-test markers, so
-`nbgrader generate_assignment` strips it from the student's copy.
-
-Not in the student bundle: nothing the student's kernel runs imports this module.
+One solution cell per function or class (markers kept, nbgrader metadata), after each exercise a
+`%check EXERCISE` cell, and at the end one autograder cell per rubric check, worth its points,
+`%autograde CHECK_ID` (the kernel side is grader/tools/notebook.py).  The kit's cells are IPython
+magics, so the kit's own grader skips them like any magic.  A hidden check's call sits between
+nbgrader's hidden-test markers, so `nbgrader generate_assignment` strips it from the student's copy.
 """
 import ast
 import copy
 import json
 import os
-import sys
 
-from grader.paths import KIT_ROOT
+from grader import rubric as rubric_module
+from grader.paths import KIT_ROOT, SOLUTION
 
 NOTEBOOK = os.path.join(KIT_ROOT, "course", "source", "attention", "attention.ipynb")
 # nbgrader's hidden-test markers: generate_assignment strips what lies between them (and
 # grader/instructor/nbfeedback.py makes sure no feedback file shows them).
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 
-# ------------------------------------------------------------------------------------------------
 # The lesson text between the exercises (lesson 12's own words), in Chinese with a line of English.
 
 INTRO = """# 第 12 讲 多头注意力 · 练习笔记本
@@ -129,10 +119,6 @@ AUTOGRADE_MD = """## 自动评分 · Autograding
 Each cell below is one check of the rubric, worth its points.  Public ones run now; hidden ones are
 empty here and run when your teacher grades, outside your kernel, in the sandbox."""
 
-# ------------------------------------------------------------------------------------------------
-# Generation
-
-
 def _lines(text):
     """A notebook cell's source as Jupyter writes it: lines keeping their newline."""
     parts = text.split("\n")
@@ -201,9 +187,6 @@ def _block_end(lines, end):
 
 def build():
     """The source notebook (solutions inside their markers) as a dict."""
-    from grader import rubric as rubric_module
-    from grader.paths import SOLUTION
-
     rubric = rubric_module.load()
     with open(SOLUTION, encoding="utf-8") as handle:
         header, imports, pieces = split_source(handle.read())
@@ -229,8 +212,7 @@ def build():
             raise ValueError(f"two checks map to the grade id {grade_id}")
         ids.add(grade_id)
         points = int(check.points) if check.points == int(check.points) else check.points
-        call = f"%autograde {check.id}"
-        text = autograde_cell_text(check, points, call)
+        text = autograde_cell_text(check, points, f"%autograde {check.id}")
         cells.append(_cell("code", text, _meta(grade_id, grade=True, points=points),
                            grade_id.replace("_", "-")))
     return {
@@ -268,10 +250,7 @@ def write(path=NOTEBOOK):
     return path
 
 
-# ------------------------------------------------------------------------------------------------
-# Reading cells back (a submitted or autograded notebook may hold anything)
-
-
+# -- reading cells back (a submitted or autograded notebook may hold anything) -------------------
 def cell_text(cell):
     """A cell's source as one string, whether stored as a list of lines or as a string."""
     text = cell.get("source", "")
@@ -283,15 +262,3 @@ def cell_grade_id(cell):
     meta = cell.get("metadata") or {}
     nbgrader_meta = meta.get("nbgrader") if isinstance(meta, dict) else None
     return nbgrader_meta.get("grade_id") if isinstance(nbgrader_meta, dict) else None
-
-
-def main(argv):
-    if argv and argv[0] not in ("write",):
-        print(__doc__)
-        return 2
-    print(write())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

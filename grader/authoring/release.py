@@ -18,17 +18,6 @@ NOT_RELEASED = ("judge/secret", "judge/checks/hidden", "batch", "instructor", "a
                 "render/feedback_html.py", "render/student_markdown.py")
 
 
-def _copy_tree(src, dst):
-    """Every file under src into dst, dot-directories (.github) included, in a fixed order."""
-    for root, dirs, files in os.walk(src):
-        dirs.sort()
-        for name in sorted(files):
-            path = os.path.join(root, name)
-            target = os.path.join(dst, os.path.relpath(path, src))
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            shutil.copyfile(path, target)
-
-
 def released_grader_files():
     """Paths under grader/ that ship to students: every source file outside NOT_RELEASED."""
     found = []
@@ -57,7 +46,8 @@ def build_release(out=RELEASE):
         target = os.path.join(out, "grader", rel)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         shutil.copyfile(os.path.join(paths.GRADER, rel), target)
-    _copy_tree(RELEASE_TEMPLATES, out)  # Makefile, README.md, .gitignore, .github/workflows/
+    # Makefile, README.md, .gitignore, .github/workflows/
+    shutil.copytree(RELEASE_TEMPLATES, out, dirs_exist_ok=True, copy_function=shutil.copyfile)
     for name in ("requirements.txt", "requirements-notebook.txt"):  # never the instructor's
         shutil.copyfile(os.path.join(ROOT, name), os.path.join(out, name))
     # The lesson's demos (make demo), run on the student's own attention.py.
