@@ -1,24 +1,20 @@
-"""The reference solution, loaded on the judge side from solutions/attention.py (one source).
-
-Never shipped in release/ and never visible to the worker.  The source is read once, at import:
-the Gradescope autograder removes solutions/ from the disk before any student code runs, so every
-later copy of the reference (the block variants' `fresh_module`) is compiled from this text.
+"""The reference solution, loaded on the judge side from solutions/attention.py; never shipped,
+never visible to the worker.  The source is read once, at import: the Gradescope autograder
+removes solutions/ before any student code runs, so every later copy is compiled from this text.
 """
 import types
 
 from grader import paths
 
-SOLUTION = paths.SOLUTION
-
-with open(SOLUTION, encoding="utf-8") as _handle:
+with open(paths.SOLUTION, encoding="utf-8") as _handle:
     SOURCE = _handle.read()
-_CODE = compile(SOURCE, SOLUTION, "exec")
+_CODE = compile(SOURCE, paths.SOLUTION, "exec")
 
 
 def fresh_module(name="reference_attention"):
     """A new module object running the reference's code: its globals are its own to replace."""
     module = types.ModuleType(name)
-    module.__file__ = SOLUTION
+    module.__file__ = paths.SOLUTION
     exec(_CODE, module.__dict__)
     return module
 

@@ -1,15 +1,12 @@
-"""Known-wrong implementations, computed on the judge side from the same inputs and weights.
+"""Known-wrong implementations, computed on the judge side from the same inputs and weights:
+where a student's output matches one and not the reference, the feedback names the mistake (the
+variant's name is a rubric message key).
 
-When a student's output matches one of these and not the reference, the feedback names the
-mistake (the variant's name is a rubric message key).  attend, split_heads and merge_heads are
-each written once more here, as plain code with knobs: a named mistake is a row of
-ATTEND_VARIANTS, SPLIT_VARIANTS or MERGE_VARIANTS, {rubric key: {knob: setting}}, and a knob left
-at its default computes exactly the reference's numbers (tests/test_variants.py holds every
-default to the reference, bit for bit, and every row to a difference from it).  Nothing here
-reads or edits the reference's source, so a rewording of solutions/attention.py breaks no
-variant.  The block's variants are the reference block itself with one knob: one of its
-functions replaced in a fresh copy of the reference, its weights' blocks reordered, out_proj
-dropped, or the student's own biases added.
+attend, split_heads and merge_heads are written once more here as plain code with knobs: a named
+mistake is a row {rubric key: {knob: setting}}, and every knob at its default computes exactly
+the reference's numbers (tests/test_variants.py).  The block's variants are the reference block
+with one knob: a function replaced in a fresh copy of the reference, its weights' blocks
+reordered, out_proj dropped, or the student's own biases added.
 """
 import functools
 import itertools
@@ -62,9 +59,8 @@ ATTEND_KNOBS = {
 
 def attention(q, k, v, allowed=None, scale="sqrt_d", mask="tril", softmax_dim=-1, scores="qk",
               weights="softmax", context="weights_v"):
-    """The reference's attend(q, k, v, allowed, return_weights=True) with knobs turned; returns
-    (context, weights).  `allowed` is attend's mask argument (True = may read); `mask` is the
-    knob of how a mask is built and applied."""
+    """The reference's attend(q, k, v, allowed, return_weights=True) with knobs turned: (context,
+    weights).  `allowed` is attend's mask argument; `mask` the knob of how a mask is applied."""
     _check_knobs(ATTEND_KNOBS, "attention", scale=scale, mask=mask, softmax_dim=softmax_dim,
                  scores=scores, weights=weights, context=context)
     raw = SCALES[scale](SCORES[scores](q, k), q, k, v)  # [..., T, T]
@@ -122,7 +118,7 @@ def merge_heads(x, layout="head_major"):
 
 
 def _check_knobs(knobs, function, **settings):
-    """A knob or setting `function` does not have raises: a typo in a table is never the
+    """Raise for a knob or setting `function` does not have: a typo in a table is never the
     reference's numbers under a mistake's name."""
     for knob, setting in settings.items():
         if setting not in knobs.get(knob, ()):
@@ -185,8 +181,8 @@ def attend_variant(name, q, k, v, mask=None):
 
 # -- the block: each named mistake is the reference block with one knob turned ------------------
 def reference_copy(**overrides):
-    """A fresh copy of the reference (solutions/attention.py) with module-level names replaced:
-    the block's forward then calls the replaced split_heads, merge_heads or attend."""
+    """A fresh copy of the reference with module-level functions replaced (the block's forward
+    then calls the replaced split_heads, merge_heads or attend)."""
     module = reference.fresh_module("reference_variant")
     for name, value in overrides.items():
         if not callable(getattr(module, name, None)):  # a renamed function would go unreplaced
@@ -196,8 +192,8 @@ def reference_copy(**overrides):
 
 
 def _attend_knob(name):
-    """attend replaced by the attend variant `name`, with its own default mask (the block's mask
-    argument ignored, as a forward that builds or skips its own mask does)."""
+    """attend replaced by the attend variant `name` with its own default mask (the block's mask
+    ignored, as a forward that builds or skips its own mask does)."""
     def attend(q, k, v, mask=None, return_weights=False):
         context, weights = attend_variant(name, q, k, v)
         return (context, weights) if return_weights else context
@@ -254,9 +250,7 @@ def reference_for(name):
 
 def module_variant_blocks(wq, wk, wv, wo, heads, max_len, biases=None):
     """(name, block) for every named mistake of the block: `bias` first where the student's
-    block holds biases (read through the contract's names), then the other orders of the
-    q|k|v blocks (in the block, k|q|v and scores k @ qᵀ give the same numbers, and a wrong
-    attend is named by attend's own checks), then the rest."""
+    block holds biases, then the other orders of the q|k|v blocks, then the rest."""
     named = [("bias", block("bias", wq, wk, wv, wo, heads, max_len, biases))] if biases else []
     orders = [[(wq, wk, wv)[i] for i in order] for order in QKV_ORDERS]
     orders.append(_per_head(wq, wk, wv, heads))
@@ -267,16 +261,15 @@ def module_variant_blocks(wq, wk, wv, wo, heads, max_len, biases=None):
 
 
 def module_candidates(x, wq, wk, wv, wo, heads, max_len, biases=None):
-    """(name, (y, weights)) of every named mistake of the block on x, in module_variant_blocks'
-    order."""
+    """(name, (y, weights)) of every named mistake of the block on x (module_variant_blocks)."""
     with torch.no_grad():
         return [(name, built(x, return_weights=True))
                 for name, built in module_variant_blocks(wq, wk, wv, wo, heads, max_len, biases)]
 
 
 def _per_head(wq, wk, wv, heads):
-    """The rows a forward that cuts qkv(x) per head as [B,T,H,3d] reads as q, k and v: the
-    fused weight's rows regrouped, so the reference's [q | k | v] split reads them that way."""
+    """The fused weight's rows regrouped as a forward that cuts qkv(x) per head as [B,T,H,3d]
+    reads them as q, k and v."""
     fused = torch.cat([wq, wk, wv])  # [3D, D]
     width = wq.shape[0]
     d = width // heads

@@ -1,19 +1,13 @@
-"""Hidden checks of attend and merge_heads against the reference solution (grader/judge/secret/reference.py);
-a mismatch is named when a known-wrong variant (the reference with one knob turned,
-grader/judge/secret/variants.py) gives the student's numbers.
+"""Hidden checks of attend and merge_heads against the reference solution; a mismatch is named
+when a known-wrong variant (secret/variants.py) gives the student's numbers.
 
-The answers compared are the ones the public checks' questions already got (questions.py): every
-answer attend gave, whatever its form (a mask or none, its weights asked or not), at each rank, so
-no call is asked for the reference alone and no form of a call tells whether it is compared.  An
-answer given a mask is compared where its weights keep to that mask (positive exactly where it
-allows): one that does not is a mask mistake, which the mask checks name.  An answer asked without
-its weights is compared where it is a tensor (a tuple there is attend.return_weights' mistake).
-A check here that asks a question of its own (rows of zeros, a strided view) earns its point only
-where the ordinary answers of that function match the reference too."""
+The answers compared are the ones the public checks' questions already got (questions.py), every
+form and rank, so no call is asked for the reference alone.  An answer given a mask is compared
+where its weights keep to that mask (one that does not is the mask checks' mistake); one asked
+without its weights, where it is a tensor (a tuple is attend.return_weights' mistake)."""
 import pytest
 import torch
 
-from grader.judge.student import StudentError, WorkerFailure
 from grader.judge.checks import questions
 from grader.judge.checks.public import check_attend, check_merge_heads
 from grader.judge.secret.reference import ref
@@ -74,14 +68,10 @@ def keeps_to_its_mask(weights, mask):
 def ordinary_answers(student, seed, rank):
     """The kept answers attend gave whose q has `rank` axes, of every form: the drawn questions
     without a mask and with the weights first, the lesson's example after them, every other form
-    last.  The public checks' questions of the first form are asked here only where the public
-    checks did not ask them (run alone, or stopped early)."""
+    last.  The drawn questions are asked here where the public checks did not ask them."""
     for q, k, v in check_attend.drawn_questions(seed):
         if q.dim() == rank:
-            try:
-                questions.attend(student, q, k, v, return_weights=True)
-            except (StudentError, WorkerFailure, Verdict):
-                pass  # kept with its question: raised where it is judged
+            questions.ask_quietly(lambda: questions.attend(student, q, k, v, return_weights=True))
     kept = [e for e in questions.entries(student, "attend", own=None) if e.args[0].dim() == rank]
     example = questions.fingerprint(check_attend.EXAMPLE_Q)
     return sorted(kept, key=lambda e: (e.form["masked"] or not e.form["return_weights"],
@@ -89,13 +79,11 @@ def ordinary_answers(student, seed, rank):
 
 
 def expect_ordinary_answers(student, seed, rank, check):
-    """Every ordinary answer of this rank equals the reference's (ordinary_answers' order), or the
-    first Verdict; each is marked compared by `check`."""
+    """Every ordinary answer of this rank equals the reference's, or the first Verdict; each is
+    marked compared by `check`."""
     for entry in ordinary_answers(student, seed, rank):
         q, k, v, mask = entry.args
         if not entry.form["return_weights"]:
-            # a context alone: compared where it is a tensor (anything else is the form's
-            # mistake, which attend.return_weights names)
             if type(entry.answer) is torch.Tensor:
                 entry.compared.add(check)
                 expect_reference(entry.answer, None, q, k, v, mask)
@@ -158,11 +146,8 @@ def test_non_contiguous_input(student, seed):
 
 
 def ordinary_merges(student, seed):
-    """The kept answers of merge_heads on contiguous heads (asked here only where the public
-    checks did not ask them)."""
+    """The kept answers of merge_heads on contiguous heads (asked here where the public checks
+    did not ask them)."""
     for x in check_merge_heads.drawn_questions(seed):
-        try:
-            questions.merge_heads(student, x)
-        except (StudentError, WorkerFailure, Verdict):
-            pass  # kept with its question: raised where it is judged
+        questions.ask_quietly(lambda: questions.merge_heads(student, x))
     return questions.entries(student, "merge_heads", strided=False)

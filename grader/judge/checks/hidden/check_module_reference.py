@@ -1,11 +1,7 @@
-"""Hidden checks of CausalSelfAttention against the reference block (solutions/attention.py),
-with the judge's weights written through the contract's names and inputs fresh for each grading:
-outputs and weights with the named mistakes, gradients, and learning the copy task.
-
-The outputs and weights compared are the steady answers the public checks' blocks holding the
-judge's weights already gave (questions.keep), so module.reference asks nothing of its own; the
-gradients' question (a backward pass) is one a submission can recognise, so its point needs those
-ordinary answers right too."""
+"""Hidden checks of CausalSelfAttention against the reference block, with the judge's weights
+written through the contract's names: outputs and weights with the named mistakes, gradients,
+and learning the copy task.  The outputs and weights compared are the answers the public checks'
+blocks already gave (questions.keep): module.reference asks nothing of its own."""
 import contextlib
 
 import pytest
@@ -42,22 +38,9 @@ def candidates(module, x, w, part):
     return [(name, out[part]) for name, out in named]
 
 
-def injected(student, seed, salt):
-    """The student's block holding fresh weights, the weights, and a fresh input."""
-    w = fresh_weights(seed, salt)
-    module = student.module(D, H, MAX_LEN)
-    inject(module, w)
-    module.holding = None  # its answers are this check's own question's: not kept for the others
-    x = fresh_randn(B, T, D, seed=seed, salt=salt + 10)
-    randomness_first(student, module, x)
-    return module, w, x
-
-
 def causal_question(student, seed):
-    """module.causal's question, asked here as it asks it, where no answer of a block holding the
-    judge's weights was kept (the public checks did not run, or stopped before one): a new block,
-    the judge's weights written strictly (a layout the names do not reach is named), forward
-    twice on x (randomness named), then with its weights (questions.keep keeps them)."""
+    """module.causal's question, asked here as it asks it (the judge's weights written strictly),
+    where the public checks kept no answer of a block holding the judge's weights."""
     module = student.module(D, H, MAX_LEN)
     inject(module, fresh_weights(seed, 85))
     x = fresh_randn(B, T, D, seed=seed, salt=80)
@@ -73,14 +56,13 @@ def ordinary_forwards(student, seed, return_weights):
         causal_question(student, seed)
         wanted = [f for f in questions.forwards(student) if f.return_weights == return_weights]
     # Blocks that still hold the weights they answered with first: a mistake is named from what
-    # the block holds now (its biases), and a block redrawn since (module.mask_buffer's step)
-    # holds other biases.
+    # the block holds now (its biases), and a block redrawn since holds other biases.
     return sorted(wanted, key=lambda f: getattr(f.module, "holding", None) is not f.weights)
 
 
 def expect_ordinary_outputs(student, seed, check):
     """Every kept y (forward without its weights first, then with) equals the reference block's
-    holding the same weights, or the first Verdict, named; each is marked compared by `check`."""
+    holding the same weights, or the first Verdict; each is marked compared by `check`."""
     for answer in ordinary_forwards(student, seed, False) + ordinary_forwards(student, seed, True):
         answer.compared.add(check)
         module, w, x = answer.module, answer.weights, answer.x
@@ -156,7 +138,12 @@ def telling_qkv_from_scores(student, seed):
 
 @pytest.mark.check("module.gradients")
 def test_gradients_match_reference(student, seed):
-    module, w, x = injected(student, seed, 240)
+    w = fresh_weights(seed, 240)
+    module = student.module(D, H, MAX_LEN)
+    inject(module, w)
+    module.holding = None  # its answers are this check's own question's: not kept for the others
+    x = fresh_randn(B, T, D, seed=seed, salt=250)
+    randomness_first(student, module, x)
     upstream = fresh_randn(B, T, D, seed=seed, salt=251)
     reference = block("reference", *w, H, MAX_LEN)
     (reference(x) * upstream).sum().backward()
@@ -191,11 +178,10 @@ def test_learns_the_copy_task(student, seed):
     if broken:  # every comparison after this would be NaN against NaN: say what happened
         raise Verdict("learn_diverged", got=", ".join(broken[:4]))
     lm = _kit_model(state)
-    # The worker's losses are not trusted: the judge recomputes the loss on a batch of every id,
-    # in an order drawn for this grading, with the kit's embeddings and head around the
-    # student's own block (a fresh instance holding the trained weights), and checks that block
-    # is attention with the weights it learned.  Every id counts once: the mean is the block's
-    # loss over the whole task, not over the ids a random batch happened to draw.
+    # The worker's losses are not trusted: the judge recomputes the loss on a batch of every id
+    # (each counts once), in an order drawn for this grading, with the kit's embeddings and head
+    # around a fresh instance of the student's block holding the trained weights, and checks that
+    # block is attention with the weights it learned.
     ids, targets = copytask.every_id_batch(fresh(seed, 260))
     with torch.no_grad():
         h = lm.tok(ids) + lm.pos(torch.arange(ids.shape[1]))  # [B,T,D]
@@ -230,8 +216,8 @@ def _kit_model(state):
 
 def _is_attention(trained, h, out):
     """The trained block's output equals the reference block's (or a named mistake's) holding the
-    projection matrices read through the contract's names: a block that learned without
-    attention (an identity, out_proj(x)) earns nothing here."""
+    projections read through the contract's names: a block that learned without attention (an
+    identity, out_proj(x)) earns nothing here."""
     learned = trained.contract("read", d_model=copytask.D_MODEL)
     if not isinstance(learned, dict) or not all(type(learned.get(p)) is torch.Tensor
                                                 for p in "qkvo"):
