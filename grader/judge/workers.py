@@ -143,25 +143,13 @@ class SparePool:
         self.maker.join(timeout=30)  # a spare it was starting is killed by the thread itself
 
 
-def fork_server(isolation, start):
-    """A fork server when `start` allows it and it can isolate its children here, else None."""
-    if start not in ("auto", "fork") or sys.platform != "linux":
-        return None
-    from grader.sandbox import forkserver
-
-    if forkserver.supported(isolation) is None:
-        return None
-    return forkserver.ForkServer(isolation)
-
-
 TAKEN_KEPT = 256  # workers remembered in WorkerSource.taken
 
 
 class WorkerSource:
     """The workers of one judge.  `start`: "auto" or "fork" (fork where it works, else spares
-    where `spares` > 0, else exec), "spare" (never fork), "exec" (every worker cold).  `server`
-    hands over a fork server already started.  `refill`: replace the spares taken once a grading
-    is over (a judge kept for many gradings; a one-shot judge's spare is only started early).
+    where `spares` > 0, else exec), "spare" (never fork), "exec" (every worker cold).  `server`:
+    a fork server already started.  `refill`: replace the spares taken once a grading is over.
     `taken`: the last TAKEN_KEPT workers handed out, how each started and whether it was warm."""
 
     def __init__(self, isolation, limits=None, start="auto", spares=0, server=None, refill=True):
@@ -169,7 +157,12 @@ class WorkerSource:
             raise ValueError(f"worker start {start!r}: one of {', '.join(STARTS)}")
         self.isolation = sandbox.choose_isolation(isolation)
         self.limits = limits or sandbox.Limits()
-        self.server = server if server is not None else fork_server(self.isolation, start)
+        self.server = server
+        if server is None and start in ("auto", "fork") and sys.platform == "linux":
+            from grader.sandbox import forkserver
+
+            if forkserver.supported(self.isolation) is not None:  # it can isolate its children
+                self.server = forkserver.ForkServer(self.isolation)
         self.spares = spares if start in ("auto", "spare") else 0
         self.refill = refill
         self.pool = None if self.server else self._pool()
