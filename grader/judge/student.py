@@ -209,10 +209,9 @@ class Student:
         self.refused_at_import = hello.get("refused")
 
     def _receive_hello(self, seconds):
-        """The worker's hello; before it, its signing key, then the lines of the student's file
-        its import is at (the latest is kept for a timeout to show).  A cold worker's first
-        message says that its own preparation is over (worker.main): the time until then is the
-        kit's, not the student's (self.prepared_seconds)."""
+        """The worker's hello, after its signing key and the lines its import was at (the latest
+        kept for a timeout to show).  A cold worker first says its own preparation is over: the
+        time until then is the kit's, not the student's (self.prepared_seconds)."""
         deadline, self.stuck_line = time.monotonic() + seconds, None
         began, first = time.monotonic(), True
         while True:
@@ -235,8 +234,8 @@ class Student:
                 return message
 
     def _stuck(self, message):
-        """A report of the line the student's code is at ({"stuck": line}), kept: a timeout
-        then names it.  False for any other message."""
+        """A report of the line the student's code is at ({"stuck": line}), kept for a timeout
+        to name.  False for any other message."""
         if not (isinstance(message, dict) and set(message) == {"stuck"}):
             return False
         if isinstance(message["stuck"], int) and not isinstance(message["stuck"], bool):
@@ -254,8 +253,8 @@ class Student:
                        "运行你代码的进程没有按约定应答")
 
     def _stuck_at(self):
-        """{"where": "attention.py:N: code"} for the line the import or the call was last seen at,
-        the code taken from the judge's own copy of the file (the worker only names a line)."""
+        """{"where": "attention.py:N: code"} for the line the import or the call was last seen at
+        (the code from the judge's own copy: the worker only names a line)."""
         line = getattr(self, "stuck_line", None)
         if line is None:
             return {}
@@ -446,7 +445,7 @@ class Student:
 
     def devices(self):
         """The devices other than the CPU the worker can try (its claim: it only chooses where
-        the device checks run; a start of CUDA there may take a while).  Asked once."""
+        the device checks run).  Asked once; a start of CUDA may take a while."""
         if self.devices_seen is None:
             found = self.request("devices", timeout=60)
             self.devices_seen = [d for d in found if d in ("meta", "cuda")] \
@@ -497,8 +496,7 @@ class Student:
 
     def source(self):
         """The student's file as text, for static checks: the judge's own copy, read before any
-        worker ran (a worker may have replaced the file since); without one, the file, read once
-        as a regular file of at most 2 MiB."""
+        worker ran (a worker may have replaced the file since), else the file, read once."""
         if self.source_text is None:
             from grader import safefs
 
@@ -526,11 +524,9 @@ class Overtime:
 
     def more(self):
         """Seconds more to wait for the answer: a first step where the worker holds more than at
-        its hello (a machine under load fills memory slowly, and `near` may not be reached yet),
-        then one per step while it keeps growing, and one more the first time it lets memory go
-        (the limit stopped it: its own error is on its way, and freeing gigabytes takes a
-        moment); 0 once it holds still (a hang that holds memory: a timeout), or the time allowed
-        is given."""
+        its hello (under load memory fills slowly), one per step while it keeps growing, and one
+        the first time it lets memory go (the limit stopped it: its error is on its way); 0 once
+        it holds still (a hang that holds memory: a timeout), or the time allowed is given."""
         held = self.student.worker.memory()
         if held is None:
             self.growing = False

@@ -1,15 +1,14 @@
 """Where a grading's workers come from: one interface (`WorkerSource.spawn`) for all three.
 
-    "exec"   each worker a new sandboxed process that imports torch itself: `grade`, `make check`,
-             the nbgrader regrade and Gradescope (one submission per judge, nothing to keep warm)
-    "fork"   forked from a zygote that imported torch once (sandbox/forkserver.py): a few
-             milliseconds a worker, for every long-lived judge where the fork server works (Linux;
-             bubblewrap as root, or plain processes)
+    "exec"   each worker a new sandboxed process that imports torch itself (one submission per
+             judge: `grade`, `make check`, Gradescope)
+    "fork"   forked from a zygote that imported torch once (sandbox/forkserver.py), for every
+             long-lived judge where the fork server works (Linux; bubblewrap as root, or plain)
     "spare"  started ahead and waiting for go (worker.py --wait-go), where no fork server works
-             (bubblewrap as an ordinary user, macOS) and a judge keeps spares (watch, the kernel)
+             and a judge keeps spares (watch, the kernel)
 
-Every worker of every source is its own fresh sandboxed process; the source only decides how
-much of torch's import it has done before the student's file is handed over.
+Every worker is its own fresh sandboxed process; the source only decides how much of torch's
+import it has done before the student's file is handed over.
 
 The spares are made on a thread of their own that lives as long as the pool: bubblewrap's
 --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that forked the process ends, so a
@@ -84,7 +83,9 @@ class SparePool:
             while self._short():
                 spare = None
                 try:
-                    spare = self._new_spare()
+                    spare = Spare(self.limits, self.isolation)
+                except OSError:
+                    time.sleep(0.5)  # e.g. out of processes for a moment: the next fill tries again
                 finally:
                     with self.made:
                         self.making = False
@@ -104,13 +105,6 @@ class SparePool:
             if not self.making:
                 self.made.notify_all()
             return self.making
-
-    def _new_spare(self):
-        try:
-            return Spare(self.limits, self.isolation)
-        except OSError:
-            time.sleep(0.5)  # e.g. out of processes for a moment: the next fill tries again
-            return None
 
     def take(self, source):
         """(a spare that is still alive, else a cold one, told to import `source`; was it warm)."""
