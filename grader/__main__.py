@@ -1,8 +1,5 @@
 """Command line: `python -m grader grade SUBMISSION`, `check [SUBMISSION]`, `watch [SUBMISSION]`,
-`hint [EXERCISE]` and `submit [SUBMISSION]`.
-
-Argument parsing only; the worker is started before anything heavy is imported.
-"""
+`hint [EXERCISE]` and `submit [SUBMISSION]` (and the batch's commands where grader/batch is)."""
 import argparse
 import contextlib
 import os
@@ -11,9 +8,8 @@ import sys
 from grader import options, process, words
 from grader.judge.submission import SubmissionError
 
-# The commands of release/ (students and one submission).  For these the instructors' batch
-# commands are not added to the parser: importing them (grader.batch, ~20 ms) would come
-# before the worker of a `grade` or a `check` could start.
+# The commands of release/ (students and one submission): for these the batch commands are not
+# added to the parser, whose import would come before the worker of a `grade` could start.
 ONE_SUBMISSION = ("grade", "check", "watch", "hint", "submit")
 
 DEFAULT_EXERCISE = os.path.join("exercises", "attention.py")
@@ -27,13 +23,12 @@ def parse(argv):
     _add_watch(sub)
     _add_hint(sub)
     _add_submit(sub)
-    batch = None
     if not argv or argv[0] not in ONE_SUBMISSION:
         # instructors: batch, merge, override, export, recipes (not in release/)
         with contextlib.suppress(ImportError):
-            from grader.batch import engine as batch
-    if batch is not None:
-        batch.add_arguments(sub)
+            from grader.batch import engine
+
+            engine.add_arguments(sub)
     return parser.parse_args(argv)
 
 

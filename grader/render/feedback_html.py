@@ -1,15 +1,14 @@
-"""Self-contained HTML pages: one per student (feedback.html) and the class summary.
+"""Self-contained HTML pages (no network needed): one per student (feedback.html) and the class summary.
 
-No network is needed to open them: the CSS and the few lines of script are inline, the heatmaps are
-HTML tables.  Every text is in the page twice, zh and en (elements with class `zh` / `en`); the
-button toggles the class on <html> (`lang-zh` / `lang-en`), and `#lang=en` in the address opens
-the English view.  Everything the student controls (their output, messages with their values) is
-escaped.
+Every text is in the page twice, zh and en (elements with class `zh` / `en`); the button toggles
+the class on <html>, and `#lang=en` in the address opens the English view.  Everything the student
+controls (their output, messages with their values) is escaped.
 """
+import itertools
 
-from grader.render import report
 from grader import words
 from grader.inert import html as esc
+from grader.render import report
 
 MARKS = report.STATUS_MARK  # a status's mark; its words are words.toml's [status]
 
@@ -109,12 +108,9 @@ def said(value, key=None):
     return both(frame["zh"].format(value=pair["zh"]), frame["en"].format(value=pair["en"]))
 
 
-HTML_LANG = dict(zh="zh-CN", en="en")  # the <html lang> of each view: language tags, not words
-
-
 def _page(title, lang, body, head=""):
-    lang = "en" if lang == "en" else "zh"
-    return (f'<!DOCTYPE html>\n<html class="lang-{lang}" lang="{HTML_LANG[lang]}">'
+    lang, tag = ("en", "en") if lang == "en" else ("zh", "zh-CN")
+    return (f'<!DOCTYPE html>\n<html class="lang-{lang}" lang="{tag}">'
             f'<head><meta charset="utf-8"><meta name="viewport" content="width=device-width">'
             f"<title>{esc(title)}</title><style>{CSS}</style>{head}</head>\n<body>\n{body}\n"
             f"<script>{SCRIPT}</script>\n</body></html>\n")
@@ -169,26 +165,21 @@ def heatmaps_figure(maps, probe):
     if not data:
         return ""
     caption = words.pair("feedback_html", PROBES.get(probe, FAILED_CALL))
-    parts = [f'<div class="heatmaps" data-probe="{esc(probe)}">']
     if data.get("student") is not None:
         leaks = data.get("leaks")
         n_leaks = sum(sum(1 for x in row if x) for row in leaks)
-        parts.append("<figure><figcaption>" + said_both("feedback_html", "your_weights")
-                     + "</figcaption>"
-                     + heatmap_table(data["student"], data["allowed"], "student", leaks,
-                                     data.get("differs")) + "</figure>")
+        yours = heatmap_table(data["student"], data["allowed"], "student", leaks,
+                              data.get("differs"))
     else:
         n_leaks = 0
-        parts.append('<figure><figcaption>' + said_both("feedback_html", "your_weights")
-                     + "</figcaption>" + '<p class="probe-error">'
-                     + said(data.get("error", ""), "not_available") + "</p></figure>")
-    parts.append("<figure><figcaption>" + said_both("feedback_html", "expected_weights")
-                 + "</figcaption>"
-                 + heatmap_table(data["expected"], data["allowed"], "expected") + "</figure>")
-    parts.append("</div>")
+        yours = '<p class="probe-error">' + said(data.get("error", ""), "not_available") + "</p>"
+    expected = heatmap_table(data["expected"], data["allowed"], "expected")
+    figures = "".join("<figure><figcaption>" + said_both("feedback_html", key) + "</figcaption>"
+                      + table + "</figure>"
+                      for key, table in (("your_weights", yours), ("expected_weights", expected)))
     legend = both(*(words.text("feedback_html", "legend", lang, probe=caption[lang], T=data["T"],
                                leaks=n_leaks) for lang in words.LANGS), tag="p", cls="legend")
-    return "".join(parts) + legend
+    return f'<div class="heatmaps" data-probe="{esc(probe)}">{figures}</div>{legend}'
 
 
 def _probe_for(result, maps):
@@ -226,17 +217,10 @@ def student_page(the_rubric, record, lang="zh", extra=""):
         attend = [r for r in data["checks"] if r["exercise"] == "attend"]
         failing = [r for r in attend if r["status"] != "passed"]
         with_maps = ({r["id"] for r in failing} or {attend[0]["id"]}) if attend else set()
-        current = None
-        for result in data["checks"]:
-            if result["exercise"] != current:
-                if current is not None:
-                    body.append("</section>")
-                current = result["exercise"]
-                body.append(f'<section class="exercise" data-exercise="{esc(current)}">'
-                            f"<h2>{esc(current)}</h2>")
-            body.append(_card(the_rubric, result,
-                              maps if result["id"] in with_maps else None))
-        if current is not None:
+        for exercise, results in itertools.groupby(data["checks"], key=lambda r: r["exercise"]):
+            body.append(f'<section class="exercise" data-exercise="{esc(exercise)}">'
+                        f"<h2>{esc(exercise)}</h2>")
+            body += [_card(the_rubric, r, maps if r["id"] in with_maps else None) for r in results]
             body.append("</section>")
         if isinstance(maps, dict) and maps.get("error"):
             body.append(f'<p class="note">{said(maps["error"], "heatmaps_error")}</p>')
