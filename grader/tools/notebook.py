@@ -37,6 +37,7 @@ AUTOGRADE_CALL_SECONDS, AUTOGRADE_BUDGET_SECONDS = 5.0, 20.0
 KIT_LINE = re.compile(r"^\s*(%(check|autograde|lang|load_ext\s+grader|reload_ext\s+grader)\b|"
                       r"from\s+grader[\s.]|import\s+grader\b|kit\s*\.|autograde_cell\s*\()")
 
+
 def assemble(sources):
     """attention.py from executed cell sources, oldest first.
 
@@ -109,7 +110,7 @@ def kernel_judge():
     return _kernel_judge
 
 
-def judge(source, hidden, call_seconds=None, budget_seconds=None, timeout=None, exercise=None):
+def judge(source, hidden, call_seconds=None, budget_seconds=None, exercise=None):
     """Grade `source` (attention.py text) in this kernel's judge process: every check, or
     `exercise`'s only; the report data, or an error dict."""
     key = (hashlib.sha256(source.encode()).hexdigest(), hidden, call_seconds, budget_seconds,
@@ -121,7 +122,7 @@ def judge(source, hidden, call_seconds=None, budget_seconds=None, timeout=None, 
         path = os.path.join(folder, "attention.py")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(source)
-        data = kernel_judge().grade(path, hidden, call_seconds, budget_seconds, timeout, exercise)
+        data = kernel_judge().grade(path, hidden, call_seconds, budget_seconds, exercise)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     _cache[key] = data
