@@ -174,14 +174,14 @@ def for_the_runner(exc):
     return exc.not_implemented or exc.during == "import" or exc.memory_limit
 
 
-def expect_student_error(call, case, error="ValueError"):
-    """Run `call()`; a Verdict unless the student's code raised `error`."""
+def expect_student_error(call, case):
+    """Run `call()`; a Verdict unless the student's code raised ValueError."""
     try:
         call()
     except StudentError as exc:
         if for_the_runner(exc):
             raise
-        if exc.is_a(error):
+        if exc.is_a("ValueError"):
             return
         advice = next((WRONG_ERROR_ADVICE[name] for name in exc.mro if name in WRONG_ERROR_ADVICE),
                       NO_CHECK_ADVICE)
