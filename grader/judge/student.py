@@ -16,8 +16,8 @@ from grader.sandbox import launch as sandbox
 from grader.sandbox.runtime.limits import SANDBOX_FAILED
 from grader.sandbox.launch import WorkerFailure
 from grader.sandbox.runtime import wire
+from grader.judge.submission import STUDENT_FILE
 
-STUDENT_FILE = "attention.py"
 # Calls that run the module's forward inside the worker cannot succeed once forward hangs; the
 # contract's readers (describe, inject, read, scramble) never run it, so a hang leaves them be.
 NEEDS_FORWARD = {"grads:": "forward:", "train_copy:": "forward:", "contract:grads": "forward:",
@@ -133,7 +133,7 @@ class Student:
                 raise WorkerFailure("budget", "a newer save replaced this run",
                                     "新的保存取代了这次检查")
             self.starts += 1
-            self.worker = self.workers.spawn(self._folder, STUDENT_FILE, self.limits, self.source)
+            self.worker = self.workers.spawn(self._folder, self.limits, self.source)
             self.adopted.append(self.worker)
             if self.cancelled:  # cancelled by a signal handler while we were taking it
                 interrupt(self.worker)

@@ -195,18 +195,18 @@ class WorkerSource:
             self.pool.eager = True
             self.pool.fill()
 
-    def spawn(self, folder, student_name, limits, source):
+    def spawn(self, folder, limits, source):
         """A new worker for the submission whose file is in `folder()` (a function: the folder
         is made on first need); `source()` is its file's text.  A spare is handed the text, a
         fork in its namespaces a copy of it; the others read the file in their sandbox."""
         if self.server is not None:
-            worker = self.server.spawn(folder, student_name, limits, source)
+            worker = self.server.spawn(folder, STUDENT_FILE, limits, source)
             self.taken.append({"pid": worker.id, "warm": True, "start": "fork"})
         elif self.pool is not None:
             worker, warm = self.pool.take(source())
             self.taken.append({"pid": worker.proc.pid, "warm": warm, "start": "spare"})
         else:
-            worker = sandbox.WorkerProcess(folder(), student_name, limits, self.isolation)
+            worker = sandbox.WorkerProcess(folder(), STUDENT_FILE, limits, self.isolation)
             self.taken.append({"pid": worker.proc.pid, "warm": False, "start": "exec"})
         del self.taken[:-TAKEN_KEPT]  # a batch judge hands out hundreds: the latest are enough
         return worker
