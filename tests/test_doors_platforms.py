@@ -89,7 +89,7 @@ def test_the_nbgrader_regrade_gives_grades_verdict(baseline, tmp_path):
         path.write_text(json.dumps(notebook_build.handed_in(released, pieces)), encoding="utf-8")
         found[name] = str(path)
     # as `make autograde` regrades: long-lived judges, each grading notebook after notebook
-    results = nbregrade.regrade_all(found, nbregrade.source_notebook(), jobs=2)
+    results = nbregrade.regrade_all(found, notebook_build.build(), jobs=2)
     for name in SAMPLE:
         assert "error" not in results[name], (name, results[name])
         assert verdict(results[name]) == baseline[name], name

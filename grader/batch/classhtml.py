@@ -7,10 +7,10 @@ works without its script (the table comes sorted by need and whole).
 import urllib.parse
 
 from grader import words
-from grader.batch.classpage import percent
+from grader.batch.classpage import flag_items, percent
 from grader.batch.overrides import lapsed, stale_text
 from grader.batch.roster import ACTION_WORDS, RANK
-from grader.render.report import class_points, plural
+from grader.render.report import class_points
 from grader.inert import html as esc
 from grader.render.feedback_html import both
 
@@ -103,25 +103,10 @@ def _heads(*columns):
 # -- the students ---------------------------------------------------------------------------------
 def _flags(flags):
     out = []
-    if "group" in flags:
-        n = flags["group"]
-        out.append(f'<a class="flag group" href="#group-{n}">'
-                   + said_both("flag_group", "roster", n=n) + "</a>")
-    for check in flags.get("overrides", []):
-        out.append('<span class="flag override">'
-                   + said_both("flag_override", "roster", check=check) + "</span>")
-    if "identity" in flags:
-        out.append('<span class="flag identity">'
-                   + said_both("flag_identity", "roster", manifest=flags["identity"]) + "</span>")
-    if "left_out" in flags:
-        n = flags["left_out"]
-        out.append('<span class="flag left-out">'
-                   + said_both("flag_left_out", "roster", n=n,
-                               statements=plural(n, "statement", "statements")) + "</span>")
-    if flags.get("probing"):
-        out.append('<span class="flag probing">'
-                   + said_both("flag_probing", "roster", ids=", ".join(flags["probing"]))
-                   + "</span>")
+    for kind, key, fields in flag_items(flags):
+        said = said_both(key, "roster", **fields)
+        out.append(f'<a class="flag group" href="#group-{fields["n"]}">{said}</a>'
+                   if kind == "group" else f'<span class="flag {kind}">{said}</span>')
     return " ".join(out)
 
 
@@ -274,8 +259,7 @@ def overrides_html(summary):
 
 
 def last_sections_html(summary):
-    parts = [near_copies_html(summary["near_copies"])] if "near_copies" in summary else []
-    return "\n".join(parts + [overrides_html(summary)])
+    return near_copies_html(summary["near_copies"]) + "\n" + overrides_html(summary)
 
 
 def override_notice_html(record):

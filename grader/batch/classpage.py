@@ -11,6 +11,8 @@ from grader.batch.roster import ACTION_WORDS
 from grader.render.report import class_points, plural
 from grader.inert import csv_cell, markdown_fence, markdown_inline as md_inline
 
+SHOWN_CHECKS = 3  # an outcome's sentence names this many cards, then how many in all
+
 
 def percent(x):
     """A share (0..1) as a whole percent."""
@@ -36,7 +38,19 @@ def outcome_sentence(item, lang, name=str, check=str):
                 who=join(name(s) for s in item["who"]), cards=shown)
 
 
-SHOWN_CHECKS = 3
+def flag_items(flags):
+    """(kind, [roster] key, fields) of each of a roster row's flags, in the order shown."""
+    items = [("group", "flag_group", {"n": flags["group"]})] if "group" in flags else []
+    items += [("override", "flag_override", {"check": c}) for c in flags.get("overrides", [])]
+    if "identity" in flags:
+        items.append(("identity", "flag_identity", {"manifest": flags["identity"]}))
+    n = flags.get("left_out")
+    if n:
+        items.append(("left-out", "flag_left_out",
+                      {"n": n, "statements": plural(n, "statement", "statements")}))
+    if flags.get("probing"):
+        items.append(("probing", "flag_probing", {"ids": ", ".join(flags["probing"])}))
+    return items
 
 
 # -- Markdown -----------------------------------------------------------------------------------
@@ -57,17 +71,7 @@ def students_markdown(summary, lang):
 
 
 def _flag_words(flags, lang):
-    said = lambda key, **fields: words.text("roster", key, lang, **fields)  # noqa: E731
-    out = [said("flag_group", n=flags["group"])] if "group" in flags else []
-    out += [said("flag_override", check=c) for c in flags.get("overrides", [])]
-    if "identity" in flags:
-        out.append(said("flag_identity", manifest=flags["identity"]))
-    n = flags.get("left_out")
-    if n:
-        out.append(said("flag_left_out", n=n, statements=plural(n, "statement", "statements")))
-    if flags.get("probing"):
-        out.append(said("flag_probing", ids=", ".join(flags["probing"])))
-    return out
+    return [words.text("roster", key, lang, **fields) for _, key, fields in flag_items(flags)]
 
 
 def reteach_markdown(summary, lang):

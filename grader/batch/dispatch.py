@@ -1,9 +1,9 @@
 """The parent's side of a batch: judge processes fed over pipes, and the progress line.
 
-The parent process (no torch) hands the tasks to --jobs judge processes (judge.py) over pipes: one
-JSON line per task on a judge's stdin, one per result on its stdout; what a judge writes to stderr
-goes to the batch's log.  Each judge holds at most two tasks, so the next submission's worker can
-start while one is checked.  A judge that dies has its tasks retried once on a new one.
+Each of --jobs judges (judge.py) gets one JSON line per task on its stdin and answers one per
+result on its stdout; its stderr goes to the batch's log.  Each judge holds at most two tasks, so
+the next submission's worker can start while one is checked.  A judge that dies has its tasks
+retried once on a new one.
 """
 import collections
 import contextlib
@@ -14,14 +14,13 @@ import subprocess
 import sys
 import threading
 import time
-from grader import paths, process, words
-from grader.sandbox.runtime.limits import accelerator_nodes
 
+from grader import paths, process, words
 from grader.inert import one_line
 from grader.render.report import class_points
+from grader.sandbox.runtime.limits import accelerator_nodes
 
 ROOT = paths.KIT_ROOT
-# What a judge process runs.
 JUDGE_CODE = ("import sys; from grader.batch.judge import judge_main; "
               "from grader.process import exit_now; exit_now(judge_main(sys.argv[1:]))")
 
@@ -29,8 +28,8 @@ JUDGE_CODE = ("import sys; from grader.batch.judge import judge_main; "
 class Progress:
     """count, rate and time left on stderr: a redrawn bar on a terminal, plain lines otherwise."""
 
-    def __init__(self, total, lang="en", stream=None):
-        self.stream, self.lang = stream or sys.stderr, lang
+    def __init__(self, total, lang):
+        self.stream, self.lang = sys.stderr, lang
         self.tty = self.stream.isatty()
         self.total, self.done, self.began = total, 0, time.monotonic()
         self.last_bar = 0.0
@@ -80,8 +79,7 @@ class Progress:
 
 
 class _Judge:
-    """A judge as the parent sees it: its process, the pipe its tasks go down and the one its
-    answers come up."""
+    """A judge as the parent sees it: its process, its tasks' pipe and its answers' reader."""
 
     def __init__(self, config, events, log):
         env = process.pin_environment(dict(os.environ))  # one compute thread (process.py)
@@ -106,7 +104,7 @@ class _Judge:
 
     def send(self, task):
         self.outstanding[task["id"]] = task
-        # it died: its reader reports EOF and the task is retried
+        # where it died, its reader reports EOF and the task is retried
         with contextlib.suppress(BrokenPipeError, OSError, ValueError):
             self.tasks.write(json.dumps(task) + "\n")  # ASCII: a non-UTF-8 path survives
             self.tasks.flush()
@@ -119,9 +117,8 @@ class _Judge:
 
 
 def dispatch(tasks, jobs, config, progress, log, stats):
-    """Grade `tasks` on `jobs` judges; return {task id: answer}; `stats` gets each judge's CPU
-    figures.  A judge that dies has its tasks retried once on a new judge; a task that kills two
-    judges is an error."""
+    """Grade `tasks` on `jobs` judges: {task id: answer}; `stats` gets each judge's CPU figures.
+    A task that kills two judges is an error."""
     run = _Dispatch(tasks, jobs, config, progress, log, stats)
     try:
         while run.pending or any(j.outstanding for j in run.judges):

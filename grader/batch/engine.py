@@ -1,31 +1,17 @@
 """`python -m grader batch DIR --out OUTDIR`: a whole class, graded in parallel and resumably.
 
-Each entry of DIR is one student (a .py, an .ipynb, a folder, a .zip or a cloned git repository);
-the student id is the entry's name, a `make submit` package's too (its manifest's hashes are
-verified and its student id compared: what does not match is a flag in the report, the gradebook
-and the class page, never a rename).  OUTDIR gets:
+Each entry of DIR is one student (.py, .ipynb, folder, .zip or git repository), its id the
+entry's name (entries.py).  OUTDIR gets students/<id>/ (report.json, feedback.html,
+feedback.md), gradebook.csv, summary.json/md/html, mistakes.csv, similarity.csv and similarity/
+(the code compared, the pairs cache), overrides.json, batch.json (the entries this run or shard
+covers) and batch.log (the judges' stderr).  Nothing is ever written inside DIR.
 
-    students/<id>/report.json      the report data, the entry's content hash, the attention maps
-    students/<id>/feedback.html    self-contained page, zh with en switchable
-    students/<id>/feedback.md      Markdown (--lang)
-    gradebook.csv                  student, entry, one column per check, total, max_score, status,
-                                   note, parts
-    summary.json, summary.md, summary.html   the students by need, what to reteach and who, the
-                                   histogram, per check, near-copy groups, overrides and history
-    mistakes.csv                   one row per cause to reteach and student
-    similarity.csv, similarity/    every pair's figures; the code compared and the pairs cache
-    overrides.json                 the TAs' overrides (`override`), applied at every rebuild
-    batch.json                     the manifest: which entries this run (or shard) covers
-    batch.log                      what the judge processes wrote to stderr
-
-How it runs, one module per stage.  The parent process (no torch) lists and hashes the entries
-(entries.py), skips every entry whose report.json carries the same content hash and grader
-fingerprint (records.py), and hands the rest to --jobs judge processes (dispatch.py, judge.py),
-which write each student's files, report.json last: a batch killed at any moment and run again
-regrades only what is missing or changed.  This module is the CLI: the class outputs are rebuilt
-from the report files at the end of every run (gradebook.py), so a resumed batch ends as an
-uninterrupted one; `merge` joins the outputs of shards.  The `override`, `export` and `recipes`
-subcommands are registered here.  Nothing is ever written inside DIR.
+The parent (no torch) lists and hashes the entries, skips those whose report.json carries the same
+content hash and grader fingerprint (records.py), and hands the rest to --jobs judge processes
+(dispatch.py, judge.py), which write report.json last: a batch killed at any moment and run again
+regrades only what is missing or changed.  The class outputs are rebuilt from the report files at
+the end of every run (gradebook.py), so a resumed batch ends as an uninterrupted one.  `merge`
+joins the outputs of shards; `override`, `export` and `recipes` are registered here too.
 """
 import hashlib
 import os
@@ -38,7 +24,7 @@ from grader.batch.records import (FORMAT, MANIFEST, MARKDOWN, PAGE, REPORT, STUD
                                   write_manifest)
 from grader.batch import similarity
 from grader.batch.refusal import Refusal, refuse, say
-from grader.batch.similarity import THRESHOLD, keep_source
+from grader.batch.similarity import THRESHOLD
 from grader import options, paths, words
 from grader.statefile import write_atomic
 
@@ -105,7 +91,8 @@ def run(args):
     manifest = {"format": FORMAT, "source": source, "grader": fingerprint,
                 "shard": args.shard and f"{shard[0]}/{shard[1]}", "lang": args.lang,
                 "isolation": isolation, "similarity": args.similarity,
-                "entries": [e.as_dict() for e in entries]}
+                "entries": [{"student": e.student, "entry": e.name, "digest": e.digest}
+                            for e in entries]}
     write_manifest(outdir, manifest)
     todo = [e for e in entries if not is_current(read_record(outdir, e.student), e, fingerprint)]
     limits = options.limits_from(args)
@@ -118,7 +105,7 @@ def run(args):
     if answers is None:
         return 130
     for entry in entries:  # the code as the grader read it: the near-copies compare these
-        keep_source(outdir, entry)
+        similarity.keep_source(outdir, entry)
     records = [read_record(outdir, e.student) or _missing(e) for e in entries]
     gradebook.write_class_outputs(outdir, records, args.lang, args.similarity,
                                   verbose=args.verbose)
@@ -133,20 +120,15 @@ def _announce(entries, todo, manifest, config, jobs):
     """How many entries, how many to grade; with --verbose, how they are run."""
     from grader.sandbox import forkserver
 
-    lang = config["lang"]
+    lang, shard = config["lang"], manifest["shard"]
     say("entries", lang, n=len(entries), current=len(entries) - len(todo), todo=len(todo),
-        shard=words.text("batch", "shard", lang, shard=manifest["shard"])
-        if manifest["shard"] else "")
+        shard=words.text("batch", "shard", lang, shard=shard) if shard else "")
     if config["isolation"] != "bubblewrap" and todo:  # safety, not an internal: always said
         say("no_sandbox", lang)
-    if not (config["verbose"] and todo):
-        return
-    processes = min(jobs, len(todo))
-    said = lambda key, **fields: words.text("batch", key, lang, **fields)  # noqa: E731
-    workers = (said("verbose_forked") if config["fork_server"]
-               and forkserver.supported(config["isolation"]) else said("verbose_cold"))
-    say("verbose_setup", lang, isolation=config["isolation"], processes=processes,
-        workers=workers)
+    if config["verbose"] and todo:
+        forked = config["fork_server"] and forkserver.supported(config["isolation"])
+        say("verbose_setup", lang, isolation=config["isolation"], processes=min(jobs, len(todo)),
+            workers=words.text("batch", "verbose_forked" if forked else "verbose_cold", lang))
 
 
 def _grade(todo, config, jobs):
@@ -219,20 +201,14 @@ def _choose_entries(manifests):
 
 def _copy_student(folder, outdir, student):
     """The student's files (report.json last, as in a run) and the code the near-copies use."""
-    target = os.path.join(outdir, STUDENTS, student)
-    os.makedirs(target, exist_ok=True)
-    for name in (PAGE, MARKDOWN, REPORT):
-        _copy_text(os.path.join(folder, STUDENTS, student, name), os.path.join(target, name))
-    saved = similarity.read_source(folder, student)
-    if saved is not None:
-        os.makedirs(os.path.dirname(similarity.source_path(outdir, student)), exist_ok=True)
-        _copy_text(similarity.source_path(folder, student), similarity.source_path(outdir, student))
-
-
-def _copy_text(src, dst):
-    if os.path.exists(src):
-        with open(src, encoding="utf-8") as handle:
-            write_atomic(dst, handle.read())
+    names = [os.path.join(STUDENTS, student, name) for name in (PAGE, MARKDOWN, REPORT)]
+    if similarity.read_source(folder, student) is not None:
+        names.append(os.path.relpath(similarity.source_path(folder, student), folder))
+    for name in names:
+        if os.path.exists(os.path.join(folder, name)):
+            os.makedirs(os.path.dirname(os.path.join(outdir, name)), exist_ok=True)
+            with open(os.path.join(folder, name), "rb") as handle:
+                write_atomic(os.path.join(outdir, name), handle.read())
 
 
 def merge(args):
@@ -282,10 +258,10 @@ def merge(args):
     return 1 if missing else 0
 
 
-def lang_of(outdir, default="zh"):
-    """The language a batch output was made in (its batch.json), else `default`."""
+def lang_of(outdir):
+    """The language a batch output was made in (its batch.json), else zh."""
     lang = (read_manifest(outdir) or {}).get("lang")
-    return lang if lang in options.LANGS else default
+    return lang if lang in options.LANGS else "zh"
 
 
 def override_command(args):

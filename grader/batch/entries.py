@@ -1,11 +1,8 @@
 """What a class folder holds: one entry per student, its id, its content hash, its shard.
 
-Each entry of the folder is one student (a .py, an .ipynb, a folder, a .zip or a cloned git
-repository); the student id is the entry's name, always: a `make submit` manifest that names
-another id is a flag in the report and the gradebook (manifest.flag_identity), never a rename, so
-one zip cannot move its grade onto another student's row.  Everything here only reads the
-folder: nothing is ever written inside it, and no entry's code runs (zips are read in memory,
-folders hashed file by file).
+The student id is the entry's name, always: a `make submit` manifest that names another id is a
+flag (manifest.flag_identity), never a rename, so one zip cannot move its grade onto another
+student's row.  Everything here only reads the folder; no entry's code runs.
 """
 import collections
 import hashlib
@@ -19,12 +16,7 @@ SKIPPED_NAMES = {"__MACOSX", "__pycache__", "Thumbs.db"}
 GRADABLE_SUFFIXES = (".py", ".ipynb", ".zip")
 
 
-class Entry:
-    def __init__(self, name, path, student, digest):
-        self.name, self.path, self.student, self.digest = name, path, student, digest
-
-    def as_dict(self):
-        return {"student": self.student, "entry": self.name, "digest": self.digest}
+Entry = collections.namedtuple("Entry", "name path student digest")
 
 
 def _stem(name):
@@ -38,16 +30,15 @@ MAX_ID_BYTES = 200  # a file name is at most 255 bytes: room for "~2", ".json" a
 
 
 def _safe(name):
-    """A file-system-safe id: letters (any script), digits, . _ - @ +; nothing else; at most 120
-    characters and MAX_ID_BYTES bytes of UTF-8 (84 Chinese characters are 252)."""
+    """A file-system-safe id: letters (any script), digits, . _ - @ +; at most 120 characters
+    and MAX_ID_BYTES bytes of UTF-8."""
     safe = (re.sub(r"[^\w.@+-]", "_", name).strip(".") or "_")[:120]
     return safe.encode("utf-8")[:MAX_ID_BYTES].decode("utf-8", "ignore")
 
 
 def assign_ids(names):
-    """{entry name: student id}: the name without .py/.ipynb/.zip (a `make submit` package too:
-    its manifest's id is only compared, manifest.flag_identity); the full name where two entries
-    would otherwise share an id (alice.py and alice.zip)."""
+    """{entry name: student id}: the name without .py/.ipynb/.zip; the full name where two
+    entries would otherwise share an id (alice.py and alice.zip)."""
     first = {name: _safe(_stem(name)) for name in names}
     counts = collections.Counter(first.values())
     ids = {name: (first[name] if counts[first[name]] == 1 else _safe(name)) for name in names}
@@ -104,9 +95,8 @@ def hash_file(h, path):
 
 
 def readable_name(name):
-    """The entry's name as text: a byte that is not UTF-8 (os.listdir's surrogate escape) shown
-    as \\xNN, so the name can be written to JSON, CSV and HTML at all; every writer still makes
-    it inert for its medium (inert.py)."""
+    """The entry's name as text, a byte that is not UTF-8 shown as \\xNN (every writer still
+    makes it inert for its medium)."""
     return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 

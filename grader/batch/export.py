@@ -1,13 +1,7 @@
 """`python -m grader export OUT --to DIR`: a graded batch, overrides applied, in the formats other
-graders read, so a TA's decision reaches whatever the course hands grades to:
-
-    DIR/gradescope/<student>/results.json   Gradescope's format (report.to_gradescope): an
-                                            overridden test carries the TA's score and says so
-    DIR/scores.csv                          student, entry, score, max_score, status,
-                                            overridden (the check ids), for an LMS or
-                                            nbgrader's gradebook (two decimals, as gradebook.csv)
-
-Nothing is regraded: everything comes from the records in OUT/students and OUT/overrides.json.
+graders read: DIR/gradescope/<student>/results.json (report.to_gradescope: an overridden test
+carries the TA's score and says so) and DIR/scores.csv (student, entry, score, max_score, status,
+overridden check ids) for an LMS or nbgrader's gradebook.  Nothing is regraded.
 """
 import csv
 import io

@@ -1,7 +1,6 @@
-"""The class outputs of a batch: gradebook.csv and the summary (JSON, Markdown, HTML).
-
-Everything here is computed from the students' report.json records alone, so a resumed batch, a
-merge of shards and an uninterrupted run give the same files for the same reports.
+"""The class outputs of a batch: gradebook.csv, mistakes.csv, similarity.csv and the summary
+(JSON, Markdown, HTML), computed from the students' records alone, so a resumed batch, a merge of
+shards and an uninterrupted run give the same files for the same reports.
 """
 import csv
 import io
@@ -11,14 +10,16 @@ import sys
 
 from grader import rubric as rubric_module, words
 from grader.batch import classhtml, classpage, overrides as overrides_module, roster, similarity
-from grader.inert import json_text
-from grader.inert import csv_cell, markdown_inline as md_inline
-from grader.render.report import class_points
 from grader.batch.mistakes import causes
 from grader.batch.records import MARKDOWN, PAGE, STUDENTS
+from grader.inert import csv_cell, json_text, markdown_inline as md_inline
 from grader.render import feedback_html
+from grader.render.report import class_points
 from grader.render.student_markdown import student_markdown
 from grader.statefile import write_atomic
+
+BINS = 10
+
 
 def is_named(key):
     """A named mistake (scale_sqrt_D), not an outcome (wrong_values): the rubric says which."""
@@ -30,32 +31,21 @@ def is_answer(key):
     return key in rubric_module.load().answer_keys
 
 
-def is_cause(key):
-    return is_named(key) or is_answer(key)
-
-
 def causes_of(record):
     """The student's causes to reteach: root causes, then the quiz questions answered wrong."""
     return causes(record["report"], is_named, is_answer)
 
 
-BINS = 10
-
-
 def gradebook_csv(the_rubric, records, lang="en"):
-    """student, entry, one column per check (rubric order), total, max_score, status (roster.RANK:
-    graded, untouched_stub, timed_out, crashed, import_failed, ungradable, not_graded), note (why
-    the entry needs a look, the package's findings, the overrides; in `lang`), parts (the checks
-    scored in part: `check passed/parts`).  Scores have at most two decimals."""
+    """student, entry, one column per check (rubric order), total, max_score, status (roster's),
+    note (in `lang`), parts (the checks scored in part: `check passed/parts`)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     ids = [c.id for c in the_rubric.checks]
     writer.writerow(["student", "entry"] + ids + ["total", "max_score", "status", "note", "parts"])
     max_score = sum(c.points for c in the_rubric.checks)
     for record in sorted(records, key=lambda r: r["student"]):
-        scores = {}
-        if record.get("report"):
-            scores = {c["id"]: c["score"] for c in record["report"]["checks"]}
+        scores = {c["id"]: c["score"] for c in (record.get("report") or {}).get("checks", [])}
         writer.writerow([csv_cell(record["student"]), csv_cell(record["entry"])]
                         + [class_points(scores.get(i)) for i in ids]
                         + [class_points(record.get("score") or 0),
@@ -96,7 +86,7 @@ def _per_check(the_rubric, graded):
                 continue
             counts[result["status"]] = counts.get(result["status"], 0) + 1
             for verdict in result["verdicts"]:
-                if not is_cause(verdict["key"]):
+                if not (is_named(verdict["key"]) or is_answer(verdict["key"])):
                     entry = outcomes.setdefault(verdict["key"], {"who": set(), "checks": set()})
                     entry["who"].add(r["student"])
                     entry["checks"].add(check.id)
@@ -153,26 +143,19 @@ def _items(the_rubric, per_key, graded):
     return sorted(items, key=lambda item: (-item["students"], item["key"]))
 
 
-def _outcomes(items):
-    """The outcomes that name no cause, each said as a whole sentence with who (plain text: the
-    page escapes it; summary.md says it again with each id made inert)."""
-    return [dict(item, text={lang: classpage.outcome_sentence(item, lang)
-                             for lang in words.LANGS}) for item in items]
-
-
 def _rows(records, status):
     return [{"student": r["student"], "entry": r["entry"], "error": r.get("error")}
             for r in records if r["status"] == status]
 
 
-def summarize(the_rubric, records, near_copies=None):
+def summarize(the_rubric, records, near_copies):
     """The class in numbers: histogram, per check, per named mistake (who), outcomes, overrides
-    and, when given, the near-copies (similarity.analyse without its full table)."""
+    and the near-copies (similarity.analyse without its full table)."""
     graded = [r for r in records if r["status"] == "graded" and r.get("report")]
     max_score = sum(c.points for c in the_rubric.checks)
     totals = [r["score"] for r in graded]
     checks, outcomes = _per_check(the_rubric, graded)
-    summary = {
+    return {
         "students": len(records), "graded": len(graded),
         "ungradable": _rows(records, "ungradable"), "not_graded": _rows(records, "missing"),
         "max_score": max_score,
@@ -180,17 +163,18 @@ def summarize(the_rubric, records, near_copies=None):
         "median": round(statistics.median(totals), 2) if totals else None,
         "full_marks": sum(1 for t in totals if t >= max_score),
         "histogram": _histogram(totals, max_score), "checks": checks,
-        "roster": roster.rows(records, causes_of, (near_copies or {}).get("groups", []),
-                              max_score),
+        "roster": roster.rows(records, causes_of, near_copies["groups"], max_score),
         "mistakes": _items(the_rubric, _causes(graded), graded),
-        "outcomes": _outcomes(_items(the_rubric, outcomes, graded)),
+        # the outcomes that name no cause, each a whole sentence (plain text: each page makes
+        # it inert for its medium)
+        "outcomes": [dict(item, text={lang: classpage.outcome_sentence(item, lang)
+                                      for lang in words.LANGS})
+                     for item in _items(the_rubric, outcomes, graded)],
         "overrides": [dict(o, student=r["student"]) for r in records
                       for o in r.get("overrides", [])],
+        "near_copies": {k: v for k, v in near_copies.items()
+                        if k not in ("rows", "computed", "reused")},
     }
-    if near_copies is not None:
-        summary["near_copies"] = {k: v for k, v in near_copies.items()
-                                  if k not in ("rows", "computed", "reused")}
-    return summary
 
 
 def _percent(n, total):
@@ -221,8 +205,7 @@ def summary_markdown(summary, lang):
         bar = "█" * round(20 * b["count"] / top)
         lines.append(f"{b['from']:>3}–{b['to']:<3}% | {bar} {b['count']}")
     lines += ["```"] + _checks_markdown(summary, lang)
-    if summary.get("near_copies") is not None:
-        lines += classpage.near_copies_markdown(summary["near_copies"], lang)
+    lines += classpage.near_copies_markdown(summary["near_copies"], lang)
     return "\n".join(lines + classpage.overrides_markdown(summary, lang)) + "\n"
 
 
@@ -242,37 +225,30 @@ def _checks_markdown(summary, lang):
     return lines
 
 
-def summary_html(summary, lang):
-    return feedback_html.summary_page(
-        summary, lang, first=classhtml.students_html(summary),
-        teaching=classhtml.reteach_html(summary), last=classhtml.last_sections_html(summary),
-        head=classhtml.STYLE)
-
-
-def write_class_outputs(outdir, records, lang, threshold=None, verbose=False):
-    """gradebook.csv, mistakes.csv, similarity.csv and the summary (JSON, Markdown, HTML), from
-    the records with the folder's overrides applied (those of a changed file lapse: said on
-    stderr, in `lang`); the pages of the students an override
-    touches (now or in its history) redrawn.  `verbose`: say how many pairs were compared."""
+def write_class_outputs(outdir, records, lang, threshold, verbose=False):
+    """The class outputs from the records with the folder's overrides applied (those of a changed
+    file lapse: said on stderr); the pages of the students an override touches (now or in its
+    history) redrawn.  `verbose`: say how many pairs were compared."""
     the_rubric = rubric_module.load()
     for event in overrides_module.expire(outdir, records):  # said once: now out of force
         print(overrides_module.stale_text(event, lang), file=sys.stderr)
     items = overrides_module.load(outdir)
     history = overrides_module.load_history(outdir)
     records = [overrides_module.apply(r, items) for r in records]
-    near, table = (None, None) if threshold is None else \
-        _near_copies(outdir, records, threshold, lang if verbose else None)
+    near = _near_copies(outdir, records, threshold, lang if verbose else None)
     summary = summarize(the_rubric, records, near)
     summary["override_history"] = history
-    write_atomic(os.path.join(outdir, "gradebook.csv"), gradebook_csv(the_rubric, records, lang))
-    write_atomic(os.path.join(outdir, "mistakes.csv"),
-                 classpage.mistakes_csv(summary, records, causes_of))
-    if near is not None:
-        write_atomic(os.path.join(outdir, similarity.TABLE), table)
-    write_atomic(os.path.join(outdir, "summary.json"),
-                 json_text(summary, ensure_ascii=False, indent=1) + "\n")
-    write_atomic(os.path.join(outdir, "summary.md"), summary_markdown(summary, lang))
-    write_atomic(os.path.join(outdir, "summary.html"), summary_html(summary, lang))
+    page = feedback_html.summary_page(
+        summary, lang, first=classhtml.students_html(summary),
+        teaching=classhtml.reteach_html(summary), last=classhtml.last_sections_html(summary),
+        head=classhtml.STYLE)
+    outputs = {"gradebook.csv": gradebook_csv(the_rubric, records, lang),
+               "mistakes.csv": classpage.mistakes_csv(summary, records, causes_of),
+               similarity.TABLE: classpage.similarity_csv(near["rows"]),
+               "summary.json": json_text(summary, ensure_ascii=False, indent=1) + "\n",
+               "summary.md": summary_markdown(summary, lang), "summary.html": page}
+    for name, text in outputs.items():
+        write_atomic(os.path.join(outdir, name), text)
     touched = {e["student"] for e in history} | {o["student"] for o in items}
     for record in records:
         if record["student"] in touched and record.get("report"):
@@ -280,9 +256,9 @@ def write_class_outputs(outdir, records, lang, threshold=None, verbose=False):
     return summary
 
 
-def _near_copies(outdir, records, threshold, verbose_lang=None):
-    """(the near-copies among the records whose code was kept (similarity/sources), the
-    similarity CSV); with `verbose_lang`, how many pairs were compared is said in it."""
+def _near_copies(outdir, records, threshold, verbose_lang):
+    """The near-copies among the records whose code was kept (similarity/sources); with
+    `verbose_lang`, how many pairs were compared is said in it."""
     sources = []
     for r in records:
         saved = similarity.read_source(outdir, r["student"])
@@ -292,7 +268,7 @@ def _near_copies(outdir, records, threshold, verbose_lang=None):
     if verbose_lang:
         print(words.text("batch", "verbose_similarity", verbose_lang, n=len(sources),
                          computed=near["computed"], reused=near["reused"]), file=sys.stderr)
-    return near, classpage.similarity_csv(near["rows"])
+    return near
 
 
 def _redraw_student(outdir, the_rubric, record, lang):

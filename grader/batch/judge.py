@@ -1,13 +1,9 @@
-"""The judge: a long-lived process grading one submission after another (started by dispatch.py).
+"""A batch's judge process: one submission after another (started by dispatch.py).
 
-It reads tasks on stdin (one JSON line each), writes each student's files (records.py) and
-answers on stdout (one JSON line per task, then one with its CPU figures).  A judge
-imports torch and pytest once and grades many submissions: pytest is configured and the checks
-collected once (runner.CheckSession), and each submission's worker is forked from one warm zygote
-(forkserver.py) or, without the fork server, started cold.  Each submission still gets its own
-fresh sandboxed worker (grader/sandbox/launch.py), and the judge starts the next submission's worker
-before it runs the current one's checks, so the worker's torch import overlaps the checks.  The
-page's attention heatmaps are the weights the checks judged (support.record_judged).
+Tasks come on stdin, one JSON line each; each student's files are written (records.py) and one
+JSON line per task answers on stdout, then one with the judge's CPU figures.  It grades through
+one service.Judge (checks collected once, workers forked from its zygote or started cold), and
+starts the next submission's worker before it runs the current one's checks.
 """
 import collections
 import json
@@ -31,10 +27,8 @@ def _grid(t):
 
 
 def attention_maps(student):
-    """For the page's heatmaps: the weights the checks judged, one [T, T] slice each, beside the
-    reference's on the same inputs: by probe (attend.causal's under the default causal mask,
-    attend.mask_arg's under an explicit band mask), and by check id the call a failing check's
-    text heatmap was drawn from.  No call of its own into the worker."""
+    """The page's heatmaps: the weights the checks judged (support.judged_maps), one [T, T] slice
+    each, beside the reference's on the same inputs.  No call of its own into the worker."""
     import torch
 
     from grader.judge.checks.support import judged_maps
@@ -99,26 +93,26 @@ def _complete(started, config, judge):
                       score=0, max_score=sum(c.points for c in rubric.load().checks),
                       container=None, report=None, attention_maps=None)
     else:
-        package = getattr(started.sub, "package", None)  # a `make submit` zip, verified
-        if package is not None:
-            from grader.judge.manifest import flag_identity
-
-            flag_identity(package, task["student"])  # the entry's name is who it is
-        data = judge.finish(started.sub, started.student, entry=task["entry"])  # closes the worker
+        from grader.judge.manifest import flag_identity
         from grader.judge.runner import kit_errors
 
+        package = getattr(started.sub, "package", None)  # a `make submit` zip, verified
+        if package is not None:
+            flag_identity(package, task["student"])  # the entry's name is who it is
+        data = judge.finish(started.sub, started.student, entry=task["entry"])  # closes the worker
         for check_id, verdict in kit_errors(data):  # the kit's own error: loud, in batch.log
             print(f"kit error grading {task['entry']}, {check_id}: "
                   f"{verdict['fields'].get('message', '')}\n{verdict['traceback']}",
                   file=sys.stderr, flush=True)
         record.update(status="graded", error=None, score=data["score"],
                       max_score=data["max_score"],
-                      container=getattr(started.sub, "container", None), report=data, attention_maps=attention_maps(started.student), package=package)
+                      container=getattr(started.sub, "container", None), report=data,
+                      attention_maps=attention_maps(started.student), package=package)
     record["seconds"] = round(time.monotonic() - started.began, 3)
     write_student(config["outdir"], record, config["lang"])
     return {"id": task["id"], "student": task["student"], "status": record["status"],
             "score": record["score"], "max_score": record["max_score"], "error": record["error"],
-            "error_said": record.get("error_said"), "seconds": record["seconds"]}
+            "error_said": record.get("error_said")}
 
 
 def judge_main(argv):
@@ -129,11 +123,9 @@ def judge_main(argv):
     from grader.sandbox import launch as sandbox
     from grader.judge.service import Judge
 
-    # A zygote of its own (where it works): torch is imported once, each submission's worker is
-    # a fork of it.  The judge's own heavy imports now, while the zygote imports torch; then
-    # pytest, configured and its checks collected once for all.
+    # The judge's own heavy imports (pytest, the checks) while its zygote imports torch.
     judge = Judge(sandbox.Limits(**config["limits"]), config["isolation"],
-                  start="auto" if config.get("fork_server", True) else "exec")
+                  start="auto" if config["fork_server"] else "exec")
     session = judge.session(("public", "hidden"))
     judge.workers.ready()
     session.ready.wait(timeout=120)  # a session that failed to start says so at its first run
@@ -167,7 +159,7 @@ def _task_inbox():
 
 def _grade_tasks(inbox, config, judge, answers):
     """Grade every task, the next submission's worker starting while one is checked; returns how
-    many were graded.  Answers are ASCII JSON lines: any string the student made survives."""
+    many were graded."""
     ahead = collections.deque()  # started submissions, oldest first: at most two
     done, graded = False, 0
     while True:
@@ -184,9 +176,6 @@ def _grade_tasks(inbox, config, judge, answers):
             break
         serving.reply(answers, _complete_or_report(ahead.popleft(), config, judge))
         graded += 1
-    for started in ahead:
-        if started.student is not None:
-            started.student.close()
     return graded
 
 

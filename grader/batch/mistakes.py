@@ -1,16 +1,13 @@
 """Root causes: which named mistakes a student really made, once each.
 
-A wrong step shows on several cards: a mask applied after the softmax fails the softmax card, the
-reference comparisons of `attend` and of the module, and (today) can also draw a second name on a
-card that only sees its effect.  Counting every name on every card would put one student under
-three mistakes.  Here the most specific named mistake of a student is the one a reference
-comparison diagnosed (a `*.reference` card: the whole output matched a known-wrong variant, the
-strongest evidence there is), then the one seen on the most cards, then in the most verdicts; it
-explains every other name seen only on the exercises it reaches.  A name on an exercise none of the chosen ones reaches is a second, independent root
-cause (a wrong scale in `attend` and a wrong quiz answer are two things to reteach).  A verdict
-marked `follows_from` another mistake counts for that mistake.  Outcome keys (wrong_values,
-wrong_shape, not_implemented, ...) say that something failed, not which mistake it was: they
-never count, except a wrong quiz answer (wrong_answers): each question is a cause of its own.
+A wrong step shows on several cards (a mask applied after the softmax fails the softmax card and
+both reference comparisons, and may draw a second name on a card that only sees its effect).  The
+most specific named mistake is the one a `*.reference` card diagnosed (the whole output matched a
+known-wrong variant), then the one seen on the most cards, then in the most verdicts; it explains
+every other name seen only on the exercises it reaches.  A name on an exercise none of the chosen
+ones reaches is a second, independent root cause.  A verdict marked `follows_from` another mistake
+counts for that mistake.  Outcome keys (wrong_values, not_implemented, ...) never count, except a
+wrong quiz answer: each question is a cause of its own (wrong_answers).
 """
 
 

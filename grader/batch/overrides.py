@@ -5,15 +5,12 @@ folder, with who made it, when, why and the score it replaced; every change is k
     python -m grader override OUT STUDENT CHECK --remove --why "..."  remove it
     python -m grader override OUT --list                              the overrides and history
 
-OUT/overrides.json holds {"overrides": [the ones in force], "history": [every set, change and
-remove, oldest first]}.  Every rebuild of the class outputs (a run, a resume, a regrade, a merge,
-the override command itself) applies the overrides to the records read back from report.json:
-the check's score is replaced (the report.json keeps what the grader decided), the total follows,
-the student's page shows the card as overridden beside the grader's own verdict, the gradebook's
-note and the summary list it.  An override holds the content hash of the entry it was set on: once
-that student's file changed and was regraded, the override lapses (expire): it leaves force, the
-TA is told once, and its history keeps it, shown on the class page and by --list until the TA
-sets it again.
+OUT/overrides.json holds {"overrides": [those in force], "history": [every event, oldest
+first]}.  Every rebuild of the class outputs applies them to the records read back (report.json
+keeps what the grader decided): the check's score and the total change, the student's page shows
+the card as overridden beside the grader's verdict, the gradebook's note and the summary list it.
+An override holds the content hash of the entry it was set on: once the file changed and was
+regraded, it lapses (expire): out of force, the TA told once, kept in the history.
 """
 import datetime
 import getpass
@@ -30,8 +27,7 @@ FORMAT = 2
 
 
 class OverrideError(Refusal):
-    """An override that cannot be recorded: unknown student or check, score out of bounds (a
-    [batch] key and its fields)."""
+    """An override that cannot be recorded (a [batch] key and its fields)."""
 
 
 def _key(o):
@@ -50,8 +46,8 @@ def _read(outdir):
 
 
 def load(outdir):
-    """[{student, check, score, why, who, when, was}] in force, by student and check ([] when
-    there is none; a format-1 file's items have no who or when)."""
+    """[{student, check, score, why, who, when, was, digest}] in force, by student and check (a
+    format-1 file's items have no who or when)."""
     return sorted(_read(outdir).get("overrides", []), key=_key)
 
 
@@ -60,8 +56,7 @@ def load_history(outdir):
     return list(_read(outdir).get("history", []))
 
 
-def save(outdir, items, history=None):
-    history = load_history(outdir) if history is None else history
+def save(outdir, items, history):
     write_atomic(os.path.join(outdir, FILE), json.dumps(
         {"format": FORMAT, "overrides": sorted(items, key=_key), "history": history},
         ensure_ascii=False, indent=1) + "\n")
@@ -95,8 +90,8 @@ def validate(the_rubric, students, student, check, score):
 
 
 def record_override(outdir, item, graded_score):
-    """Set or change (one override per student and check) and keep the event; `graded_score` is
-    the grader's score of that check, what a first override replaces."""
+    """Set or change (one per student and check) and keep the event; `graded_score`: the
+    grader's score of that check, what a first override replaces."""
     items = load(outdir)
     before = next((o for o in items if _key(o) == _key(item)), None)
     item = dict(item, was=graded_score)
@@ -124,9 +119,8 @@ def remove_override(outdir, student, check, why, who, when):
 
 
 def expire(outdir, records):
-    """The overrides set on another content of the entry than the records' (the file changed and
-    was regraded) taken out of force, each kept in the history as a "stale" event with the new
-    grading's score of the check; returns those events (none twice: they are out of force)."""
+    """The overrides set on another content of the entry than the records' taken out of force,
+    each kept in the history as a "stale" event with the new grading's score; those events."""
     regraded = {r["student"]: r for r in records if r["status"] in ("graded", "ungradable")}
     items = load(outdir)
     stale = [o for o in items if o.get("digest") and o["student"] in regraded
@@ -145,15 +139,15 @@ def expire(outdir, records):
 
 
 def lapsed(history):
-    """The stale events of `history` that no later set, change or remove of the same student and
-    check follows: what the TA has not decided again."""
+    """The stale events of `history` that no later event of the same student and check follows:
+    what the TA has not decided again."""
     last = {_key(e): e for e in history}
     return [e for e in last.values() if e["action"] == "stale"]
 
 
 def stale_text(event, lang, name=str):
-    """A stale event as the sentence the TA is told (`name` makes the id and the reason safe for
-    the medium)."""
+    """A stale event as the sentence the TA is told (`name` makes student strings safe for the
+    medium)."""
     return words.text("batch", "override_stale", lang, student=name(event["student"]),
                       check=event["check"], score=class_points(event["replaced"]),
                       why=name(event["why"]), graded=class_points(event["score"]))
@@ -175,8 +169,8 @@ def combine(folders):
 
 
 def apply(record, items):
-    """The record with its overrides applied (a copy; the record itself is left as read): each
-    overridden card keeps the grader's status and score beside the TA's."""
+    """A copy of the record with its overrides applied: each overridden card keeps the grader's
+    status and score beside the TA's."""
     mine = [o for o in items if o["student"] == record["student"]]
     if not mine or not record.get("report"):
         return record
@@ -198,7 +192,6 @@ def apply(record, items):
     return record
 
 
-# -- the command --------------------------------------------------------------------------------
 def add_arguments(sub):
     p = sub.add_parser("override", help="set, change or remove one check's score for one student, "
                        "with a reason (kept with its history in OUT/overrides.json, applied at "

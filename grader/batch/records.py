@@ -1,10 +1,9 @@
 """A batch's per-student files: OUTDIR/students/<id>/report.json, feedback.html, feedback.md.
 
 report.json is the record: the report data, the entry's content hash, the grader fingerprint and
-the attention maps.  A judge writes a student's files atomically (temporary file + os.replace),
-report.json last: a report.json that exists is complete, so a batch killed at any moment (kill -9)
-and run again regrades only what is missing or changed (is_current), after removing the temporary
-files the kill left behind.
+the attention maps.  Each file is written atomically, report.json last: one that exists is
+complete, so a batch killed at any moment and run again regrades only what is missing or changed
+(is_current), after removing the temporary files the kill left behind.
 """
 import contextlib
 import json
@@ -53,9 +52,8 @@ def write_manifest(outdir, manifest):
 
 
 def records_in(outdir, missing=None):
-    """(the batch manifest at OUTDIR, its students' records in the manifest's order).  A record
-    that is absent or of other content than the manifest says is `missing(item)` where given,
-    else left out."""
+    """(OUTDIR's batch manifest, its students' records in its order); a record absent or of other
+    content than the manifest says is `missing(item)` where given, else left out."""
     manifest = read_manifest(outdir)
     records = []
     for item in manifest["entries"]:
@@ -84,10 +82,9 @@ def remove_leftovers(outdir):
 
 def write_student(outdir, record, lang):
     """The student's page, Markdown and report.json, each atomically; report.json last."""
+    from grader import inert, rubric
     from grader.render import feedback_html
     from grader.render.student_markdown import student_markdown
-    from grader import rubric
-    from grader import inert
 
     the_rubric = rubric.load()
     folder = os.path.join(outdir, STUDENTS, record["student"])

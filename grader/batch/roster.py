@@ -1,8 +1,7 @@
-"""The class as a list of students, in the order a TA should look at them: who cannot be graded,
+"""The class as a list of students in the order a TA should look at them: who cannot be graded,
 who handed in the untouched stub, whose code timed out or crashed, then everyone else from the
-lowest score up.  Each row says the student's status, score (partial credit readable), what to
-reteach them and what to look at twice (a near-copy group, an override, a manifest naming
-someone else, notebook cells left out).  The gradebook's status and note come from here too.
+lowest score up; each with status, score, what to reteach and what to look at twice.  The
+gradebook's status and note come from here too.
 """
 from grader import words
 from grader.render.package import package_notes

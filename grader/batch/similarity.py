@@ -1,23 +1,17 @@
 """Near-copies in a class: pairs (and groups) of submissions whose own code is mostly the same.
 
-The fingerprints are copydetect's (pinned in requirements-instructor.txt), made with its public
-CodeFingerprint: its tokenizer turns every identifier into V/F/O and every string into S and drops
-comments and spacing, then every k-gram of the token text is hashed, and two submissions are
-compared by the k-grams they share, mapped back to regions of the original code.  What never
-counts is ours: the stub (exercises/attention.py) and the notebook's given cells are boilerplate
-(every k-gram of theirs is dropped from a fingerprint), and the quiz answer lines
-(`Q1_SHAPE = ...`) are blanked before fingerprinting, since every correct student writes the same
-answers.  copydetect hashes with Python's hash(), which is salted per process: fingerprints are
-only ever compared within the process that made them, and the pairs cache holds figures, never
-hashes.
+Computed after the grading with copydetect (pinned in requirements-instructor.txt) through its
+public CodeFingerprint: identifiers, strings, comments and spacing normalised, every k-gram of
+the token text hashed.  What every student is given never counts: the k-grams of the stub and the
+notebook's given cells are dropped from each fingerprint, and the quiz answer lines are blanked
+(every correct student writes the same answers).  hash() is salted per process: fingerprints are
+only compared within the process that made them; the pairs cache holds figures, never hashes.
 
-A pair's figure is copydetect's: the share of one submission's fingerprinted code found in the
-other, for each side; the pair is flagged when the larger share reaches the threshold and the
-shared code is long enough to be more than an idiom (MIN_SHARED filtered characters).  Flagged
-pairs chain into groups.  Pairs are cached in OUTDIR/similarity/pairs.json by the two code
-hashes and the settings (the figures only: the shared regions of the pairs shown on the page are
-found again with copydetect's compare_files), so a resumed batch or a merge computes only the
-pairs it lacks.
+A pair's figure is copydetect's: the share of one side's fingerprinted code found in the other.
+A pair is flagged when the larger share reaches the threshold and the shared code is more than an
+idiom (MIN_SHARED characters); flagged pairs chain into groups.  OUTDIR/similarity/pairs.json
+caches the figures by the two code hashes and the settings, so a resumed batch or a merge computes
+only the pairs it lacks.
 """
 import hashlib
 import io
@@ -53,12 +47,10 @@ def blank_quiz(source):
 
 
 def fingerprint(source, boilerplate=frozenset()):
-    """A copydetect CodeFingerprint of `source` with the quiz lines blanked and every k-gram of
-    `boilerplate` (a set of hashes made in this process) left out.  The boilerplate is dropped
-    here, not by the constructor's boilerplate argument: copydetect's (np.intersect1d told the
-    hashes are unique, which they are not with a window of 1) also drops one occurrence of every
-    k-gram the code repeats."""
-    import copydetect  # (copydetect and numpy load only when a class is compared)
+    """A copydetect CodeFingerprint of `source`, the quiz lines blanked and every k-gram of
+    `boilerplate` (hashes made in this process) left out.  Not by the constructor's boilerplate
+    argument: with a window of 1 it also drops one place of every k-gram the code repeats."""
+    import copydetect
 
     fp = copydetect.CodeFingerprint("attention.py", NOISE, WINDOW, language="python",
                                     fp=io.StringIO(blank_quiz(source), newline=""))
@@ -72,14 +64,13 @@ def fingerprint(source, boilerplate=frozenset()):
     return fp
 
 
-def boilerplate_texts(root=ROOT):
-    """The code every student is given: the stub, the notebook's cells, the lesson's code and the
-    contract the stub dictates (BOILERPLATE_FILES)."""
+def boilerplate_texts():
+    """The code every student is given (BOILERPLATE_FILES)."""
     from grader.judge.submission import notebook_source
 
     texts = []
     for name in BOILERPLATE_FILES:
-        path = os.path.join(root, name)
+        path = os.path.join(ROOT, name)
         if os.path.exists(path):
             with open(path, encoding="utf-8") as handle:
                 text = handle.read()
@@ -107,11 +98,9 @@ def settings_key(texts):
 
 def class_figures(prints, pairs):
     """{(a, b): {'share', 'shared'}} for every (a, b) of `pairs` (keys of `prints`, the
-    fingerprints): the numbers compare() gets from copydetect's compare_files (the tests hold
-    them equal), for many pairs at once, since compare_files one pair at a time takes most of
-    a class's rebuild.  For each code, which of its k-grams each partner holds ([places,
-    partners], from one hash -> holders index), then the characters their k-long runs cover:
-    copydetect's overlap, for all of a code's partners together."""
+    fingerprints): what compare() gets from copydetect's compare_files (the tests hold them
+    equal), for many pairs at once (a speed mechanism: docs/building.md): per code, which
+    partners hold each of its k-grams, then the characters their k-long runs cover."""
     partners = {}
     for a, b in pairs:
         partners.setdefault(a, set()).add(b)
@@ -133,15 +122,15 @@ def class_figures(prints, pairs):
 
 
 def _share(overlap, fp):
-    """Overlap over the code's coverage, 0 for none (copydetect's own arithmetic)."""
+    """Overlap over the code's coverage, 0 for none (copydetect's arithmetic)."""
     if not overlap or not len(fp.filtered_code) or not fp.token_coverage:
         return 0.0
     return round(overlap / float(fp.token_coverage), 4)
 
 
 def _overlaps(fp, partners, holders, count):
-    """{row: how many of fp's filtered characters the k-grams it shares with that code cover}
-    for each row of `partners` (rows among `count` codes)."""
+    """{row: fp's filtered characters covered by the k-grams it shares with that code} for each
+    row of `partners` (rows among `count` codes)."""
     import numpy as np
 
     places = sorted((int(i), value) for value, at in fp.hash_idx.items() for i in at)
@@ -171,7 +160,6 @@ def compare(fp_a, fp_b):
             "regions": regions}
 
 
-# -- a class: sources kept in OUTDIR, pairs cached ----------------------------------------------
 def source_path(outdir, student):
     return os.path.join(outdir, FOLDER, SOURCES, student + ".json")
 
@@ -186,8 +174,8 @@ def read_source(outdir, student):
 
 
 def keep_source(outdir, entry):
-    """The student's code as the grader read it (notebook cells, zip, package: the submission
-    loader's one file), saved once per entry content; None when there is none to read."""
+    """The student's code as the grader read it (submission.load), saved once per entry
+    content; None when there is none to read."""
     from grader.judge import submission
 
     saved = read_source(outdir, entry.student)
@@ -233,16 +221,15 @@ def merge_caches(outdir, folders):
 
 
 def pair_keys(hashes):
-    """(a, b) for every two of the code `hashes` (a code with itself too: two students with the
-    same code), a before b in sorted order: a pair's cache key is f"{a}:{b}"."""
+    """(a, b) for every two of the code `hashes`, a code with itself too (two students with the
+    same code), a before b: a pair's cache key is f"{a}:{b}"."""
     hashes = sorted(set(hashes))
     return [(ha, hb) for i, ha in enumerate(hashes) for hb in hashes[i:]]
 
 
 def all_pairs(sources, cache, boilerplate, prints):
-    """{'<hash a>:<hash b>': {'share', 'shared'}} for every two codes of `sources`; returns
-    (pairs, how many were not in the cache).  `prints` (fingerprints by code hash) gets those
-    made for the pairs the cache lacks."""
+    """({'<hash a>:<hash b>': {'share', 'shared'}} for every two codes of `sources`, how many were
+    not in the cache); `prints` (fingerprints by code hash) gets those it made."""
     codes = {s["hash"]: s["source"] for s in sources}
     keyed = [(pair, f"{pair[0]}:{pair[1]}") for pair in pair_keys(codes)]
     todo = [pair for pair, key in keyed if key not in cache]
@@ -307,11 +294,11 @@ def groups_of(rows):
 
 
 def group_figures(groups, rows):
-    """Per group: its members, how many flagged pairs it holds, the strongest and weakest of
-    them and which pair is the strongest (the one shown side by side)."""
+    """Per group: its members, its flagged pairs' count, the strongest and weakest figure and
+    the strongest pair (the one shown side by side)."""
     group_of = {student: i for i, members in enumerate(groups) for student in members}
     inside = [[] for _ in groups]  # each group's flagged pairs, in the rows' order
-    for r in rows:  # one pass over the rows: a class of 1000 has 500,500 of them
+    for r in rows:
         if r["flagged"] and group_of.get(r["a"], -1) == group_of.get(r["b"], -2):
             inside[group_of[r["a"]]].append(r)
     out = []
@@ -323,10 +310,9 @@ def group_figures(groups, rows):
 
 
 def analyse(outdir, sources, threshold=THRESHOLD):
-    """Every pair of `sources` (dicts from keep_source), the cache updated; the class view:
-    {'threshold', 'flagged' (how many pairs), 'groups', 'group_figures', 'pairs' (the strongest
-    pair of each of the first SHOWN groups, with their code and regions), 'rows' (every pair, for
-    the CSV), 'computed', 'reused'}."""
+    """Every pair of `sources` (from keep_source), the cache updated: {'threshold', 'flagged'
+    (how many pairs), 'groups', 'group_figures', 'pairs' (the strongest pair of each of the
+    first SHOWN groups, with code and regions), 'rows' (every pair), 'computed', 'reused'}."""
     texts = boilerplate_texts()
     boilerplate = boilerplate_hashes(texts)
     settings = settings_key(texts)

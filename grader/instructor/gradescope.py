@@ -3,21 +3,18 @@
     python -m grader.instructor.gradescope build [--out build/gradescope/autograder.zip]
     python -m grader.instructor.gradescope run [--root /autograder] [--lang zh|en]
 
-The zip holds setup.sh (Gradescope runs it once when it builds the image: Python >= 3.11, a venv
-with the pinned CPU torch and pytest), run_autograder (run for every submission), the grader with
-its hidden checks, solutions/attention.py (the hidden checks compare against it, on the judge side)
-and requirements.txt (the grader's own pins, taken from the kit's requirements.txt).
+The zip holds setup.sh (run once when Gradescope builds the image: Python >= 3.11, a venv with
+the pinned CPU torch and pytest), run_autograder (run for every submission), the grader with its
+hidden checks, solutions/attention.py and requirements.txt (the grader's pins from the kit's).
 
-`run` grades ROOT/submission (attention.py or .ipynb, alone, in a folder, or in one .zip) and writes
-ROOT/results/results.json in Gradescope's format (grader/render/report.py to_gradescope): one test per
-check with score, max_score, status, Markdown output and the rubric's visibility (hidden checks
-show after the grades are published).  A submission that cannot be graded still gets a results.json
-(every check at 0, and why).  AUTOGRADER_ROOT / --root replace /autograder, for tests.
+`run` grades ROOT/submission (attention.py or .ipynb, alone, in a folder or in one .zip) into
+ROOT/results/results.json (report.to_gradescope: one test per check, hidden ones shown after the
+grades are published); one that cannot be graded gets every check at 0, and why.
 
 Before the student's code starts, the judge holds the reference and every check module in memory,
-removes solutions/ from the (throwaway) container and makes itself non-dumpable, so a worker that
-is not in bubblewrap cannot read the reference from disk or from the judge's memory, nor swap a check
-file under the judge.  What this does not cover is said in docs/instructors.md (Gradescope) and docs/security.md.
+removes solutions/ from the throwaway container and makes itself non-dumpable, so a worker outside
+bubblewrap can read the reference neither from disk nor from the judge's memory, nor swap a check
+file under the judge (the limits: docs/instructors.md, Gradescope, and docs/security.md).
 """
 import argparse
 import contextlib
@@ -72,7 +69,6 @@ exec "$PY" -m grader.instructor.gradescope run --root "$ROOT" --lang "${GRADER_L
 """
 
 
-# -- build -------------------------------------------------------------------------------------
 def runtime_requirements():
     """The pinned lines of requirements.txt that the grader itself needs, and nothing else."""
     lines = ["# The grader's runtime, pinned as in the kit's requirements.txt."]
@@ -119,7 +115,6 @@ def build(out=DEFAULT_OUT):
     return out
 
 
-# -- run ---------------------------------------------------------------------------------------
 def find_submission(folder):
     """What to grade in Gradescope's submission folder: the folder itself (attention.py or .ipynb
     anywhere in it, or its only .py/.ipynb), or its only .zip when it holds no code."""

@@ -1,14 +1,11 @@
 """The autograded notebooks as `nbgrader generate_feedback` renders them, and a scan of the
 feedback for hidden test source.
 
-After the sandboxed regrade (grader/instructor/nbregrade.py) the autograded notebook's cells for the checks
-where the kernel and the sandbox disagree get the kit's feedback as their output, so
-`generate_feedback` shows the grade that counts; a note cell on top lists them.  A notebook whose
-kernel died (nbgrader removes what it failed on) gets its autograded notebook rebuilt from the
-submission.  The other graded cells keep their output, an error reduced to its name and message.
-
-`make feedback` (grader/instructor/nbgrade.py) then runs generate_feedback and scans course/feedback/ for a
-hidden test: nbgrader's hidden-test markers or a hidden check's call (`hidden_leaks`).
+After the sandboxed regrade (nbregrade.py) the cells of the checks where the kernel and the sandbox
+disagree get the kit's feedback as their output, and a note cell on top lists them; the other
+graded cells keep theirs, an error reduced to its name and message.  A notebook whose kernel died
+(nbgrader removes what it failed on) gets its autograded notebook rebuilt from the submission.
+`hidden_leaks` scans course/feedback/ for nbgrader's hidden-test markers or a hidden check's call.
 """
 import copy
 import json
@@ -19,10 +16,6 @@ from grader.authoring.course import ASSIGNMENT, COURSE, NOTEBOOK
 from grader.render.report import points
 from grader.authoring.notebook_build import (HIDDEN_BEGIN, HIDDEN_END, cell_grade_id, cell_text,
                                              dumps, grade_id_of)
-
-# ------------------------------------------------------------------------------------------------
-# The autograded notebook: what generate_feedback renders
-
 
 def _stream(name, text):
     return {"output_type": "stream", "name": name, "text": text}
@@ -52,9 +45,8 @@ def _short_errors(outputs):
 
 
 def rewrite_autograded(course, student, scores, rubric, source, record, lang):
-    """The kit's feedback in the cells of the checks the regrade changed (`scores`: the sandbox's,
-    as grader.nbregrade.sandbox_scores), short errors in the others, and a note cell on top
-    when any changed."""
+    """The kit's feedback in the cells of the checks the regrade changed (`scores`:
+    nbregrade.sandbox_scores), short errors in the others, a note cell on top when any changed."""
     path = os.path.join(course, "autograded", student, ASSIGNMENT, NOTEBOOK + ".ipynb")
     created = not os.path.exists(path)
     if created:
@@ -139,10 +131,6 @@ def rebuilt_story(path):
     except (OSError, ValueError):
         return None
     return (meta.get("kit_regrade") or {}).get("nbgrader")
-
-
-# ------------------------------------------------------------------------------------------------
-# The feedback files
 
 
 def hidden_leaks(course=COURSE):

@@ -1,16 +1,14 @@
-"""nbgrader for this exercise, with a grade it cannot be tricked into: the commands and the runs.
+"""nbgrader for this exercise, with a grade it cannot be tricked into: the commands.
 
-  python -m grader.instructor.nbgrade autograde       nbgrader autograde, then the sandboxed regrade + fix-up
-  python -m grader.instructor.nbgrade regrade         only the regrade + fix-up (after an autograde)
-  python -m grader.instructor.nbgrade feedback        nbgrader generate_feedback, then a scan for leaks
-  python -m grader.instructor.nbgrade export          nbgrader export --to grades.csv
+  python -m grader.instructor.nbgrade autograde   nbgrader autograde, the sandboxed regrade, fix-up
+  python -m grader.instructor.nbgrade regrade     only the regrade and fix-up (after an autograde)
+  python -m grader.instructor.nbgrade feedback    nbgrader generate_feedback, then a scan for leaks
+  python -m grader.instructor.nbgrade export      nbgrader export --to grades.csv
   (options: --course DIR, --timeout SECONDS per cell, --jobs N regrades at once)
 
-One module per stage.  This one runs nbgrader (and holds the course's ClearSolutions preprocessor);
-grader/instructor/nbregrade.py regrades every submitted notebook with the kit, outside any kernel, and fixes
-up the gradebook where nbgrader's kernel disagrees (its docstring says why a regrade is needed);
-grader/instructor/nbfeedback.py rewrites the autograded notebooks that generate_feedback renders and scans the
-feedback for hidden tests; grader/authoring/course.py names the course.
+nbregrade.py regrades every submitted notebook through the batch and fixes up the gradebook where
+nbgrader's kernel disagrees (its docstring says why); nbfeedback.py rewrites the notebooks that
+generate_feedback renders and scans the feedback for hidden tests.
 """
 import argparse
 import concurrent.futures
@@ -18,16 +16,12 @@ import os
 import sys
 import time
 
+from grader import options
 from grader.authoring.course import (ASSIGNMENT, COURSE, assignment_known, generate_assignment,
                                     nbgrader)
-from grader import options
-from grader.render.report import points
+from grader.authoring.notebook_build import build
 from grader.instructor import nbfeedback, nbregrade
-
-
-# ------------------------------------------------------------------------------------------------
-# The commands
-
+from grader.render.report import points
 
 # Seconds a notebook cell may run in `nbgrader autograde` unless --timeout says otherwise:
 # generous, so that a correct notebook never times out on a busy machine (its kernel's judge
@@ -38,18 +32,15 @@ CELL_TIMEOUT = 120
 def autograde(course=COURSE, timeout=None, jobs=1, lang="zh"):
     """nbgrader autograde (all submissions, --force) and, at the same time, the kit's regrade;
     then the fix-up.  Returns (records, timings)."""
-    timeout = timeout or CELL_TIMEOUT
     started = time.monotonic()
     if not assignment_known(course):
         generate_assignment(course)
     found = nbregrade.submissions(course)
-    args = ["autograde", ASSIGNMENT, "--force"]
-    if timeout:
-        args.append(f"--Execute.timeout={int(timeout)}")  # nbgrader's Execute, as in the config
+    args = ["autograde", ASSIGNMENT, "--force", f"--Execute.timeout={int(timeout or CELL_TIMEOUT)}"]
     log = os.path.join(course, "autograde.log")
     if os.path.exists(log):
         os.remove(log)
-    source = nbregrade.source_notebook()
+    source = build()
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         # nbgrader executes the notebooks one after the other on about one core; the regrade
         # uses what is left meanwhile, at a lower priority: the kernels' own judges (which
@@ -81,8 +72,7 @@ def export(course=COURSE, out="grades.csv"):
 
 def main(argv):
     parser = argparse.ArgumentParser(prog="python -m grader.instructor.nbgrade")
-    parser.add_argument("command", choices=("autograde", "regrade",
-                                            "feedback", "export"))
+    parser.add_argument("command", choices=("autograde", "regrade", "feedback", "export"))
     parser.add_argument("--course", default=COURSE)
     parser.add_argument("--timeout", type=int,
                         help=f"seconds a notebook cell may run (default {CELL_TIMEOUT})")

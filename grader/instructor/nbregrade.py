@@ -3,13 +3,12 @@ fixed up where the two disagree.
 
 Why a regrade.  In nbgrader the student's code and the tests share one kernel: a notebook can
 replace the test helpers, monkeypatch torch, blank later cells with an input transformer, or kill
-the kernel (`os._exit`), and nbgrader believes what the kernel printed.  So after `nbgrader
-autograde` (grader/instructor/nbgrade.py runs it), every submitted notebook is graded again by the kit
-(the kit's cells left out, as a class through the batch: workers sandboxed, judges in processes
-of their own), and where the two disagree on a check the kit's score is written to the gradebook through nbgrader's API
-(`Grade.manual_score`; `auto_score` keeps what the kernel claimed).  `regrade.md` / `regrade.json`
-in the course folder list the notebooks that disagreed and why.  The autograded notebooks are then
-rewritten to show the grade that counts (grader/instructor/nbfeedback.py).
+the kernel (`os._exit`), and nbgrader believes what the kernel printed.  So every submitted
+notebook is graded again, its kit cells left out, as a class through the batch (`grader batch`:
+workers sandboxed), and where the two disagree on a check the kit's score is written to the
+gradebook through nbgrader's API (`Grade.manual_score`; `auto_score` keeps what the kernel
+claimed).  regrade.md / regrade.json in the course folder say which disagreed and why; the
+autograded notebooks are rewritten to show the grade that counts (nbfeedback.py).
 """
 import json
 import os
@@ -29,9 +28,6 @@ from grader.authoring.notebook_build import build, cell_grade_id, cell_text, gra
 
 EPSILON = 1e-6
 
-# ------------------------------------------------------------------------------------------------
-# The regrade: every submitted notebook through the kit's grader, outside any kernel
-
 
 def submissions(course):
     folder = os.path.join(course, "submitted")
@@ -43,10 +39,6 @@ def submissions(course):
         if os.path.isfile(path):
             found[student] = path
     return found
-
-
-def source_notebook():
-    return build()
 
 
 def kit_cell_ids(source):
@@ -77,9 +69,8 @@ def clean_submission(raw, source):
 
 
 def regrade_all(found, source, jobs=2, nice=0):
-    """{student: report data, or {"error": why}} for the notebooks `found`: each cleaned
-    (clean_submission) into one class folder and graded by the batch (`python -m grader batch`,
-    --jobs `jobs`), as any class is.  `nice` lowers the batch's priority (and its workers')."""
+    """{student: report data, or {"error": why}} for the notebooks `found`, cleaned into one
+    class folder and graded by `python -m grader batch`; `nice` lowers its priority."""
     results = {}
     with tempfile.TemporaryDirectory(prefix="attn-regrade-") as folder:
         notebooks, out = os.path.join(folder, "notebooks"), os.path.join(folder, "graded")
@@ -125,10 +116,6 @@ def _report_of(record, code):
     if record["status"] != "graded":
         return {"error": record["error"]}
     return record["report"]
-
-
-# ------------------------------------------------------------------------------------------------
-# Comparing and fixing up the gradebook
 
 
 def sandbox_scores(data, rubric):
@@ -247,16 +234,12 @@ def _why(check, kernel, score, result, record, rubric, lang):
     return "failed in the kernel (the cell errored or timed out) but passed in the sandbox"
 
 
-# ------------------------------------------------------------------------------------------------
-# All notebooks of the course, and the report
-
-
 def regrade(course=COURSE, jobs=2, log_text="", results=None, lang="zh"):
     """Regrade every submission (unless `results` are given) and fix up gradebook + notebooks."""
     from grader import rubric as rubric_module
 
     the_rubric = rubric_module.load()
-    source = source_notebook()
+    source = build()
     found = submissions(course)
     if results is None:
         results = regrade_all(found, source, jobs)
