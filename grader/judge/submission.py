@@ -53,10 +53,10 @@ def seed_of(source):
 class Submission:
     container = "file"  # or folder, git, zip: where the attention file came from
     package = None      # a `make submit` zip: what its manifest says and what was verified
-    left_out = ()       # a notebook: its top-level statements that are not definitions, not run
 
-    def __init__(self, origin, source, kind):
+    def __init__(self, origin, source, kind, left_out=()):
         self.origin, self.source, self.kind = origin, source, kind
+        self.left_out = left_out  # a notebook: its top-level statements that are not definitions
         self.seed = seed_of(source)
         self._work_dir, self._cleaned = None, False
 
@@ -179,9 +179,7 @@ def _closed(lines):
 
 def _notebook_submission(origin, text):
     source, left_out = keep_definitions(notebook_cells(text))
-    sub = Submission(origin, source, "notebook")
-    sub.left_out = left_out
-    return sub
+    return Submission(origin, source, "notebook", left_out)
 
 
 def _read(path):
