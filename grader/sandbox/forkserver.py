@@ -73,6 +73,12 @@ class ForkedWorker:
         for reader in (self.stdout, self.stderr):
             reader.join(grace + 5)
 
+    def exited(self, code):
+        """Its exit status, as the zygote reported it (or -9: the zygote is gone)."""
+        self.proc.code = code
+        self.proc.done.set()
+        self.cleanup()
+
     def cleanup(self):
         """Never raises (it runs on the reader thread, which every later worker needs)."""
         if self.copy_dir:
@@ -158,9 +164,7 @@ class ForkServer:
                     self.child_cpu_seconds += message.get("cpu_seconds", 0)
                     self.children_exited += 1
                     if worker is not None:
-                        worker.proc.code = message["code"]
-                        worker.proc.done.set()
-                        worker.cleanup()
+                        worker.exited(message["code"])
                 else:
                     self.replies[message.get("spawned", message.get("failed"))] = message
                     self.answered.notify_all()
@@ -168,9 +172,7 @@ class ForkServer:
             gone.set()   # zygote started in its place may have children already)
             for spawn_id, worker in list(self.workers.items()):  # an exited one is not listed
                 if worker.zygote is control:
-                    worker.proc.code = -9
-                    worker.proc.done.set()
-                    worker.cleanup()
+                    worker.exited(-9)
                     del self.workers[spawn_id]
             self.answered.notify_all()
         ready.set()
