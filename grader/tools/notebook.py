@@ -95,8 +95,7 @@ def kernel_sources():
 
 
 # {(the source's hash, hidden, limits, exercise): report data}: the notebook's autograder cells
-# (one per check) share one grading of the same code, and a grading interrupted by nbgrader's
-# cell timeout is not waited for again by every later cell (_cache_failure).
+# (one per check) share one grading of the same code.
 _cache = {}
 _kernel_judge = None
 
@@ -226,14 +225,18 @@ def autograde_cell(check_id, lang=None):
         sys.stderr.write(f"✗ {check_id}: 0/{report.points(check_.points)}{why}\n")
 
     autograding = bool(os.environ.get(AUTOGRADE_ENV))
+    source = assemble(kernel_sources())
     # No warning of the kit's may reach the cell's stderr: nbgrader scores stderr output as failure.
     with warnings.catch_warnings(action="ignore"):
         try:
-            data = judge(assemble(kernel_sources()), hidden=hidden_here,
+            data = judge(source, hidden=hidden_here,
                          call_seconds=AUTOGRADE_CALL_SECONDS if autograding else None,
                          budget_seconds=AUTOGRADE_BUDGET_SECONDS if autograding else None)
-        except KeyboardInterrupt:
-            _cache_failure()
+        except KeyboardInterrupt:  # nbgrader's cell timeout: later cells must not wait again
+            digest = hashlib.sha256(source.encode()).hexdigest()
+            for hidden in (True, False):
+                _cache[(digest, hidden, AUTOGRADE_CALL_SECONDS, AUTOGRADE_BUDGET_SECONDS,
+                        None)] = {"error": "grading this code was interrupted (timeout)"}
             return zero(" " + TEXT[lang]["interrupted"])
     if "error" in data:
         return zero(f" ({data['error']})")
@@ -246,18 +249,6 @@ def autograde_cell(check_id, lang=None):
     if result["score"] > 0:
         return result["score"]
     return zero()
-
-
-def _cache_failure():
-    """After an interrupted grading, the next cells should not wait again for the same code."""
-    try:
-        source = assemble(kernel_sources())
-    except Exception:
-        return
-    digest = hashlib.sha256(source.encode()).hexdigest()
-    for hidden in (True, False):
-        _cache[(digest, hidden, AUTOGRADE_CALL_SECONDS, AUTOGRADE_BUDGET_SECONDS, None)] = {
-            "error": "grading this code was interrupted (timeout)"}
 
 
 def load_ipython_extension(ipython):
