@@ -249,17 +249,16 @@ def block_outcome(student, weights, device, x, seed):
     cpu = [module.contract("forward_on", x=x, device="cpu")
            for _ in range(0 if device == "meta" else 2)]
     answer = module.contract("place", device=device)
+    placement = placement_of(answer, device)
     try:
         try:
             items = module.contract("forward_on", x=x, device=device)
         except StudentError as exc:
             steady_answer(cpu, ("y", "weights"))
-            raise _block_mismatch(student, exc, device, placement_of(answer, device),
-                                  seed) from None
+            raise _block_mismatch(student, exc, device, placement, seed) from None
         layout(module, kind)
         expected = steady_answer(cpu, ("y", "weights"))
         items = pair(items)
-        placement = placement_of(answer, device)
         answer = answer if isinstance(answer, dict) else {}
         mask, before = answer.get("mask"), answer.get("mask_before")
         if not placement["moved"]:

@@ -185,10 +185,10 @@ def steady(module, x, return_weights=False, keep=True):
         return y_and_weights(out, x) if return_weights else shaped(out, list(x.shape))
 
     answers = observed(lambda: [run(module, x, return_weights) for _ in range(2)])
-    first = observed(lambda: checked(answers[0])) if answers is not None else None
-    second = observed(lambda: checked(answers[1])) if first is not None else None
-    if second is None:
+    both = observed(lambda: [checked(answer) for answer in answers]) if answers else None
+    if both is None:
         return None
+    first, second = both
     pairs = zip(first, second) if return_weights else [(first, second)]
     if not all(same_answer(a, b) for a, b in pairs):
         return None
