@@ -18,7 +18,7 @@ import os
 import time
 
 from grader.batch.dispatch import Progress, default_jobs, dispatch
-from grader.batch.entries import Entry, hash_file, list_entries, parse_shard, shard_of
+from grader.batch.entries import hash_file, list_entries, parse_shard, shard_of
 from grader.batch.records import (FORMAT, MANIFEST, MARKDOWN, PAGE, REPORT, STUDENTS, is_current,
                                   read_manifest, read_record, records_in, remove_leftovers,
                                   write_manifest)
@@ -106,7 +106,8 @@ def run(args):
         return 130
     for entry in entries:  # the code as the grader read it: the near-copies compare these
         similarity.keep_source(outdir, entry)
-    records = [read_record(outdir, e.student) or _missing(e) for e in entries]
+    records = [read_record(outdir, e.student) or _missing(e.student, e.name, e.digest)
+               for e in entries]
     gradebook.write_class_outputs(outdir, records, args.lang, args.similarity,
                                   verbose=args.verbose)
     errors = [a for a in answers.values() if a["status"] == "error"]
@@ -164,11 +165,11 @@ def _cpu_split(stats):
             "threads": max((s.get("threads") or 0) for s in stats)}
 
 
-def _missing(entry, why="not_graded"):
+def _missing(student, entry, digest, why="not_graded"):
     """The record of an entry with no report: `why` is a [batch] key, said in both languages."""
     said = words.pair("batch", why)
-    return {"format": FORMAT, "student": entry.student, "entry": entry.name,
-            "digest": entry.digest, "status": "missing", "error": said["en"],
+    return {"format": FORMAT, "student": student, "entry": entry, "digest": digest,
+            "status": "missing", "error": said["en"],
             "error_said": said, "score": 0, "max_score": None, "report": None}
 
 
@@ -235,8 +236,7 @@ def merge(args):
         folder, item = chosen[student]
         record = read_record(folder, student)
         if record is None or record.get("digest") != item["digest"]:
-            entry = Entry(item["entry"], None, student, item["digest"])
-            records.append(_missing(entry, "not_in_shard"))
+            records.append(_missing(student, item["entry"], item["digest"], "not_in_shard"))
             continue
         _copy_student(folder, outdir, student)
         records.append(record)
@@ -299,7 +299,7 @@ def rebuild(outdir):
     from grader.batch import gradebook
 
     manifest, records = records_in(outdir, missing=lambda item: _missing(
-        Entry(item["entry"], None, item["student"], item["digest"])))
+        item["student"], item["entry"], item["digest"]))
     return gradebook.write_class_outputs(outdir, records, manifest.get("lang", "zh"),
                                          manifest.get("similarity") or THRESHOLD)
 

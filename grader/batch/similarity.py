@@ -15,6 +15,7 @@ only the pairs it lacks.
 """
 import hashlib
 import io
+import itertools
 import json
 import operator
 import os
@@ -223,8 +224,7 @@ def merge_caches(outdir, folders):
 def pair_keys(hashes):
     """(a, b) for every two of the code `hashes`, a code with itself too (two students with the
     same code), a before b: a pair's cache key is f"{a}:{b}"."""
-    hashes = sorted(set(hashes))
-    return [(ha, hb) for i, ha in enumerate(hashes) for hb in hashes[i:]]
+    return list(itertools.combinations_with_replacement(sorted(set(hashes)), 2))
 
 
 def all_pairs(sources, cache, boilerplate, prints):
@@ -242,21 +242,15 @@ def all_pairs(sources, cache, boilerplate, prints):
 
 def pair_rows(sources, pairs, threshold):
     """One row per two students, the most similar first (then by the two ids)."""
-    by_student = sorted(sources, key=lambda s: s["student"])
-    ids, hashes = [s["student"] for s in by_student], [s["hash"] for s in by_student]
     rows = []
-    for i, (a, hash_a) in enumerate(zip(ids, hashes)):
-        for b, hash_b in zip(ids[i + 1:], hashes[i + 1:]):
-            if hash_a <= hash_b:  # the cache's key names the smaller hash first
-                found = pairs[f"{hash_a}:{hash_b}"]
-                share_a, share_b = found["share"]
-            else:
-                found = pairs[f"{hash_b}:{hash_a}"]
-                share_b, share_a = found["share"]
-            similarity = max(share_a, share_b)
-            rows.append({"a": a, "b": b, "similarity": similarity, "share_a": share_a,
-                         "share_b": share_b, "shared": found["shared"],
-                         "flagged": similarity >= threshold and found["shared"] >= MIN_SHARED})
+    for a, b in itertools.combinations(sorted(sources, key=lambda s: s["student"]), 2):
+        ordered = a["hash"] <= b["hash"]  # the cache's key names the smaller hash first
+        found = pairs[f"{a['hash']}:{b['hash']}" if ordered else f"{b['hash']}:{a['hash']}"]
+        share_a, share_b = found["share"] if ordered else found["share"][::-1]
+        similarity = max(share_a, share_b)
+        rows.append({"a": a["student"], "b": b["student"], "similarity": similarity,
+                     "share_a": share_a, "share_b": share_b, "shared": found["shared"],
+                     "flagged": similarity >= threshold and found["shared"] >= MIN_SHARED})
     # made in the ids' order: a stable sort by similarity alone keeps it among equal figures
     rows.sort(key=operator.itemgetter("similarity"), reverse=True)
     return rows
