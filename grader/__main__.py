@@ -33,7 +33,6 @@ def parse(argv):
 
 
 def _add_grading(sub):
-    """`grade` (instructors) and `check` (students): one submission, its report."""
     for name, help_text in (("grade", "every check, public and hidden (instructors)"),
                             ("check", "the public checks only (students)")):
         p = sub.add_parser(name, help=help_text)
@@ -48,7 +47,6 @@ def _add_grading(sub):
 
 
 def _add_watch(sub):
-    """`watch`: the public checks on every save."""
     p = sub.add_parser("watch", help="rerun the public checks on every save (students)")
     p.add_argument("submission", nargs="?", default=DEFAULT_EXERCISE, help="the .py file to watch")
     options.add_lang(p)
@@ -64,7 +62,6 @@ def _add_watch(sub):
 
 
 def _add_hint(sub):
-    """`hint`: the next hint for an exercise."""
     p = sub.add_parser("hint", help="the next hint for an exercise, one level at a time (students)")
     p.add_argument("exercise", nargs="?", help="split_heads, merge_heads, attend, "
                    "CausalSelfAttention or quiz; default: the first unfinished one")
@@ -77,7 +74,6 @@ def _add_hint(sub):
 
 
 def _add_submit(sub):
-    """`submit`: check the work and package it."""
     p = sub.add_parser("submit", help="check your work and package it for handing in (students)")
     p.add_argument("submission", nargs="?", default=DEFAULT_EXERCISE,
                    help="attention.py or attention.ipynb (or a folder holding one)")

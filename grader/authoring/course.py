@@ -24,14 +24,8 @@ def db_url(course):
 
 def __getattr__(name):
     """`grader.authoring.course.KitClearSolutions`, built on first use (importing nbgrader is slow)."""
-    if name == "KitClearSolutions":
-        cls = _kit_clear_solutions()
-        globals()[name] = cls
-        return cls
-    raise AttributeError(name)
-
-
-def _kit_clear_solutions():
+    if name != "KitClearSolutions":
+        raise AttributeError(name)
     from nbgrader.preprocessors import ClearSolutions
 
     from grader.authoring.stubs import BEGIN, make_stub
@@ -45,6 +39,7 @@ def _kit_clear_solutions():
             cell.source = make_stub(cell.source).rstrip("\n")
             return True
 
+    globals()[name] = KitClearSolutions
     return KitClearSolutions
 
 

@@ -98,13 +98,12 @@ def said_both(section, key, tag="span", cls="", **fields):
                 tag=tag, cls=cls)
 
 
-def said(value, key=None):
+def said(value, key):
     """A value that is data, or said in both languages ({"zh", "en"}), within the zh and the en
-    frame of [feedback_html] `key` (its {value}; none: the value alone): each language's element
-    holds only its own words."""
+    frame of [feedback_html] `key` (its {value}): each language's element holds only its own words."""
     pair = value if isinstance(value, dict) and set(value) == {"zh", "en"} else \
         {"zh": str(value), "en": str(value)}
-    frame = words.pair("feedback_html", key) if key else dict.fromkeys(words.LANGS, "{value}")
+    frame = words.pair("feedback_html", key)
     return both(frame["zh"].format(value=pair["zh"]), frame["en"].format(value=pair["en"]))
 
 

@@ -38,14 +38,6 @@ def content_key(path):
         return None
 
 
-def _stat(path):
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size, st.st_ino
-
-
 class FileWatch:
     """Calls on_change() from a background thread each time the file's content changes.
 
@@ -98,7 +90,12 @@ class FileWatch:
     def _run_polling(self):
         last, hashed = None, 0.0
         while not self.stopped.wait(0.05):
-            now, stat = time.monotonic(), _stat(self.path)
+            try:
+                st = os.stat(self.path)
+                stat = st.st_mtime_ns, st.st_size, st.st_ino
+            except OSError:
+                stat = None
+            now = time.monotonic()
             if stat != last or now - hashed >= 1.0:
                 last, hashed = stat, now
                 self._check()
