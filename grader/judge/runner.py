@@ -24,8 +24,6 @@ from grader.judge.student import StudentError, WorkerFailure
 from grader import paths, process
 
 CHECKS_DIR = paths.CHECKS
-STATUS_OF_FAILURE = {"timeout": "timeout", "crashed": "error", "protocol": "error", "budget": "error",
-                     "sandbox": "error"}
 STUDENT = pytest.StashKey()  # () -> the judge-side proxy of the submission being graded
 SHARES = pytest.StashKey()  # {nodeid: (check id, points carried)}
 LIBRARIES = os.path.dirname(os.path.dirname(pytest.__file__)) + os.sep
@@ -67,7 +65,7 @@ def classify(exc):
             return {"status": "failed", "key": "no_grad_path", "fields": fields}
         return {"status": "failed", "key": "raised", "fields": fields}
     if isinstance(exc, WorkerFailure):
-        return {"status": STATUS_OF_FAILURE.get(exc.kind, "error"), "key": exc.kind,
+        return {"status": "timeout" if exc.kind == "timeout" else "error", "key": exc.kind,
                 "fields": {"message": exc.words(), **{k: plain(v) for k, v in exc.fields.items()}}}
     return {"status": "error", "key": "internal",
             "fields": {"message": f"{type(exc).__name__}: {str(exc)[:300]}"},
