@@ -267,7 +267,7 @@ def lang_of(outdir):
 def override_command(args):
     """`override`: record the override (set, change or remove), then rebuild the gradebook, the
     summary and the student's page; or list the overrides and their history."""
-    from grader import inert, rubric
+    from grader import inert
     from grader.batch import overrides
     from grader.batch.roster import ACTION_WORDS
 
@@ -284,7 +284,7 @@ def override_command(args):
         return 0
     students = {e["student"] for e in manifest["entries"]}
     try:
-        event = overrides.record_command(args, rubric.load(), students, read_record)
+        event = overrides.record_command(args, students)
     except Refusal as exc:
         return refuse(exc, lang)
     rebuild(outdir)

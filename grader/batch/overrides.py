@@ -227,8 +227,12 @@ def history_lines(outdir, lang="en"):
     return lines or [said("no_overrides")]
 
 
-def record_command(args, the_rubric, students, read_record):
+def record_command(args, students):
     """Validate and record what the command asks (OverrideError when it cannot); the event."""
+    from grader import rubric
+    from grader.batch.records import read_record
+
+    the_rubric = rubric.load()
     if args.student is None or args.check is None:
         raise OverrideError("say_which")
     why = (args.why or "").strip()
