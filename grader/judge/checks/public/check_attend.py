@@ -14,13 +14,13 @@ from grader.judge.checks.support import (Verdict, causal_mask, close, first_diff
                                          softmax_axis, weights_factor, weights_problem)
 
 
-def fresh_qkv(seed, salt, d_v=None):
-    """q, k [B, H, T, d] and v [B, H, T, d_v], drawn for this grading; d_v from
-    questions.v_width unless given."""
+def fresh_qkv(seed, salt, lead=(B, H), d_v=None):
+    """q, k [*lead, T, d] and v [*lead, T, d_v], drawn for this grading; d_v from
+    questions.v_width unless given (`lead`: docs/building.md's recipe asks a 5-D input)."""
     d_v = questions.v_width(seed, salt) if d_v is None else d_v
-    return (fresh_randn(B, H, T, D_HEAD, seed=seed, salt=salt),
-            fresh_randn(B, H, T, D_HEAD, seed=seed, salt=salt + 1),
-            fresh_randn(B, H, T, d_v, seed=seed, salt=salt + 2))
+    return (fresh_randn(*lead, T, D_HEAD, seed=seed, salt=salt),
+            fresh_randn(*lead, T, D_HEAD, seed=seed, salt=salt + 1),
+            fresh_randn(*lead, T, d_v, seed=seed, salt=salt + 2))
 
 
 def attend_judged(student, q, k, v, mask=None, probe=None):
