@@ -43,9 +43,9 @@ def __getattr__(name):
     return KitClearSolutions
 
 
-def nbgrader(args, course, must=False):
+def nbgrader(args, course, log=None, must=False):
     """Run `nbgrader ARGS` in the course folder with this interpreter: (exit code, output,
-    seconds); `must`: a RuntimeError where it fails."""
+    seconds), its output appended to `log`; `must`: a RuntimeError where it fails."""
     environment = dict(os.environ)
     environment["ATTN_KIT_ROOT"] = KIT_ROOT  # the course config finds the kit from any folder
     # nbgrader runs `alembic` (beside this interpreter) when it creates a gradebook.
@@ -56,6 +56,9 @@ def nbgrader(args, course, must=False):
                             env=environment, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     output = result.stdout.decode("utf-8", "replace")
+    if log:
+        with open(log, "a", encoding="utf-8") as handle:
+            handle.write(f"$ nbgrader {' '.join(args)}\n{output}\n")
     if must and result.returncode != 0:
         raise RuntimeError(f"nbgrader {args[0]} failed:\n{output[-3000:]}")
     return result.returncode, output, time.monotonic() - started

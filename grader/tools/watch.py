@@ -376,9 +376,9 @@ def main(args):
         print(TEXT[args.lang]["error"].format(message=said), file=sys.stderr)
         return 2
     limits = options.limits_from(args)
-    judge = Judge(limits, isolation, start=getattr(args, "worker_start", "auto"), spares=2)
+    judge = Judge(limits, isolation, start=args.worker_start, spares=2)
     session = Session(path, state_path(args.submission), args.lang, limits, judge, args.poll,
-                      getattr(args, "stats", None))
+                      args.stats)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, session.on_signal)
     try:
