@@ -74,7 +74,7 @@ def default_who():
 
 
 def validate(the_rubric, students, student, check, score):
-    """The override as data, or OverrideError saying what is wrong and what would be right."""
+    """OverrideError saying what is wrong and what would be right, where the override cannot be."""
     if student not in students:
         near = sorted(s for s in students if student.lower() in s.lower())[:5]
         hint = {lang: words.text("batch", "near_students", lang, names=", ".join(near)) if near
