@@ -10,10 +10,12 @@ log file the kernel keeps.  It exits when its stdin closes, that is when the ker
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 KIT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Workers kept ready (each ~150 MB): "Run all" sends the five %check cells back to back, faster
@@ -50,35 +52,35 @@ class KernelJudge:
         self.starts += 1
         return self
 
-    def grade(self, path, hidden, call_seconds=None, budget_seconds=None, exercise=None):
-        """The report data for `path`, or {"error": why}; a judge that died is restarted once."""
+    def grade(self, path, hidden, call_seconds=None, budget_seconds=None, timeout=None,
+              exercise=None):
+        """The report data for `path`, or {"error": why}; a judge that died is restarted once;
+        TimeoutError where no reply came within `timeout` seconds."""
         request = {"path": os.path.abspath(path), "hidden": bool(hidden),
                    "call_seconds": call_seconds, "budget_seconds": budget_seconds,
                    "exercise": exercise}
         for attempt in (1, 2):
             self.start()
             try:
-                data = self._ask(request)
+                data = self._ask(request, timeout)
                 self.served += 1
                 return data
             except JudgeDied as died:
                 self.stop()
                 if attempt == 2:
                     return {"error": f"the judge process failed: {died}"}
-            except BaseException:  # the kernel was interrupted: the judge is busy with this
-                self.stop(wait=0)  # grading; the next cell gets a new one
+            except BaseException:  # the kernel was interrupted (or a timeout): the judge is
+                self.stop(wait=0)  # busy with this grading; the next cell gets a new one
                 raise
         return {"error": "unreachable"}
 
-    def _ask(self, request):
+    def _ask(self, request, timeout):
         try:
             self.process.stdin.write((json.dumps(request) + "\n").encode("utf-8"))
             self.process.stdin.flush()
         except OSError:
             raise JudgeDied(self._last_words()) from None
-        line = self.process.stdout.readline()
-        if not line.endswith(b"\n"):
-            raise JudgeDied(self._last_words())
+        line = self._read_line(timeout)
         try:
             data = json.loads(line.decode("utf-8"))
             if not (isinstance(data, dict) and "error" in data):
@@ -88,6 +90,20 @@ class KernelJudge:
             return data
         except ValueError as exc:
             raise JudgeDied(f"a malformed reply ({line[:80]!r}: {exc})") from None
+
+    def _read_line(self, timeout):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        stream = self.process.stdout
+        while True:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0)
+            ready, _, _ = select.select([stream], [], [], left)
+            if not ready:
+                raise TimeoutError(f"no reply from the judge within {timeout:g} s")
+            line = stream.readline()
+            if not line:
+                raise JudgeDied(self._last_words())
+            if line.endswith(b"\n"):
+                return line
 
     def _last_words(self):
         self.process.wait(timeout=10) if self.process.poll() is None else None

@@ -109,7 +109,7 @@ def kernel_judge():
     return _kernel_judge
 
 
-def judge(source, hidden, call_seconds=None, budget_seconds=None, exercise=None):
+def judge(source, hidden, call_seconds=None, budget_seconds=None, timeout=None, exercise=None):
     """Grade `source` (attention.py text) in this kernel's judge process: every check, or
     `exercise`'s only; the report data, or an error dict."""
     key = (hashlib.sha256(source.encode()).hexdigest(), hidden, call_seconds, budget_seconds,
@@ -121,7 +121,7 @@ def judge(source, hidden, call_seconds=None, budget_seconds=None, exercise=None)
         path = os.path.join(folder, "attention.py")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(source)
-        data = kernel_judge().grade(path, hidden, call_seconds, budget_seconds, exercise)
+        data = kernel_judge().grade(path, hidden, call_seconds, budget_seconds, timeout, exercise)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     _cache[key] = data
