@@ -128,27 +128,39 @@ def shared_folder(tmp_path_factory):
     return Path(shared) if shared else tmp_path_factory.getbasetemp()
 
 
-@pytest.fixture(scope="module")
-def batched(tmp_path_factory):
-    """`batch` on every file of the corpus, once a test run: (its output folder, {name: report
-    data})."""
-    folder = shared_folder(tmp_path_factory)
-    entries, out, done = folder / "in", folder / "out", folder / "batched"
+def batch_of_corpus(folder):
+    """`batch` on every file of the corpus, once a test run whoever asks first (the others wait
+    for it and read its reports): (its output folder, {name: report data}, what the batch left
+    in its temporary folder, which is a leak)."""
+    entries, out, done = folder / "in", folder / "out", folder / "batched.json"
     with open(folder / "batch.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker grades; the others wait here
         if not done.exists():
-            shutil.rmtree(entries, ignore_errors=True)
-            shutil.rmtree(out, ignore_errors=True)
+            for stale in (entries, out, folder / "batch-tmp"):
+                shutil.rmtree(stale, ignore_errors=True)
             entries.mkdir()
             for name, path in FILES.items():
                 shutil.copy(path, entries / f"{name}.py")
-            proc = run([PY, "-m", "grader", "batch", str(entries), "--out", str(out)])
+            scratch = folder / "batch-tmp"
+            scratch.mkdir()
+            proc = run([PY, "-m", "grader", "batch", str(entries), "--out", str(out),
+                        "--isolation", os.environ.get("CORPUS_ISOLATION", "auto")],
+                       env=dict(os.environ, TMPDIR=str(scratch)))
             assert proc.returncode == 0, proc.stderr[-2000:]
-            done.touch()
+            left = sorted(str(p.relative_to(scratch)) for p in scratch.rglob("*"))
+            done.write_text(json.dumps(left), encoding="utf-8")
     reports = {}
     for name in FILES:
         record = json.loads((out / "students" / name / "report.json").read_text(encoding="utf-8"))
         reports[name] = record["report"]
+    return out, reports, json.loads(done.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def batched(tmp_path_factory):
+    """`batch` on every file of the corpus (batch_of_corpus): (its output folder, {name: report
+    data})."""
+    out, reports, _ = batch_of_corpus(shared_folder(tmp_path_factory))
     return out, reports
 
 

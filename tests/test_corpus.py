@@ -8,9 +8,10 @@
 - correct/: solutions in different styles (a .py, an .ipynb, a folder); each gets full marks.
 - hostile/*.py: submissions that attack the grader; HOSTILE below says what must come out.
 
-Every submission is graded once per session (about 2-4 s each; a worker process imports torch)
-with isolation="auto" (bubblewrap where it works).  CORPUS_ISOLATION=process forces the plain
-subprocess, to prove the suite passes without bubblewrap too.
+Every submission is graded once a test run (`graded`: the single files by one batch, the rest each
+by a judge with a cold worker) with isolation="auto" (bubblewrap where it works).
+CORPUS_ISOLATION=process forces the plain subprocess, to prove the suite passes without bubblewrap
+too.
 """
 import fcntl
 import fnmatch
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import door_matrix
 from grader.judge.student import RESERVE_SECONDS
 from grader.judge import service  # noqa: E402
 from grader.render import report
@@ -105,15 +107,27 @@ class Graded:
 
 
 _graded = {}
+_batch_folder = []
 
 
 def graded(path):
-    """The grading of `path`, once a test run: test_corpus.py, test_precision.py and
-    test_device.py ask for the same submissions, which make test's xdist workers grade once
-    between them (KIT_TESTS_SHARED, tests/conftest.py: the first worker to ask grades, one that
-    asks meanwhile waits for it, the others read its record)."""
+    """The grading of `path`, once a test run.  The corpus's single files (the reference and
+    every .py of correct/ and wrong/) are graded by one `batch` of the whole corpus, which the
+    door matrix holds every door to (door_matrix.batch_of_corpus; its forked workers give the
+    verdicts cold ones do, test_forkserver.py); the rest (hostile files, notebooks, folders) each
+    by a judge of its own with a cold worker, in a scratch temp folder of its own.  make test's
+    xdist workers share both (KIT_TESTS_SHARED, tests/conftest.py): the first to ask grades, one
+    that asks meanwhile waits for it, the others read its record."""
     if path not in _graded:
-        _graded[path] = graded_once(path, os.environ.get("KIT_TESTS_SHARED"))
+        shared = os.environ.get("KIT_TESTS_SHARED")
+        name = {p: n for n, p in door_matrix.FILES.items()}.get(Path(path))
+        if name is not None:
+            if shared is None and not _batch_folder:
+                _batch_folder.append(tempfile.mkdtemp(prefix="corpus-batch-"))
+            _, reports, left = door_matrix.batch_of_corpus(Path(shared or _batch_folder[0]))
+            _graded[path] = Graded(reports[name], left, True)  # the batch grades a copy
+        else:
+            _graded[path] = graded_once(path, shared)
     return _graded[path]
 
 
@@ -417,8 +431,7 @@ def normalised(data, output=True):
     (SUBMISSIONS / "correct" / "notebook.ipynb", True),  # it prints: the output must match too
 ], ids=lambda p: getattr(p, "name", str(p)))
 def test_grading_twice_gives_the_same_report(path, output):
-    first = graded(path).data
-    second = Graded.grade(path).data  # a fresh grading, not the cached one
+    first, second = Graded.grade(path).data, Graded.grade(path).data  # two fresh cold gradings
     assert normalised(second, output) == normalised(first, output)
     for lang in ("en", "zh"):
         assert json.loads(report.to_json(RUBRIC, normalised(second, output), lang)) == \
