@@ -100,10 +100,23 @@ def student_runs(kit, send, student_file, judging):
     return dict(kit, run=run, readers=readers, call_on=call_on)
 
 
+MISSING = object()  # a constant the student's module does not define
+
+
+def strided(args, views):
+    """The call's arguments, with the strided views the judge asks for re-created: a tensor
+    crosses the wire contiguous.  A view is [index, dim0, dim1] (transpose) or [index, [dims]]
+    (permute)."""
+    args = list(args)
+    for index, *spec in views:
+        args[index] = (args[index].permute(*spec[0]) if isinstance(spec[0], list)
+                       else args[index].transpose(*spec))
+    return args
+
+
 def operations(module, torch, kit):
-    """{op: function(**args)} the judge may ask for: the student's functions, constants and
-    blocks (whose table lives in this closure).  Every call into the student's code goes through
-    kit["run"] (isolation.runner: the student's own thread)."""
+    """{op: function(**args)} the judge may ask for, the student's blocks in this closure's
+    table; every call into the student's code goes through kit["run"] (its own thread)."""
     readers, train, call_on, run = kit["readers"], kit["train"], kit["call_on"], kit["run"]
     handles, no_grad = {}, torch.no_grad
 
@@ -111,24 +124,16 @@ def operations(module, torch, kit):
         return run(getattr, (module, name))  # a module's __getattr__ is the student's code too
 
     def op_call(fn, args=(), kwargs=None, views=()):
-        args = list(args)
-        # A tensor crosses the wire contiguous; `views` re-creates a strided view the judge asks for.
-        for index, *spec in views:  # [index, dim0, dim1] transposes, [index, [dims]] permutes
-            args[index] = (args[index].permute(*spec[0]) if isinstance(spec[0], list)
-                           else args[index].transpose(*spec))
-        return run(student_attr(fn), args, kwargs)
+        return run(student_attr(fn), strided(args, views), kwargs)
 
     def op_call_on(fn, device, dtype=None, args=(), kwargs=None):
         """The student's function on the judge's arguments moved to another device or dtype."""
         return call_on(student_attr(fn), device, dtype, list(args), kwargs)
 
     def op_constants(names):
-        missing = object()
-        values = {}
-        for name in names:
-            value = run(getattr, (module, name, missing))
-            values[name] = {"$missing": True} if value is missing else value
-        return values
+        values = {name: run(getattr, (module, name, MISSING)) for name in names}
+        return {name: {"$missing": True} if value is MISSING else value
+                for name, value in values.items()}
 
     def op_new(args=(), kwargs=None):
         handles[len(handles) + 1] = run(student_attr("CausalSelfAttention"), args, kwargs)
@@ -153,8 +158,7 @@ def operations(module, torch, kit):
                             {"seed": seed, "n_heads": n_heads})
         return {"losses": losses, "state": {n: p.detach() for n, p in model.named_parameters()}}
 
-    def op_contract(handle, action, **args):
-        """The block through the contract's attribute names (contract.py), never its own word."""
+    def op_contract(handle, action, **args):  # through the contract's names, never its word
         return readers[action](handles[handle], **args)
 
     return {"call": op_call, "devices": kit["devices"], "call_on": op_call_on,
