@@ -225,16 +225,17 @@ def autograde_cell(check_id, lang=None):
         sys.stderr.write(f"✗ {check_id}: 0/{report.points(check_.points)}{why}\n")
 
     autograding = bool(os.environ.get(AUTOGRADE_ENV))
-    source = assemble(kernel_sources())
+    source = None
     # No warning of the kit's may reach the cell's stderr: nbgrader scores stderr output as failure.
     with warnings.catch_warnings(action="ignore"):
         try:
+            source = assemble(kernel_sources())
             data = judge(source, hidden=hidden_here,
                          call_seconds=AUTOGRADE_CALL_SECONDS if autograding else None,
                          budget_seconds=AUTOGRADE_BUDGET_SECONDS if autograding else None)
         except KeyboardInterrupt:  # nbgrader's cell timeout: later cells must not wait again
-            digest = hashlib.sha256(source.encode()).hexdigest()
-            for hidden in (True, False):
+            digest = hashlib.sha256((source or "").encode()).hexdigest()
+            for hidden in (True, False) if source is not None else ():
                 _cache[(digest, hidden, AUTOGRADE_CALL_SECONDS, AUTOGRADE_BUDGET_SECONDS,
                         None)] = {"error": "grading this code was interrupted (timeout)"}
             return zero(" " + TEXT[lang]["interrupted"])
