@@ -1,8 +1,5 @@
 """Command line: `python -m grader grade SUBMISSION`, `check [SUBMISSION]`, `watch [SUBMISSION]`,
-`hint [EXERCISE]` and `submit [SUBMISSION]`.
-
-Argument parsing only; the worker is started before anything heavy is imported.
-"""
+`hint [EXERCISE]` and `submit [SUBMISSION]` (and the batch's commands where grader/batch is)."""
 import argparse
 import contextlib
 import os
@@ -11,9 +8,8 @@ import sys
 from grader import options, process, words
 from grader.judge.submission import SubmissionError
 
-# The commands of release/ (students and one submission).  For these the instructors' batch
-# commands are not added to the parser: importing them (grader.batch, ~20 ms) would come
-# before the worker of a `grade` or a `check` could start.
+# The commands of release/ (students and one submission): for these the batch commands are not
+# added to the parser, whose import would come before the worker of a `grade` could start.
 ONE_SUBMISSION = ("grade", "check", "watch", "hint", "submit")
 
 DEFAULT_EXERCISE = os.path.join("exercises", "attention.py")
@@ -27,18 +23,16 @@ def parse(argv):
     _add_watch(sub)
     _add_hint(sub)
     _add_submit(sub)
-    batch = None
     if not argv or argv[0] not in ONE_SUBMISSION:
         # instructors: batch, merge, override, export, recipes (not in release/)
         with contextlib.suppress(ImportError):
-            from grader.batch import engine as batch
-    if batch is not None:
-        batch.add_arguments(sub)
+            from grader.batch import engine
+
+            engine.add_arguments(sub)
     return parser.parse_args(argv)
 
 
 def _add_grading(sub):
-    """`grade` (instructors) and `check` (students): one submission, its report."""
     for name, help_text in (("grade", "every check, public and hidden (instructors)"),
                             ("check", "the public checks only (students)")):
         p = sub.add_parser(name, help=help_text)
@@ -53,7 +47,6 @@ def _add_grading(sub):
 
 
 def _add_watch(sub):
-    """`watch`: the public checks on every save."""
     p = sub.add_parser("watch", help="rerun the public checks on every save (students)")
     p.add_argument("submission", nargs="?", default=DEFAULT_EXERCISE, help="the .py file to watch")
     options.add_lang(p)
@@ -69,7 +62,6 @@ def _add_watch(sub):
 
 
 def _add_hint(sub):
-    """`hint`: the next hint for an exercise."""
     p = sub.add_parser("hint", help="the next hint for an exercise, one level at a time (students)")
     p.add_argument("exercise", nargs="?", help="split_heads, merge_heads, attend, "
                    "CausalSelfAttention or quiz; default: the first unfinished one")
@@ -82,7 +74,6 @@ def _add_hint(sub):
 
 
 def _add_submit(sub):
-    """`submit`: check the work and package it."""
     p = sub.add_parser("submit", help="check your work and package it for handing in (students)")
     p.add_argument("submission", nargs="?", default=DEFAULT_EXERCISE,
                    help="attention.py or attention.ipynb (or a folder holding one)")

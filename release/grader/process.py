@@ -1,18 +1,16 @@
 """How a kit process is set up and left: one compute thread, the garbage collector held while a
 judge imports, and an exit without torch's teardown.
 
-One compute thread wherever the kit runs torch (judges, workers, the zygote; never a student's
-own kernel): every tensor the kit computes is tiny, and a pool of threads only spins and fights
-the other processes of a batch for the cores.  Both settings are needed: the environment before
-torch is imported (OpenMP reads OMP_NUM_THREADS once, as the default of every thread, including
-the check session's own thread), and torch.set_num_threads(1) on the computing thread for a
-process that imported torch before the kit could set the environment.
+One compute thread wherever the kit runs torch (never a student's own kernel): every tensor the
+kit computes is tiny, and a pool of threads only fights the other processes of a batch for the
+cores.  Both settings are needed: the environment before torch is imported (OpenMP reads
+OMP_NUM_THREADS once, as every thread's default), and torch.set_num_threads(1) on the computing
+thread for a process that imported torch before the kit could set the environment.
 
-The collector: a judge's start is imports (torch, pytest, the checks) that live as long as the
-process, and automatic collections walking them are about a fifth of the start's CPU.  hold_gc
-stops them at a judge's entry; release_gc, once the checks are collected, freezes what is alive
-(later collections never walk it) and turns the collector back on.  The worker and the fork
-server do the same in worker.prepare.
+The collector: automatic collections walking a judge's imports (torch, pytest, the checks) are
+about a fifth of its start's CPU.  hold_gc stops them at a judge's entry; release_gc, once the
+checks are collected, freezes what is alive (later collections never walk it) and turns the
+collector back on.
 """
 import contextlib
 import gc

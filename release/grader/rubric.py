@@ -1,5 +1,6 @@
 """Load the rubric (rubric.toml): the one table of check ids, points, visibility and messages."""
 import dataclasses
+import functools
 import hashlib
 import os
 import tomllib
@@ -64,8 +65,7 @@ class Rubric:
         return template.format_map(_Fields({k: in_lang(v, lang) for k, v in fields.items()}))
 
     def part(self, name, lang):
-        """What one part of a check tried (its input), by the part's test name; the test name
-        itself where the rubric has no words for it."""
+        """What one part of a check tried (its input), by its test name (itself where unnamed)."""
         return (self.parts.get(name) or {}).get(lang) or name
 
     def section(self, key, lang):
@@ -83,9 +83,8 @@ class Rubric:
         return "; ".join(p for p in (lesson, chapter) if p)
 
     def addresses(self, key):
-        """The address of each title the pointer `key` names, in the order section() says them:
-        its book's page ([course] lesson or chapter) and the title's anchor there (the title
-        itself unless [course.anchors] names another); none for a book whose page is not set."""
+        """The address of each title `key` names, in section()'s order: its book's page ([course])
+        and the title's anchor there ([course.anchors], else the title); none where no page is set."""
         from urllib.parse import quote
 
         where, anchors = self.sections.get(key, {}), self.course.get("anchors", {})
@@ -101,11 +100,7 @@ class Rubric:
             ", ".join(english[:-1]) + " and " + english[-1]
 
     def exercises(self):
-        seen = []
-        for c in self.checks:
-            if c.exercise not in seen:
-                seen.append(c.exercise)
-        return seen
+        return list(dict.fromkeys(c.exercise for c in self.checks))
 
 
 def said(zh, en):
@@ -126,11 +121,6 @@ class _Fields(dict):
         return "{" + key + "}"
 
 
-_cached = None
-
-
+@functools.lru_cache(maxsize=None)
 def load():
-    global _cached
-    if _cached is None:
-        _cached = Rubric()
-    return _cached
+    return Rubric()

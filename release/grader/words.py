@@ -1,8 +1,5 @@
-"""Load the vocabulary (words.toml): the UI words of every tool and renderer, zh and en, in one
-table beside the rubric (whose words are the checks' own).
-
-Each section of words.toml is one tool or renderer; each entry is `key = { zh = "...", en = "..." }`.
-Stdlib only, read once per process.
+"""The vocabulary (words.toml): the UI words of every tool and renderer, zh and en (the checks' own
+words are the rubric's).  A section per tool or renderer; each entry `key = { zh = "...", en = "..." }`.
 """
 import functools
 import os

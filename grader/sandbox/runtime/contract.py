@@ -122,7 +122,7 @@ def _refusing_module(name, refuse):
     """sys.modules[name] (and the parent's attribute, where the parent is imported) becomes a
     module every name of which raises but the dunder ones, which stay missing: introspection is no
     route to attention (torch's meta kernels, loaded on first use, look for every module's
-    __file__ through inspect.getmodule, and hasattr only forgives AttributeError)."""
+    __file__ through the inspect module, and hasattr only forgives AttributeError)."""
     import sys
     import types
 

@@ -5,7 +5,6 @@ The worker is started before the judge imports torch and pytest, so the two impo
 import platform
 
 from grader import process
-from grader.sandbox import launch as sandbox
 from grader.judge import submission
 from grader.judge.student import Student
 
@@ -18,22 +17,20 @@ def start(path, isolation="auto", limits=None, workers=None):
     `workers` (a long-lived judge's workers.WorkerSource: service.Judge) forks the worker from a
     warm zygote or hands it a spare; without it, the worker starts cold."""
     sub = submission.load(path)
-    student = Student(lambda: sub.work_dir, limits=limits or sandbox.Limits(), isolation=isolation,
-                      workers=workers, source=sub.source)
+    student = Student(lambda: sub.work_dir, limits=limits, isolation=isolation, workers=workers,
+                      source=sub.source)
     student.start()
     return sub, student
 
 
 def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=None,
            exercises=None):
-    """Run the checks against a started worker; return the report data, complete (renderers
-    format it; nothing adds to it afterwards).
+    """Run the checks against a started worker; return the report data, complete.
 
-    `session` (a batch judge's runner.CheckSession for these visibilities) saves configuring
-    pytest and collecting the checks again for every submission.  `entry` names the submission
-    in the report instead of its path (a class folder's entry).  `exercises` (the notebook's
-    `%check attend`) runs and reports only those exercises' checks: each check judges its own
-    piece, so their verdicts are the ones a whole grading gives them."""
+    `session`: a runner.CheckSession for these visibilities, kept across submissions.  `entry`
+    names the submission in the report instead of its path.  `exercises` (the notebook's `%check
+    attend`) runs only those exercises' checks: each check judges its own piece, so their
+    verdicts are the ones a whole grading gives them."""
     import torch
 
     from grader import rubric as rubric_module

@@ -1,24 +1,19 @@
 """Run the checks (ordinary pytest files) in the judge process; each student's result is
 pytest-json-report's document of its tests, and the rubric's parts are read from it.
 
-pytest collects `grader/judge/checks/public` (and `hidden` when present and asked for), once per
-judge; the kit's plugin then runs the collected checks through pytest's own protocol for each
-student handed over, with a fresh pytest-json-report plugin registered for that student's tests
-only.  Each test's metadata (pytest_json_runtest_metadata, below) holds its rubric id, the
-points it carries and earned, and the verdict made of whatever ended it (a Verdict, the
-student's exception, a dead worker, or the kit's own error with its traceback).  A rubric check
-passes only if every test that carries its id ran and passed; one that did not run at all is an
-`error`, never a pass.
+pytest collects the checks once per judge; the kit's plugin then runs them through pytest's own
+protocol for each student handed over, with a fresh pytest-json-report plugin for that student's
+tests.  Each test's metadata holds its rubric id, the points it carries and earned, and the
+verdict made of whatever ended it.  A rubric check passes only if every test that carries its id
+ran and passed; one that did not run at all is an `error`, never a pass.
 
-This module is also the plugin that gives the checks their fixtures (`student`, `seed`,
-`record_note`) and their metadata, both in the kit's session and when pytest is run by hand on
-the checks (checks/conftest.py registers it).
+This module is also the plugin that gives the checks their fixtures and metadata, in the kit's
+session and when pytest is run by hand on the checks (checks/conftest.py registers it).
 """
 import os
 import queue
 import sys
 import threading
-import time
 import traceback
 
 import pytest
@@ -29,8 +24,6 @@ from grader.judge.student import StudentError, WorkerFailure
 from grader import paths, process
 
 CHECKS_DIR = paths.CHECKS
-STATUS_OF_FAILURE = {"timeout": "timeout", "crashed": "error", "protocol": "error", "budget": "error",
-                     "sandbox": "error"}
 STUDENT = pytest.StashKey()  # () -> the judge-side proxy of the submission being graded
 SHARES = pytest.StashKey()  # {nodeid: (check id, points carried)}
 LIBRARIES = os.path.dirname(os.path.dirname(pytest.__file__)) + os.sep
@@ -72,7 +65,7 @@ def classify(exc):
             return {"status": "failed", "key": "no_grad_path", "fields": fields}
         return {"status": "failed", "key": "raised", "fields": fields}
     if isinstance(exc, WorkerFailure):
-        return {"status": STATUS_OF_FAILURE.get(exc.kind, "error"), "key": exc.kind,
+        return {"status": "timeout" if exc.kind == "timeout" else "error", "key": exc.kind,
                 "fields": {"message": exc.words(), **{k: plain(v) for k, v in exc.fields.items()}}}
     return {"status": "error", "key": "internal",
             "fields": {"message": f"{type(exc).__name__}: {str(exc)[:300]}"},
@@ -231,17 +224,14 @@ class KitPlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item, call):
-        """A failing check's heatmap call, kept (pytest makes the report)."""
-        if call.excinfo is not None and call.when in ("setup", "call"):
-            self.keep_drawn_call(check_of(item), call.excinfo.value)
-
-    def keep_drawn_call(self, check_id, exc):
         """The judged call a failing check's heatmap text was drawn from, kept for the feedback
         page under the check's id (the first failing part's), so the page's drawing and the
         card's text are the same numbers."""
-        call = getattr(getattr(exc, "heatmap", None), "call", None)
-        if check_id and call is not None:
-            judged_maps(self.current).setdefault(check_id, call)
+        if call.excinfo is None or call.when not in ("setup", "call"):
+            return
+        drawn = getattr(getattr(call.excinfo.value, "heatmap", None), "call", None)
+        if check_of(item) and drawn is not None:
+            judged_maps(self.current).setdefault(check_of(item), drawn)
 
     def pytest_json_modifyreport(self, json_report):
         """The exit code plain pytest would give these tests (the session itself runs on)."""
@@ -266,10 +256,7 @@ class KitPlugin:
             request = owner.requests.get()
             if request is None:
                 return True
-            student, only = request
-            began = time.thread_time()
-            owner.results.put(self._run_items(session, student, only))
-            owner.check_cpu += time.thread_time() - began
+            owner.results.put(self._run_items(session, *request))
 
     def _run_items(self, session, student, only=None):
         """Every collected check against `student` (only those whose id is in `only`, where it
@@ -296,6 +283,7 @@ class KitPlugin:
 
 
 def check_files(visibilities):
+    """The folders of the checks of these visibilities that exist here."""
     folders = [os.path.join(CHECKS_DIR, v) for v in ("public", "hidden") if v in visibilities]
     return [f for f in folders if os.path.isdir(f)]
 
@@ -327,9 +315,7 @@ class CheckSession:
         ]
         self.failure = None  # what ended the session (a collection error: KitError)
         self.threads_given = None  # torch's threads on the check thread before it set 1
-        # For the batch's CPU split: set once pytest is configured and the checks collected;
-        # the check thread's CPU spent on students since.
-        self.ready, self.check_cpu = threading.Event(), 0.0
+        self.ready = threading.Event()  # set once pytest is configured and the checks collected
         self.thread = threading.Thread(target=self._main, daemon=True)
         self.thread.start()
 

@@ -1,12 +1,9 @@
 """One judge, kept for many gradings: the only way the kit grades, from one file to a class.
 
-A Judge holds where its workers come from (workers.WorkerSource: cold, forked from a zygote, or
-warm spares) and one pytest check session per set of visibilities (runner.CheckSession:
-configuring pytest and collecting the checks is paid once, like torch's import).  `grade` (one
-submission, a process of its own: `grade`, `make check`, the nbgrader regrade, Gradescope), the
-batch's judges (batch/judge.py), the notebook kernel's judge (tools/kernel_judge.py) and `watch`
-(tools/watch.py) all begin and finish a submission through it, so a file's verdict cannot depend
-on the door it came through.
+A Judge holds where its workers come from (workers.WorkerSource) and one pytest check session per
+set of visibilities (runner.CheckSession: collecting the checks is paid once).  Every door
+(`grade`, the batch's judges, the notebook kernel's judge, `watch`) begins and finishes a
+submission through it, so a file's verdict cannot depend on the door it came through.
 
 Nothing heavy is imported before `begin` has started the first worker: the worker's torch import
 then overlaps with the judge's own (torch, pytest).
@@ -25,14 +22,14 @@ class Judge:
         self.limits, self.isolation = self.workers.limits, self.workers.isolation
         self.sessions = {}
 
-    def begin(self, path, limits=None):
+    def begin(self, path):
         """Load the submission at `path` and start its worker at once: (sub, student).  Raises
         submission.SubmissionError for what cannot be graded."""
         from grader import process
         from grader.judge import grading
 
         try:
-            return grading.start(path, self.isolation, limits or self.limits, self.workers)
+            return grading.start(path, self.isolation, self.limits, self.workers)
         except BaseException:  # no checks to collect for it: the held start is over (watch and
             process.release_gc()  # the notebook's judge go on waiting for the next file)
             raise
@@ -66,9 +63,9 @@ class Judge:
         finally:
             self.workers.after_grading()  # replace the spares used, while the student is typing
 
-    def grade(self, path, visibilities=("public", "hidden"), limits=None):
+    def grade(self, path, visibilities=("public", "hidden")):
         """One submission's report data, its checks run in this judge's kept session."""
-        sub, student = self.begin(path, limits)
+        sub, student = self.begin(path)
         return self.finish(sub, student, visibilities)
 
     def close(self):

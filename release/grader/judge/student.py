@@ -6,6 +6,7 @@ result.  What comes back is plain data rebuilt by `wire.decode`.
 """
 import contextlib
 import copy
+import os
 import re
 import socket
 import threading
@@ -15,14 +16,12 @@ from grader.sandbox import launch as sandbox
 from grader.sandbox.runtime.limits import SANDBOX_FAILED
 from grader.sandbox.launch import WorkerFailure
 from grader.sandbox.runtime import wire
-
+from grader.judge.submission import STUDENT_FILE
 
 # Calls that run the module's forward inside the worker cannot succeed once forward hangs; the
 # contract's readers (describe, inject, read, scramble) never run it, so a hang leaves them be.
 NEEDS_FORWARD = {"grads:": "forward:", "train_copy:": "forward:", "contract:grads": "forward:",
                  "call_on:attend": "call:attend"}
-
-
 # The reserve (Student._left): seconds for all its calls, and the most of the budget a kind of
 # call may have taken to be let in (a tenth of 120 s: any fast piece, never the slow one).
 RESERVE_SECONDS, RESERVE_SHARE = 20.0, 0.1
@@ -31,11 +30,9 @@ META_REFUSAL = re.compile(r"meta tensor|'Meta' backend|on meta tensors|device ty
 # The names the exercise asks the file for: one the file lacks, met by the student's own code
 # (forward calling a merge_heads never written), is named as missing, like the judge's own lookup.
 EXERCISE_NAMES = ("split_heads", "merge_heads", "attend", "CausalSelfAttention")
-# How the worker's report of where the student's code is begins (worker.telling_where): the
-# frame is signed, so only the worker sends it.
-STUCK = b'{"stuck":'
-
 NAME_NOT_DEFINED = re.compile(r"^name '(\w+)' is not defined")
+# How the worker's signed report of where the student's code is begins (worker.telling_where).
+STUCK = b'{"stuck":'
 # A call that overran its time while its worker's memory grew past MEMORY_NEAR of what the limit
 # leaves above the worker's own start (torch's import alone maps ~0.75 GiB) is allocating without
 # bound: it is waited for while its memory grows (MEMORY_STEP_SECONDS at a time, at most
@@ -46,6 +43,7 @@ MEMORY_GROWTH = 1 << 20  # resident bytes gained in a step that count as growing
 # What a kind of call is named in a card that says where the memory went.
 CALLED = {"new": "CausalSelfAttention.__init__", "forward": "CausalSelfAttention.forward",
           "train_copy": "CausalSelfAttention", "contract": "CausalSelfAttention"}
+MAX_STARTS = 30  # a worker restarted this often for one submission is given up on
 
 
 class StudentError(Exception):
@@ -70,8 +68,7 @@ class StudentError(Exception):
     @property
     def not_implemented(self):
         """Nothing was attempted: the stub's raise, or the name is not defined at all.  torch's
-        own NotImplementedError for a meta tensor (`Cannot copy out of meta tensor`, an operation
-        without a meta kernel) is what finished code met on another device, no stub."""
+        own NotImplementedError for a meta tensor is what finished code met on another device."""
         if self.not_defined is not None:
             return True
         return self.is_a("NotImplementedError") and not META_REFUSAL.search(self.message)
@@ -80,29 +77,21 @@ class StudentError(Exception):
         return f"attention.py:{self.line}: {self.code}" if self.line else "attention.py"
 
 
-# A worker restarted this often for one submission is given up on.
-MAX_STARTS = 30
-
-
 class Student:
-    def __init__(self, work_dir, student_name="attention.py", limits=None, isolation="auto",
-                 startup_seconds=None, workers=None, source=None):
+    def __init__(self, work_dir, limits=None, isolation="auto", workers=None, source=None):
         from grader.judge.workers import WorkerSource
 
         # `work_dir`: the folder of the student's file, or a function that makes it on first
-        # need (Submission.work_dir): a worker handed the text (forked into its namespaces, a
-        # spare) never needs one.
+        # need (Submission.work_dir): a worker handed the text (forked, a spare) never needs one.
         self._folder = work_dir if callable(work_dir) else (lambda: work_dir)
-        self.student_name = student_name
         self.source_text = source  # the judge's own copy, read once before any worker started
         self.limits = limits or sandbox.Limits()
-        # Where its workers come from (workers.py): a long-lived judge's fork server or spares,
-        # else each a cold start.
         self.workers = workers or WorkerSource(isolation, self.limits, start="exec")
         self.isolation = self.workers.isolation
-        self.startup_seconds = startup_seconds or self.workers.startup_seconds(self.limits)
+        self.startup_seconds = self.workers.startup_seconds(self.limits)
         self.worker, self.starts, self.next_id, self.spent = None, 0, 0, 0.0
         self.round_trips = 0  # requests sent, one call each
+        self.key, self.hello_pending, self.stuck_line = None, True, None
         # The reserve: once the budget is used up (a slow attend, say), calls of a kind that took
         # almost none of it (the quiz's constants, the registries, split_heads) still run, on a
         # small second budget of their own, so one slow piece does not cost the others.
@@ -131,34 +120,27 @@ class Student:
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self):
         """Start a worker now (its torch import then overlaps with the judge's own work)."""
-        with self.lock:
-            return self._start()
+        from grader.judge.workers import interrupt
 
-    def _start(self):
-        if self.worker is None and self.import_error is None:
+        with self.lock:
+            if self.worker is not None or self.import_error is not None:
+                return self
             self._check_budget()
             if self.starts >= MAX_STARTS:
                 raise WorkerFailure("budget", f"worker restarted {self.starts} times; giving up",
                                     f"运行你代码的进程已重启 {self.starts} 次，不再重试")
+            if self.cancelled:
+                raise WorkerFailure("budget", "a newer save replaced this run",
+                                    "新的保存取代了这次检查")
             self.starts += 1
-            self.worker = self._spawn()
+            self.worker = self.workers.spawn(self._folder, self.limits, self.source)
+            self.adopted.append(self.worker)
+            if self.cancelled:  # cancelled by a signal handler while we were taking it
+                interrupt(self.worker)
             self.frames = wire.FrameReader()  # what a worker sent is read from its stream only
             self.key = None  # the worker's signing key, told before the student's import
             self.hello_pending = True
         return self
-
-    def _spawn(self):
-        """A new worker for this submission, from its source (workers.py)."""
-        from grader.judge.workers import interrupt
-
-        if self.cancelled:
-            raise WorkerFailure("budget", "a newer save replaced this run",
-                                "新的保存取代了这次检查")
-        worker = self.workers.spawn(self._folder, self.student_name, self.limits, self.source)
-        self.adopted.append(worker)
-        if self.cancelled:  # cancelled by a signal handler while we were taking it
-            interrupt(worker)
-        return worker
 
     def cancel(self):
         """End this grading early, from any thread: the thread using the worker sees it die."""
@@ -223,13 +205,12 @@ class Student:
             raise self.import_error
         names = hello.get("names")
         self.names = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
-        self.memory_at_hello = self._memory()
+        self.memory_at_hello = self.worker.memory()
         self.refused_at_import = hello.get("refused")
 
     def _receive_hello(self, seconds):
-        """The worker's hello; before it, the worker may tell the line of the student's file its
-        import is at (worker.import_telling_where): the latest is kept for a timeout to show.
-        A cold worker's first message says that its own preparation is over (worker.main): the
+        """The worker's hello, after its signing key and the lines its import was at (the latest
+        kept for a timeout to show).  A cold worker first says its own preparation is over: the
         time until then is the kit's, not the student's (self.prepared_seconds)."""
         deadline, self.stuck_line = time.monotonic() + seconds, None
         began, first = time.monotonic(), True
@@ -253,8 +234,8 @@ class Student:
                 return message
 
     def _stuck(self, message):
-        """A report of the line the student's code is at ({"stuck": line}), kept: a timeout
-        then names it.  False for any other message."""
+        """A report of the line the student's code is at ({"stuck": line}), kept for a timeout
+        to name.  False for any other message."""
         if not (isinstance(message, dict) and set(message) == {"stuck"}):
             return False
         if isinstance(message["stuck"], int) and not isinstance(message["stuck"], bool):
@@ -272,8 +253,8 @@ class Student:
                        "运行你代码的进程没有按约定应答")
 
     def _stuck_at(self):
-        """{"where": "attention.py:N: code"} for the line the import or the call was last seen at,
-        the code taken from the judge's own copy of the file (the worker only names a line)."""
+        """{"where": "attention.py:N: code"} for the line the import or the call was last seen at
+        (the code from the judge's own copy: the worker only names a line)."""
         line = getattr(self, "stuck_line", None)
         if line is None:
             return {}
@@ -335,8 +316,7 @@ class Student:
         """The worker is gone: exit status 70 before its hello is the sandbox failing to start
         (the grader's own failure, never blamed on the student); any other end is the student's
         process ending (a student's own exit(70) after the hello included)."""
-        before_hello = getattr(self, "hello_pending", True)
-        if before_hello and self.worker.proc.poll() == SANDBOX_FAILED:
+        if getattr(self, "hello_pending", True) and self.worker.proc.poll() == SANDBOX_FAILED:
             self._fail("sandbox", "the grader could not set up its sandbox (exit code 70)",
                        "评分器没能搭好运行代码的沙箱（退出码 70）")
         self._fail("crashed", f"worker exited ({self.worker.exit_description()})",
@@ -410,10 +390,6 @@ class Student:
             self._charge(time.monotonic() - began)
         if not isinstance(reply, dict) or reply.get("id") != self.next_id:
             self._fail("protocol", "reply out of order or malformed", "应答的次序或格式不对")
-        return self._answer_in(reply)
-
-    def _answer_in(self, reply):
-        """A reply's answer; the student's error raised; a reply with neither, the worker's."""
         if "error" in reply:
             error = StudentError(reply["error"])
             if error.is_a("MemoryError") or "can't allocate memory" in error.message:
@@ -425,12 +401,6 @@ class Student:
         if "ok" not in reply:
             self._fail("protocol", "reply without a result", "应答里没有结果")
         return reply["ok"]
-
-    def _memory(self):
-        """(counted, resident) bytes the worker's largest process holds (launch.tree_memory), or
-        None where its worker cannot say (ended, or a worker kind without a way to find it)."""
-        reading = getattr(self.worker, "memory", None)
-        return reading() if reading is not None else None
 
     def _out_of_memory(self):
         """Fail the call that overran while growing toward the memory limit, as the limit's."""
@@ -475,7 +445,7 @@ class Student:
 
     def devices(self):
         """The devices other than the CPU the worker can try (its claim: it only chooses where
-        the device checks run; a start of CUDA there may take a while).  Asked once."""
+        the device checks run).  Asked once; a start of CUDA may take a while."""
         if self.devices_seen is None:
             found = self.request("devices", timeout=60)
             self.devices_seen = [d for d in found if d in ("meta", "cuda")] \
@@ -484,9 +454,8 @@ class Student:
 
     def refused(self):
         """The routes into the grading process that the worker's audit hook refused to the
-        student's code so far (isolation.py: frames of the worker, the object graph, ctypes), as
-        event names: the worker's claim.  Where the worker cannot answer (it crashed or hangs),
-        what it said at import."""
+        student's code so far (isolation.py), as event names: the worker's claim.  Where the
+        worker cannot answer (it crashed or hangs), what it said at import."""
         try:
             found = self.request("refused", timeout=10)
         except (StudentError, WorkerFailure):
@@ -501,10 +470,9 @@ class Student:
 
     def constants(self, names, along=()):
         """{name: value} of the module's names (a value the file lacks: {"$missing": True}).  Each
-        name is asked once per submission and kept: the quiz's format check and its seven answer
-        checks read the same seven names.  `along`: names asked in the same round trip where not
-        kept yet; where that wider request fails, `names` are asked alone, so one name that cannot
-        be read never fails another's check."""
+        name is asked once per submission and kept.  `along`: names asked in the same round trip
+        where not kept yet; where that wider request fails, `names` are asked alone, so one name
+        that cannot be read never fails another's check."""
         names = list(names)
         wanted = [n for n in dict.fromkeys(names) if n not in self.known_constants]
         if wanted:
@@ -528,14 +496,11 @@ class Student:
 
     def source(self):
         """The student's file as text, for static checks: the judge's own copy, read before any
-        worker ran (a worker may have replaced the file since); without one, the file, read once
-        as a regular file of at most 2 MiB."""
+        worker ran (a worker may have replaced the file since), else the file, read once."""
         if self.source_text is None:
-            import os
-
             from grader import safefs
 
-            path = os.path.join(self.work_dir, self.student_name)
+            path = os.path.join(self.work_dir, STUDENT_FILE)
             self.source_text = safefs.read_regular(path, 2 * 1024 * 1024).decode("utf-8", "replace")
         return self.source_text
 
@@ -559,12 +524,10 @@ class Overtime:
 
     def more(self):
         """Seconds more to wait for the answer: a first step where the worker holds more than at
-        its hello (it may be growing: a machine under load fills memory slowly, and `near` may
-        not be reached yet), then one per step while it keeps growing, and one more the first
-        time it lets memory go (the limit stopped it: its own error is on its way, and freeing
-        gigabytes takes a moment); 0 once it holds still (a hang that holds memory: a timeout),
-        or the time allowed is given."""
-        held = self.student._memory()
+        its hello (under load memory fills slowly), one per step while it keeps growing, and one
+        the first time it lets memory go (the limit stopped it: its error is on its way); 0 once
+        it holds still (a hang that holds memory: a timeout), or the time allowed is given."""
+        held = self.student.worker.memory()
         if held is None:
             self.growing = False
             return 0

@@ -18,8 +18,7 @@ from grader import safefs
 
 STUDENT_FILE = "attention.py"
 MAX_BYTES = safefs.MAX_SOURCE_BYTES
-# A zip is read in memory; these bound what one can cost (a manifest listing thousands of large
-# members was about a minute of inflating and hashing).  Over a cap: ungradable, with the reason.
+# A zip is read in memory; these bound what one can cost.  Over a cap: ungradable, with the reason.
 MAX_ZIP_BYTES = 64 * 1024 * 1024        # the zip file itself
 MAX_ZIP_MEMBERS = 1000
 MAX_ZIP_UNCOMPRESSED = 256 * 1024 * 1024  # the members' declared sizes, summed
@@ -44,11 +43,6 @@ def has_suffix(name, *suffixes):
     return name.lower().endswith(suffixes)
 
 
-def is_named(name, wanted):
-    """`name` is `wanted` (attention.py) whatever its case."""
-    return name.lower() == wanted
-
-
 def seed_of(source):
     """The seed of the inputs the checks draw for this submission: derived from its text, so a
     regrade of the same file draws the same inputs and no fixed input exists to memorise."""
@@ -59,20 +53,18 @@ def seed_of(source):
 class Submission:
     container = "file"  # or folder, git, zip: where the attention file came from
     package = None      # a `make submit` zip: what its manifest says and what was verified
-    left_out = ()       # a notebook: its top-level statements that are not definitions, not run
 
-    def __init__(self, origin, source, kind):
+    def __init__(self, origin, source, kind, left_out=()):
         self.origin, self.source, self.kind = origin, source, kind
+        self.left_out = left_out  # a notebook: its top-level statements that are not definitions
         self.seed = seed_of(source)
         self._work_dir, self._cleaned = None, False
 
     @property
     def work_dir(self):
         """The work folder, made on first use: only a worker that reads its file from a folder
-        needs one (a forked worker in its namespaces gets a copy of `source`, a spare is handed
-        the text, the near-copies read `source` alone).  The judge keeps `source` (read once, at
-        load) and never reads the folder again; the worker, another uid in the sandbox, may read
-        the folder but not write it."""
+        needs one.  The judge keeps `source` (read once, at load) and never reads the folder
+        again; the worker, another uid in the sandbox, may read the folder but not write it."""
         if self._work_dir is None:
             if self._cleaned:
                 raise RuntimeError("the submission is cleaned up: it has no work folder")
@@ -129,12 +121,10 @@ def notebook_source(raw):
 
 
 def keep_definitions(chunks):
-    """(source, left_out): a notebook's cells with only what cells.py keeps at the top level
-    (imports, functions, classes, assignments to names), so a stray cell (a training loop,
-    `while True:`, a print of an experiment) cannot stop the definitions from being graded.  The
-    kernel's `%check` keeps the same statements (tools/notebook.assemble).  Every line stays where
-    it was (left-out lines become comments), so an error names the notebook's own line;
-    `left_out` lists each statement dropped as "line N: first line"."""
+    """(source, left_out): a notebook's cells with only what cells.py keeps at the top level, so
+    a stray cell (a training loop, `while True:`) cannot stop the definitions from being graded.
+    Every line stays where it was (left-out lines become comments), so an error names the
+    notebook's own line; `left_out` lists each statement dropped as "line N: first line"."""
     from grader.judge import cells  # a notebook's only (ast): a .py's worker starts before it
 
     chunks = [chunks] if isinstance(chunks, str) else list(chunks)
@@ -189,9 +179,7 @@ def _closed(lines):
 
 def _notebook_submission(origin, text):
     source, left_out = keep_definitions(notebook_cells(text))
-    sub = Submission(origin, source, "notebook")
-    sub.left_out = left_out
-    return sub
+    return Submission(origin, source, "notebook", left_out)
 
 
 def _read(path):
@@ -220,19 +208,15 @@ def decoded(raw, path):
 def pick_in_folder(folder):
     """The attention file a folder holds (searched as load does)."""
     try:
-        return _walk_for_attention(folder)
+        for name in ("attention.py", "attention.ipynb"):
+            for root, dirs, files in os.walk(folder):
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+                found = sorted(f for f in files if f.lower() == name)
+                if found:
+                    return os.path.join(root, name if name in found else found[0])
     except RecursionError:  # os.walk recurses: a folder nested 1500 levels deep
         raise SubmissionError(f"{folder}: folders nested too deep to search",
                               f"{folder}：文件夹嵌套太深，无法查找") from None
-
-
-def _walk_for_attention(folder):
-    for name in ("attention.py", "attention.ipynb"):
-        for root, dirs, files in os.walk(folder):
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
-            found = sorted(f for f in files if is_named(f, name))
-            if found:
-                return os.path.join(root, name if name in found else found[0])
     candidates = [f for f in sorted(os.listdir(folder)) if has_suffix(f, ".py", ".ipynb")]
     if len(candidates) == 1:
         return os.path.join(folder, candidates[0])
@@ -265,15 +249,14 @@ def load(path):
     return load_file(path, origin=path)
 
 
-def _zip_walk_key(name):
+def _zip_walk_key(parts):
     """Sort zip members the way pick_in_folder walks a folder: a folder's files before its
     subfolders, subfolders by name."""
-    parts = name.split("/")
     return [(1, p) for p in parts[:-1]] + [(0, parts[-1])]
 
 
 def _zip_candidates(archive):
-    members = []
+    members = []  # (the member's path split into its folders, its info)
     for info in archive.infolist():
         parts = info.filename.replace("\\", "/").split("/")
         if info.is_dir() or any(p.startswith(".") or p in ("__MACOSX", "__pycache__")
@@ -281,13 +264,12 @@ def _zip_candidates(archive):
             continue
         if stat.S_ISLNK(info.external_attr >> 16):
             continue  # a symlink member: its "content" is a path, never followed
-        members.append(info)
+        members.append((parts, info))
     for name in ("attention.py", "attention.ipynb"):
-        found = [m for m in members
-                 if is_named(m.filename.replace("\\", "/").split("/")[-1], name)]
+        found = [(parts, info) for parts, info in members if parts[-1].lower() == name]
         if found:
-            return min(found, key=lambda m: _zip_walk_key(m.filename.replace("\\", "/")))
-    code = [m for m in members if has_suffix(m.filename, ".py", ".ipynb")]
+            return min(found, key=lambda member: _zip_walk_key(member[0]))[1]
+    code = [info for _, info in members if has_suffix(info.filename, ".py", ".ipynb")]
     if len(code) == 1:
         return code[0]
     raise SubmissionError("no attention.py or attention.ipynb inside the zip",

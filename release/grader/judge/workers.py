@@ -1,15 +1,14 @@
 """Where a grading's workers come from: one interface (`WorkerSource.spawn`) for all three.
 
-    "exec"   each worker a new sandboxed process that imports torch itself: `grade`, `make check`,
-             the nbgrader regrade and Gradescope (one submission per judge, nothing to keep warm)
-    "fork"   forked from a zygote that imported torch once (sandbox/forkserver.py): a few
-             milliseconds a worker, for every long-lived judge where the fork server works (Linux;
-             bubblewrap as root, or plain processes)
+    "exec"   each worker a new sandboxed process that imports torch itself (one submission per
+             judge: `grade`, `make check`, Gradescope)
+    "fork"   forked from a zygote that imported torch once (sandbox/forkserver.py), for every
+             long-lived judge where the fork server works (Linux; bubblewrap as root, or plain)
     "spare"  started ahead and waiting for go (worker.py --wait-go), where no fork server works
-             (bubblewrap as an ordinary user, macOS) and a judge keeps spares (watch, the kernel)
+             and a judge keeps spares (watch, the kernel)
 
-Every worker of every source is its own fresh sandboxed process; the source only decides how
-much of torch's import it has done before the student's file is handed over.
+Every worker is its own fresh sandboxed process; the source only decides how much of torch's
+import it has done before the student's file is handed over.
 
 The spares are made on a thread of their own that lives as long as the pool: bubblewrap's
 --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that forked the process ends, so a
@@ -84,7 +83,9 @@ class SparePool:
             while self._short():
                 spare = None
                 try:
-                    spare = self._new_spare()
+                    spare = Spare(self.limits, self.isolation)
+                except OSError:
+                    time.sleep(0.5)  # e.g. out of processes for a moment: the next fill tries again
                 finally:
                     with self.made:
                         self.making = False
@@ -104,13 +105,6 @@ class SparePool:
             if not self.making:
                 self.made.notify_all()
             return self.making
-
-    def _new_spare(self):
-        try:
-            return Spare(self.limits, self.isolation)
-        except OSError:
-            time.sleep(0.5)  # e.g. out of processes for a moment: the next fill tries again
-            return None
 
     def take(self, source):
         """(a spare that is still alive, else a cold one, told to import `source`; was it warm)."""
@@ -143,25 +137,13 @@ class SparePool:
         self.maker.join(timeout=30)  # a spare it was starting is killed by the thread itself
 
 
-def fork_server(isolation, start):
-    """A fork server when `start` allows it and it can isolate its children here, else None."""
-    if start not in ("auto", "fork") or sys.platform != "linux":
-        return None
-    from grader.sandbox import forkserver
-
-    if forkserver.supported(isolation) is None:
-        return None
-    return forkserver.ForkServer(isolation)
-
-
 TAKEN_KEPT = 256  # workers remembered in WorkerSource.taken
 
 
 class WorkerSource:
     """The workers of one judge.  `start`: "auto" or "fork" (fork where it works, else spares
-    where `spares` > 0, else exec), "spare" (never fork), "exec" (every worker cold).  `server`
-    hands over a fork server already started.  `refill`: replace the spares taken once a grading
-    is over (a judge kept for many gradings; a one-shot judge's spare is only started early).
+    where `spares` > 0, else exec), "spare" (never fork), "exec" (every worker cold).  `server`:
+    a fork server already started.  `refill`: replace the spares taken once a grading is over.
     `taken`: the last TAKEN_KEPT workers handed out, how each started and whether it was warm."""
 
     def __init__(self, isolation, limits=None, start="auto", spares=0, server=None, refill=True):
@@ -169,7 +151,12 @@ class WorkerSource:
             raise ValueError(f"worker start {start!r}: one of {', '.join(STARTS)}")
         self.isolation = sandbox.choose_isolation(isolation)
         self.limits = limits or sandbox.Limits()
-        self.server = server if server is not None else fork_server(self.isolation, start)
+        self.server = server
+        if server is None and start in ("auto", "fork") and sys.platform == "linux":
+            from grader.sandbox import forkserver
+
+            if forkserver.supported(self.isolation) is not None:  # it can isolate its children
+                self.server = forkserver.ForkServer(self.isolation)
         self.spares = spares if start in ("auto", "spare") else 0
         self.refill = refill
         self.pool = None if self.server else self._pool()
@@ -208,18 +195,18 @@ class WorkerSource:
             self.pool.eager = True
             self.pool.fill()
 
-    def spawn(self, folder, student_name, limits, source):
+    def spawn(self, folder, limits, source):
         """A new worker for the submission whose file is in `folder()` (a function: the folder
         is made on first need); `source()` is its file's text.  A spare is handed the text, a
         fork in its namespaces a copy of it; the others read the file in their sandbox."""
         if self.server is not None:
-            worker = self.server.spawn(folder, student_name, limits, source)
+            worker = self.server.spawn(folder, STUDENT_FILE, limits, source)
             self.taken.append({"pid": worker.id, "warm": True, "start": "fork"})
         elif self.pool is not None:
             worker, warm = self.pool.take(source())
             self.taken.append({"pid": worker.proc.pid, "warm": warm, "start": "spare"})
         else:
-            worker = sandbox.WorkerProcess(folder(), student_name, limits, self.isolation)
+            worker = sandbox.WorkerProcess(folder(), STUDENT_FILE, limits, self.isolation)
             self.taken.append({"pid": worker.proc.pid, "warm": False, "start": "exec"})
         del self.taken[:-TAKEN_KEPT]  # a batch judge hands out hundreds: the latest are enough
         return worker

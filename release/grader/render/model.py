@@ -1,11 +1,7 @@
-"""The report model: what one grading found, typed, made once by `grading.finish` from the runs
-of each check's parts (Report.from_parts), which is where every status and score is computed.
-
-Status, Part, CheckResult and Report are frozen: nothing adds to a report after it is made.  A
-report crosses processes and is kept on disk as its plain data (`Report.data()`: JSON, what every
-renderer formats); data read back from a judge's reply or a batch record goes through
-`Report.from_data`, which refuses what does not have the model's shape instead of letting a
-renderer fail on it later.
+"""The report model: what one grading found, frozen, made once by `grading.finish` from each check's
+parts' runs (Report.from_parts: every status and score is computed there).  It travels as plain
+data (`Report.data()`); data read back goes through `Report.from_data`, which refuses what does
+not have the model's shape instead of letting a renderer fail on it later.
 """
 import dataclasses
 import enum

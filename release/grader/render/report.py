@@ -1,8 +1,5 @@
-"""The report's renderers: text, JSON, Markdown and Gradescope's results.json.
-
-Scores and verdicts are computed once, by the model (model.Report.from_parts); every renderer
-only formats its plain data, in zh or en.
-"""
+"""The report's renderers: text, JSON, Markdown and Gradescope's results.json, in zh or en.
+Scores and verdicts are the model's (model.Report.from_parts); these only format its plain data."""
 import itertools
 
 from grader import inert
@@ -10,7 +7,6 @@ from grader import words
 
 STATUS_MARK = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱"}
 STATUS_WORDS = words.table("status")
-STATUS_ZH = STATUS_WORDS["zh"]
 
 
 def status_of(r, lang):
@@ -22,8 +18,7 @@ def status_of(r, lang):
 
 
 def error_of(record, lang):
-    """Why a batch entry could not be graded, in `lang` where it was said in both (a record of
-    an older kit has only the English)."""
+    """Why a batch entry could not be graded, in `lang` (an older kit's record: the English)."""
     said_ = record.get("error_said")
     if isinstance(said_, dict) and isinstance(said_.get(lang), str):
         return said_[lang]
@@ -31,17 +26,14 @@ def error_of(record, lang):
 
 
 def check_line(r, title, lang, mark=None, status=None):
-    """One check on one line, as every terminal view shows it: mark, id, title, [score/max] and
-    the status words (`mark` and `status` default to the card's own; status "" leaves it out)."""
+    """One check on one line: mark, id, title, [score/max], status words (status "": none)."""
     own_mark, own_status = status_of(r, lang)
     mark, status = own_mark if mark is None else mark, own_status if status is None else status
     line = f"{mark} {r['id']}  {title}  [{points(r['score'])}/{points(r['max_score'])}]"
     return f"{line} {status}" if status else line
 
 
-# The text report's own words (the checks' words are the rubric's): one table, zh and en, each
-# language whole in its own sentences; counts go through plural().
-TEXT = words.table("report")
+TEXT = words.table("report")  # the text report's own words; the checks' are the rubric's
 
 
 def plural(n, one, many):
@@ -57,8 +49,7 @@ def points(x, decimals=4):
 
 
 def class_points(x):
-    """A score of the class outputs (gradebook, class page, a TA's card): two decimals; "" for
-    none."""
+    """A score of the class outputs (gradebook, class page, a TA's card): two decimals; "" for none."""
     return "" if x is None else points(x, 2)
 
 
@@ -68,24 +59,22 @@ def feedback(rubric, result, lang):
     if result["status"] == "passed":
         return notes(rubric, result, lang)
     check = rubric.by_id[result["id"]]
-    text = TEXT[lang]
-    keys = {v["key"] for v in result["verdicts"]}
+    if {v["key"] for v in result["verdicts"]} & {"not_implemented", "import_failed"}:
+        return "\n".join(verdict_lines(rubric, result["verdicts"], lang))
     parts = result.get("parts") or []
     if len(parts) > 1 and len(result["verdicts"]) == sum(p["status"] != "passed" for p in parts):
         lines = part_lines(rubric, result, lang)
     else:
         lines = verdict_lines(rubric, result["verdicts"], lang)
-    if keys & {"not_implemented", "import_failed"}:
-        return "\n".join(verdict_lines(rubric, result["verdicts"], lang))
-    checked = text["checked"] + check.checked[lang]
-    where = text["see"] + rubric.section(check.section, lang)
+    checked = TEXT[lang]["checked"] + check.checked[lang]
+    where = TEXT[lang]["see"] + rubric.section(check.section, lang)
     addresses = ["  " + address for address in rubric.addresses(check.section)]  # [course]
     return "\n".join([checked] + lines + [where] + addresses)
 
 
-def verdict_lines(rubric, verdicts, lang, seen=None):
+def verdict_lines(rubric, verdicts, lang):
     """Each verdict's message once, with its detail and heatmap."""
-    lines, seen = [], set() if seen is None else seen
+    lines, seen = [], set()
     for verdict in verdicts:
         message = rubric.message(verdict["key"], lang, **verdict.get("fields", {}))
         if message in seen:
@@ -101,9 +90,8 @@ def verdict_lines(rubric, verdicts, lang, seen=None):
 
 
 def line_said(verdict, lang):
-    """(what the line is, the line's number, its code) of a verdict whose `where` names a line
-    of the student's file ("attention.py:N: code"), or None: the line a timeout was running, or
-    the one an import stopped at."""
+    """(what the line is, its code) of a verdict whose `where` names a line of the student's file
+    ("attention.py:N: code"): the line a timeout was running or an import stopped at; or None."""
     head, _, code = verdict.get("fields", {}).get("where", "").partition(": ")
     number = head.rpartition(":")[2]
     if not (code and number.isdigit()):
@@ -113,15 +101,13 @@ def line_said(verdict, lang):
 
 
 def stuck_lines(verdict, lang):
-    """Under a call's timeout: the line of the student's file it was running when time ran out
-    (the worker tells it while the call runs: Student.stuck_line)."""
+    """Under a call's timeout: the student's line it was running when time ran out."""
     said = line_said(verdict, lang) if verdict.get("key") == "timeout" else None
     return [said[0], f"| {said[1]}"] if said else []
 
 
 def stuck_at_top(report, lang):
-    """Said once, at the top: the first call that timed out and the line it was running (each
-    card that timed out says so; only the first of a kind names the line)."""
+    """Said once, at the top: the first call that timed out and the line it was running."""
     for result in report["checks"]:
         for verdict in result["verdicts"]:
             lines = stuck_lines(verdict, lang)
@@ -132,8 +118,8 @@ def stuck_at_top(report, lang):
 
 
 def part_lines(rubric, result, lang):
-    """Partial credit explained: "2 of 3 parts right", then each part with its input and, where
-    it failed, its verdict (a message said for an earlier part is not repeated)."""
+    """Partial credit explained: "2 of 3 parts right", then each part and, where it failed, its
+    verdict (a message said for an earlier part is not repeated)."""
     text = TEXT[lang]
     parts, verdicts = result["parts"], iter(result["verdicts"])
     passed = sum(1 for p in parts if p["status"] == "passed")
@@ -155,8 +141,7 @@ def part_lines(rubric, result, lang):
 
 
 def notes(rubric, result, lang):
-    """What a passing check could not judge here (it cost nothing), e.g. code that cannot run on
-    `meta` for a reason other than its device."""
+    """What a passing check could not judge here (it cost nothing), each message once."""
     said = []
     for note in result.get("notes") or []:
         message = rubric.message(note.get("key", ""), lang, **note.get("fields", {}))
@@ -175,15 +160,15 @@ def import_failure(report):
 
 
 def at_import(verdict):
-    """Whether a verdict is about the file's import (nothing after it ran): an error raised at
-    import, or a worker that timed out or died while importing."""
+    """Whether a verdict is about the file's import: an error raised at import, or a worker that
+    timed out or died while importing."""
     return verdict.get("key") == "import_failed" or \
         verdict.get("fields", {}).get("during") == "import"
 
 
 def import_failure_lines(rubric, verdict, lang):
     """Said once, at the top: what stopped the import and the line itself, indentation kept
-    (an IndentationError is about exactly the spaces a stripped line would hide)."""
+    (an IndentationError is about its spaces)."""
     lines = [rubric.message(verdict["key"], lang, **verdict.get("fields", {}))]
     said = line_said(verdict, lang)
     if said:
@@ -222,8 +207,8 @@ NOT_STARTED = {"not_implemented": "not_started", "quiz_missing": "not_answered"}
 
 
 def not_started(checks):
-    """"not_started" or "not_answered" where every check of an exercise failed only because the
-    stub is untouched, else None."""
+    """"not_started" or "not_answered" where an exercise's checks all failed on the untouched
+    stub, else None."""
     keys = {misconception(r) for r in checks}
     return NOT_STARTED.get(keys.pop()) if len(keys) == 1 and \
         all(r["score"] == 0 for r in checks) else None
@@ -320,12 +305,12 @@ def to_markdown(rubric, report, lang):
         lines.append(f"| {mark} | `{r['id']}` {check.title[lang]} | "
                      f"{points(r['score'])}/{points(r['max_score'])} | {status} |")
     for r in report["checks"]:
-        text = feedback(rubric, r, lang)
-        if text:
-            lines += ["", f"### `{r['id']}`", "", inert.markdown_fence(text)]
+        said = feedback(rubric, r, lang)
+        if said:
+            lines += ["", f"### `{r['id']}`", "", inert.markdown_fence(said)]
     meta = report["metadata"]
     if meta.get("left_out"):
-        lines += ["", TEXT[lang]["left_out"], "",
+        lines += ["", text["left_out"], "",
                   inert.markdown_fence("\n".join(meta["left_out"][:20]))]
     lines += ["", f"<sub>{meta_line(meta, lang)}</sub>", ""]
     return "\n".join(lines)
@@ -339,8 +324,8 @@ def _passes(r):
 
 
 def gradescope_summary(rubric, report, lang):
-    """The sentence a student reads first on Gradescope: the score, the first public check to look
-    at (where in the lesson) and where the hidden checks stand, without naming them."""
+    """What a student reads first on Gradescope: the score, the first public check to look at
+    (where in the lesson) and where the hidden checks stand, without naming them."""
     said = GRADESCOPE[lang]
     lines = [said["score"].format(score=points(report["score"]),
                                   max_score=points(report["max_score"]))]
@@ -368,7 +353,7 @@ def _gradescope_output(rubric, r, lang):
         fenced = f"**{r['status']}**\n\n{fenced}"
     o = r.get("override")
     if o:
-        status = STATUS_ZH[o["status"]] if lang == "zh" else o["status"]
+        status = STATUS_WORDS["zh"][o["status"]] if lang == "zh" else o["status"]
         line = GRADESCOPE[lang]["override"].format(
             was=points(o["was"]), max_score=points(r["max_score"]), status=status,
             score=points(r["score"]), why=inert.markdown_inline(o["why"]))
@@ -377,8 +362,7 @@ def _gradescope_output(rubric, r, lang):
 
 
 def gradescope_test(check, number, scored, passed, output, lang):
-    """One check as a Gradescope test, `scored` its (score, max_score) (a hidden check shows
-    once the grades are published)."""
+    """One check as a Gradescope test, `scored` its (score, max_score)."""
     return {"name": f"{check.id}: {check.title[lang]}", "number": str(number), "score": scored[0],
             "max_score": scored[1], "status": "passed" if passed else "failed",
             "output": output, "output_format": "md", "tags": [check.id, check.exercise],
@@ -386,9 +370,8 @@ def gradescope_test(check, number, scored, passed, output, lang):
 
 
 def to_gradescope(rubric, report, lang):
-    """Gradescope's results.json: one test per check (error/timeout shown as failed with why, an
-    override as the TA's score with the grader's beside it), a top-level sentence for the
-    student, the kit's provenance and the checks' pytest-json-report document in extra_data."""
+    """Gradescope's results.json: one test per check, a top-level summary for the student, the
+    kit's provenance and the checks' pytest-json-report document in extra_data."""
     tests = [gradescope_test(rubric.by_id[r["id"]], number, (r["score"], r["max_score"]),
                              _passes(r), _gradescope_output(rubric, r, lang), lang)
              for number, r in enumerate(report["checks"], 1)]

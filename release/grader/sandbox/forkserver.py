@@ -1,14 +1,9 @@
-"""The judge's side of the fork server (zygote.py): warm workers for a batch, one fork each.
-
-Each judge starts a zygote of its own; it imports torch once, and every submission's worker is a
-fork of it, isolated before the student's file is imported (see zygote.py for what each child
-gets).
-A ForkedWorker looks like sandbox.WorkerProcess to the Student proxy: a channel, captured stdout
-and stderr, kill() and exit_description().
+"""The judge's side of the fork server (zygote.py): each judge starts a zygote of its own, which
+imports torch once and forks every submission's worker, isolated before the student's file is
+imported.  A ForkedWorker looks like launch.WorkerProcess to the Student proxy.
 
 The fork server is used where it isolates as well as one process per submission: bubblewrap when
-the grader is root (the children build their own mount and PID namespaces) and plain processes.
-Bubblewrap as an ordinary user keeps one sandboxed process per submission (`supported` says so).
+the grader is root (the children build their own namespaces) and plain processes (`supported`).
 """
 import contextlib
 import itertools
@@ -56,7 +51,7 @@ class _Exit:
 class ForkedWorker:
     def __init__(self, server, spawn_id, copy_dir, limits, slot=None):
         self.server, self.id, self.copy_dir, self.slot = server, spawn_id, copy_dir, slot
-        self.isolation, self.zygote = server.isolation, None
+        self.zygote = server.control  # the zygote it is asked of: its end is this worker's end
         self.pid = None  # as the zygote numbers it (ForkServer.spawn)
         self.proc = _Exit()
         self.channel, worker_end = socket.socketpair()
@@ -70,14 +65,19 @@ class ForkedWorker:
 
     def kill(self, grace=0.2):
         """End the child.  Closing the channel lets a worker that waits for a request exit by
-        itself (and its CPU time be counted); the zygote kills it, with its process group and so
-        its PID namespace, if it is still there after `grace`.  Returns once the worker's output
-        is complete; its exit status and the removal of its copy of the work folder follow
-        (ForkServer._read), so the judge never waits for the kernel to tear namespaces down."""
+        itself; the zygote kills it, with its process group, if it is still there after `grace`.
+        Returns once its output is complete; its exit status and the removal of its copy of the
+        work folder follow (ForkServer._read): the judge never waits for namespaces to go."""
         self.channel.close()
         self.server.send({"op": "end", "id": self.id, "grace": grace})
         for reader in (self.stdout, self.stderr):
             reader.join(grace + 5)
+
+    def exited(self, code):
+        """Its exit status, as the zygote reported it (or -9: the zygote is gone)."""
+        self.proc.code = code
+        self.proc.done.set()
+        self.cleanup()
 
     def cleanup(self):
         """Never raises (it runs on the reader thread, which every later worker needs)."""
@@ -91,8 +91,7 @@ class ForkedWorker:
 
     def memory(self):
         """The memory its largest process holds (sandbox.tree_memory), or None where it has ended
-        or cannot be found: a plain zygote numbers its children as the judge does, one in
-        namespaces one PID namespace down (sandbox.pid_below)."""
+        or cannot be found (a zygote in namespaces numbers its children one PID namespace down)."""
         if self.pid is None or self.proc.poll() is not None:
             return None
         pid = self.pid if self.server.mode == "plain" else \
@@ -117,8 +116,7 @@ class ForkServer:
         self._start()
 
     def _start(self):
-        """Start a zygote (its runtime folder, and its spool in namespaces mode) and the thread
-        that reads its messages."""
+        """Start a zygote (with its runtime folder and spool) and the thread reading it."""
         self.runtime_dir = sandbox.make_runtime_dir()
         self.spool = tempfile.mkdtemp(prefix="attn-spool-") if self.mode == "namespaces" else None
         if self.spool:
@@ -166,9 +164,7 @@ class ForkServer:
                     self.child_cpu_seconds += message.get("cpu_seconds", 0)
                     self.children_exited += 1
                     if worker is not None:
-                        worker.proc.code = message["code"]
-                        worker.proc.done.set()
-                        worker.cleanup()
+                        worker.exited(message["code"])
                 else:
                     self.replies[message.get("spawned", message.get("failed"))] = message
                     self.answered.notify_all()
@@ -176,9 +172,7 @@ class ForkServer:
             gone.set()   # zygote started in its place may have children already)
             for spawn_id, worker in list(self.workers.items()):  # an exited one is not listed
                 if worker.zygote is control:
-                    worker.proc.code = -9
-                    worker.proc.done.set()
-                    worker.cleanup()
+                    worker.exited(-9)
                     del self.workers[spawn_id]
             self.answered.notify_all()
         ready.set()
@@ -187,8 +181,7 @@ class ForkServer:
         control = self.control
         if control is None:
             return  # closed: the zygote has killed this judge's children
-        # the zygote died: the reader has marked its children exited
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # a dead zygote's children are marked exited already
             socket.send_fds(control, [json.dumps(message).encode()], list(fds))
 
     def wait_ready(self):
@@ -205,10 +198,9 @@ class ForkServer:
         return self.control is not None and not self.gone.is_set() and self.proc.poll() is None
 
     def spawn(self, folder, student_name, limits, source=None):
-        """A fresh worker for one submission (restarts the zygote once if it died).  `folder`:
-        the folder of the student's file, or a function that makes it; `source`: None, or a
-        function giving the file's text, which a child in its namespaces is handed a copy of
-        (the folder is then never made)."""
+        """A fresh worker for one submission (restarts the zygote if it died).  `folder`: the
+        folder of the student's file, or a function that makes it; `source`: None, or a function
+        giving the file's text, which a child in its namespaces gets a copy of (no folder made)."""
         if not callable(folder):  # a path: the folder is there already
             path, folder = folder, (lambda: path)
         if not self.alive():
@@ -226,7 +218,6 @@ class ForkServer:
         else:  # a plain child reads the folder itself
             work_dir = folder()
         worker = ForkedWorker(self, spawn_id, copy_dir, limits, slot)
-        worker.zygote = self.control  # the zygote it is asked of: its end is this worker's end
         with self.lock:
             self.workers[spawn_id] = worker
         self.send({"op": "spawn", "id": spawn_id, "dir": copy_dir or work_dir,
@@ -249,9 +240,8 @@ class ForkServer:
         return worker
 
     def _copy_in(self, spawn_id, folder, student_name, source=None):
-        """The student's file in a read-only folder of the spool: the judge's own copy of its
-        text where there is one (`source()`), else the file in `folder()` (a regular file,
-        capped)."""
+        """The student's file in a read-only folder of the spool: `source()` where given, else the
+        file in `folder()` (a regular file, capped)."""
         copy_dir = os.path.join(self.spool, str(spawn_id))
         os.mkdir(copy_dir, 0o755)
         try:

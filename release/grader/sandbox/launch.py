@@ -1,13 +1,12 @@
 """Start the worker behind a process boundary: bubblewrap where it works, else a plain subprocess.
 
 Either way the worker gets resource limits, a minimal environment, `python -I`, its own process
-group (so everything it starts is killed with it) and a private copy of the only judge files it
-needs (worker.py, wire.py, copytask.py).  In bubblewrap it also gets no network, a read-only view
-of the Python runtime, an empty /tmp, an unprivileged uid, its own PID namespace and the work
-folder as the only writable place; the repo, solutions/ and the hidden checks are not there.
-On a machine with an NVIDIA GPU the worker also gets its device nodes, and its memory cap counts
-the memory it writes (RLIMIT_DATA) instead of its address space, which CUDA reserves by the
-hundred GiB: the device checks then run on CUDA too (check_device.py).
+group (so everything it starts is killed with it) and a private copy of the runtime folder.  In
+bubblewrap it also gets no network, a read-only view of the Python runtime, an empty /tmp, an
+unprivileged uid, its own PID namespace and its submission, read-only; the repo, solutions/ and
+the hidden checks are not there.  On a machine with an NVIDIA GPU the worker also gets its device
+nodes, and its memory cap counts the memory it writes (RLIMIT_DATA) instead of its address space,
+which CUDA reserves by the hundred GiB.
 """
 import contextlib
 import dataclasses
@@ -33,9 +32,9 @@ SANDBOX_RUNTIME = "/grader-runtime"
 
 class WorkerFailure(Exception):
     """The worker did not answer properly: kind is timeout, memory_limit (a call that overran while
-    growing toward the memory limit: Student), crashed, protocol, budget or sandbox (the grader's
-    own sandbox could not be set up).  `message` is English, `zh` the same in
-    Chinese (students read either, one language at a time); `fields` fill the rubric message."""
+    growing toward the memory limit), crashed, protocol, budget or sandbox (the grader's own
+    sandbox could not be set up).  `message` is English, `zh` the same in Chinese; `fields` fill
+    the rubric message."""
 
     def __init__(self, kind, message, zh=None, **fields):
         self.kind, self.message, self.zh, self.fields = kind, message, zh or message, fields
@@ -78,8 +77,8 @@ def _bubblewrap_runs(path):
 
 
 def bubblewrap_works():
-    """bwrap may be installed but refused by the kernel (no user namespaces): tried once a
-    process, for each bwrap found."""
+    """bwrap may be installed but refused by the kernel (no user namespaces): tried once for
+    each bwrap found."""
     path = bubblewrap_path()
     return path is not None and _bubblewrap_runs(path)
 
@@ -94,8 +93,7 @@ def choose_isolation(requested="auto"):
 
 
 def make_runtime_dir():
-    """A private copy of the runtime folder (everything that runs inside the sandbox, copied
-    whole), so the worker never sees grader/."""
+    """A private copy of the runtime folder, so the worker never sees grader/."""
     runtime = tempfile.mkdtemp(prefix="attn-runtime-")
     for name in sorted(os.listdir(paths.RUNTIME)):
         if name.endswith(".py"):
@@ -211,30 +209,22 @@ def bubblewrap_argv(work_dir, runtime_dir, spool=None, uid=UNPRIVILEGED,
     return argv
 
 
-def _namespace_unsharer():
-    """A call that gives the child System V IPC objects of its own, gone with the worker, and a
-    network namespace of its own (no connection to another worker, nor out): root only; as an
-    ordinary user the plain subprocess shares the user's (docs/security.md).  Resolved here, in
-    the parent: nothing is imported between fork and exec."""
-    if os.geteuid() != 0:
-        return lambda: None
-    import ctypes
+def _preexec(limits):
+    """What the child does between fork and exec: its own session, the limits and, as root, System
+    V IPC objects and a network namespace of its own (no connection to another worker, nor out;
+    an ordinary user's plain subprocess shares the user's: docs/security.md).  Everything is
+    resolved here, in the parent: nothing is imported or looked up between fork and exec."""
+    unshare = None
+    if os.geteuid() == 0:
+        import ctypes
 
-    unshare = ctypes.CDLL(None, use_errno=True).unshare
-
-    def own_namespaces():  # refused where root lacks CAP_SYS_ADMIN (a default Docker container):
-        unshare(CLONE_NEWIPC | CLONE_NEWNET)  # the worker then shares them (docs/security.md)
-    return own_namespaces
-
-
-def _apply_limits(limits):
-    own_namespaces = _namespace_unsharer()
-    table = rlimit_table(vars(limits))  # resolved here, in the parent: nothing is looked up
-    # between fork and exec
+        unshare = ctypes.CDLL(None, use_errno=True).unshare
+    table = rlimit_table(vars(limits))
 
     def preexec():
         os.setsid()
-        own_namespaces()
+        if unshare is not None:  # refused where root lacks CAP_SYS_ADMIN (a default Docker
+            unshare(CLONE_NEWIPC | CLONE_NEWNET)  # container): it then shares them
         apply_rlimits(table)
     return preexec
 
@@ -263,7 +253,6 @@ class WorkerProcess:
     """One running worker: its process, its channel and its captured output."""
 
     def __init__(self, work_dir, student_name, limits, isolation, wait_go=False):
-        self.isolation = isolation
         self.runtime_dir = make_runtime_dir()
         self.slot = None
         judge_end, worker_end = socket.socketpair()
@@ -289,7 +278,7 @@ class WorkerProcess:
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             pass_fds=(worker_end.fileno(),), cwd=cwd, env=minimal_env(home),
-            preexec_fn=_apply_limits(limits), close_fds=True)
+            preexec_fn=_preexec(limits), close_fds=True)
         worker_end.close()
         self.channel = judge_end
         self.stdout = CappedReader(self.proc.stdout, limits.output_bytes)
@@ -322,8 +311,7 @@ class WorkerProcess:
 
 # -- the memory a worker holds, read from /proc (Student: a call that overran while it grew) ------
 def process_tree(pid):
-    """`pid` and every process below it (bubblewrap's own processes, the worker, what it started),
-    as this judge's /proc numbers them; the ones that cannot be read are left out."""
+    """`pid` and every process below it, as this judge's /proc numbers them."""
     found, waiting = [], [pid]
     while waiting:
         current = waiting.pop()
@@ -341,16 +329,14 @@ def process_tree(pid):
 
 def tree_memory(pid):
     """(counted, resident) bytes of the process under `pid` (itself included) that holds the most
-    counted memory (limits.memory_held: the memory limit is each process's own), or None where
-    none can be read."""
+    counted memory (the memory limit is each process's own), or None where none can be read."""
     held = [m for m in map(memory_held, process_tree(pid)) if m is not None]
     return max(held) if held else None
 
 
 def pid_below(root, pid):
-    """This judge's number of the process that the sandbox started under `root` numbers `pid` one
-    PID namespace below root's own (a fork server's child in bubblewrap: the zygote reports the
-    pid its namespace gives it), or None where none is found."""
+    """This judge's number of the process under `root` that is `pid` one PID namespace below
+    root's own (the pid a zygote in bubblewrap reports for its child), or None."""
     def numbers(of):
         try:
             with open(f"/proc/{of}/status", encoding="ascii") as status:

@@ -35,10 +35,8 @@ class Slot:
         self.uid, self.handle = uid, handle
 
     def release(self):
-        if self.handle is not None:
-            with contextlib.suppress(OSError):
-                self.handle.close()  # closing the file drops the flock
-            self.handle = None
+        with contextlib.suppress(OSError):
+            self.handle.close()  # closing the file drops the flock (a second close does nothing)
 
 
 def claim():

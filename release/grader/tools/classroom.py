@@ -3,19 +3,18 @@
   python -m grader.classroom grade REPORT [--summary FILE]   grade the repository's work once
   python -m grader.classroom REPORT CHECK_ID                 one public check's verdict
 
-`grade` runs the public checks on each work file the repository holds (attention.py and
-attention.ipynb: a student who works in the notebook leaves attention.py the untouched stub, and
-the other way round) and keeps the better report as REPORT (JSON), its Markdown appended to the
-step summary.  Then one `autograding-command-grader` step per public check reads REPORT, and
-Classroom awards that step's points when it exits 0.  Reading the saved report, instead of
-grading again per check, keeps the run to one grading pass and every step consistent with it.
-Exit 0 only when the check passed in full: the command grader gives all of a step's points or none.
+`grade` runs the public checks on attention.py and attention.ipynb (a student who works in one
+leaves the other the untouched stub) and keeps the better report as REPORT, its Markdown appended
+to the step summary.  Then one `autograding-command-grader` step per public check reads REPORT
+(one grading pass, every step consistent with it) and exits 0 only when the check passed in full:
+the command grader gives a step all of its points or none.
 """
 import json
 import os
 import sys
 
-from grader import words
+from grader import rubric, words
+from grader.render import report
 
 WORK_FILES = ("attention.py", "attention.ipynb")
 
@@ -36,11 +35,9 @@ def verdict(report_path, check_id):
     check = checks.get(check_id)
     if check is None:
         return 1, _both("no_check", check=check_id)
-    from grader.render.report import check_line
-
     if check["status"] == "passed":
-        return 0, check_line(check, check["title"], "en", mark="✓", status="")
-    return 1, "\n".join([check_line(check, check["title"], "en", mark="✗", status=""),
+        return 0, report.check_line(check, check["title"], "en", mark="✓", status="")
+    return 1, "\n".join([report.check_line(check, check["title"], "en", mark="✗", status=""),
                          check.get("feedback") or check["status"]])
 
 
@@ -65,9 +62,6 @@ def best_work(folder="."):
 
 def grade(report_path, summary=None, lang="zh", folder="."):
     """Write the better work file's report to `report_path`; 1 when there is none to grade."""
-    from grader.render import report
-    from grader import rubric
-
     best = best_work(folder)
     if best is None:
         print("\n".join(words.text("classroom", "no_work", lang,

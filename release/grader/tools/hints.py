@@ -1,20 +1,21 @@
 """`python -m grader hint [EXERCISE]`: the next hint for one exercise, one level at a time.
 
 The hints are the rubric's [hints.EXERCISE] tables (zh and en, level by level, never the
-solution).  How far a student got, and the last watch/hint run's per-exercise progress, live in a
-small JSON state file beside the student's file (`.attention-hints.json` next to attention.py),
-never inside it.  Without EXERCISE the first unfinished exercise is taken: from that state file
-when it describes the file as it is now, else by running the public checks once.
+solution).  The level reached, and the last watch/hint run's per-exercise progress, live in a
+JSON state file beside the student's file (`.attention-hints.json`), never inside it.  Without
+EXERCISE the first unfinished exercise is taken: from that state file when it describes the file
+as it is now, else by running the public checks once.
 """
 import hashlib
 import os
 import sys
 
-from grader import rubric as rubric_module
-from grader import statefile, words
+from grader import options, rubric as rubric_module, statefile, words
+from grader.judge import service, submission as submission_module
 from grader.judge.submission import SubmissionError
 
 STATE_VERSION = 1
+TEXT = words.table("hints")  # the tool's own words; the hints themselves are the rubric's
 
 
 # -- progress: which exercises pass, shared with watch -------------------------------------------
@@ -61,16 +62,12 @@ def load_state(path):
     return state
 
 
-def save_state(path, state):
-    statefile.save(path, state, STATE_VERSION)
-
-
 def record_run(path, source_sha, progress, ladder_of=None):
     """Remember which exercises the file with this content passes (for a plain `make hint`), and
     which ladder each unfinished one leads to."""
     state = load_state(path)
     state["last_run"] = {"sha256": source_sha, "done": dict(progress), "ladders": ladder_of or {}}
-    save_state(path, state)
+    statefile.save(path, state, STATE_VERSION)
 
 
 # -- hints ---------------------------------------------------------------------------------------
@@ -83,25 +80,13 @@ def resolve(rubric, name):
     return names.get(name.strip().lower())
 
 
-def next_hint(rubric, exercise, lang, state):
-    """Advance the exercise's level (staying on the last one); return (level, total, text)."""
-    levels = rubric.hints[exercise][lang]
-    reached = min(state["levels"].get(exercise, 0) + 1, len(levels))
-    state["levels"][exercise] = reached
-    return reached, len(levels), levels[reached - 1]
-
-
-# The hint tool's own words (the hints themselves are the rubric's), zh and en.
-TEXT = words.table("hints")
-
-
 def render(exercise, level, total, text, lang, repeated, section=None, addresses=()):
-    """One hint, where the lesson teaches it (`section`, and each of its titles' `addresses` on
-    the course's pages where the instructor set them), and what next."""
+    """One hint, where the lesson teaches it (`section`, and the `addresses` of its titles on the
+    course's pages where the instructor set them), and what next."""
     words = TEXT[lang]
     lines = [words["title"].format(exercise=exercise, level=level, total=total), "",
              f"  {text}", ""]
-    if section:  # where in the lesson the exercise is taught
+    if section:
         lines += [words["section"].format(section=section)]
         lines += ["  " + address for address in addresses] + [""]
     if repeated:
@@ -114,33 +99,24 @@ def render(exercise, level, total, text, lang, repeated, section=None, addresses
 
 
 def unfinished_now(submission, args, state_file):
-    """The first unfinished exercise: from the state file if it matches the file, else by checking.
-
-    Returns (exercise or None, how it was learnt: "state" or "checked").
-    """
-    from grader.judge import submission as submission_module
-
+    """(the first unfinished exercise's ladder or None, "state" or "checked"): from the state file
+    if it describes the file as it is, else by running the public checks."""
     sub = submission_module.load(submission)
     sha = source_hash(sub.source)
     sub.cleanup()
-    last = load_state(state_file).get("last_run")
-    if isinstance(last, dict) and last.get("sha256") == sha and isinstance(last.get("done"), dict):
-        done, rubric = last["done"], rubric_module.load()
-        progress = [(n, done[n] is True) for n in rubric.exercises() if n in done]
-        if progress:  # else a record from another rubric: check again
-            exercise = first_unfinished(progress)
-            ladder = (last.get("ladders") or {}).get(exercise) if exercise else None
-            return (ladder if ladder in rubric.hints else exercise), "state"
-    from grader.judge import service
-    from grader import options
-
-    limits = options.limits_from(args)
-    data = service.grade(submission, ("public",), args.isolation, limits)
     rubric = rubric_module.load()
-    progress, ladder_of = exercise_progress(rubric, data), ladders(rubric, data)
-    record_run(state_file, sha, progress, ladder_of)
+    last, progress = load_state(state_file).get("last_run"), []
+    if isinstance(last, dict) and last.get("sha256") == sha and isinstance(last.get("done"), dict):
+        done, how = last["done"], "state"
+        progress = [(n, done[n] is True) for n in rubric.exercises() if n in done]
+        ladder_of = last.get("ladders") or {}
+    if not progress:  # no record of this content (or one from another rubric): check
+        data = service.grade(submission, ("public",), args.isolation, options.limits_from(args))
+        progress, ladder_of, how = exercise_progress(rubric, data), ladders(rubric, data), "checked"
+        record_run(state_file, sha, progress, ladder_of)
     exercise = first_unfinished(progress)
-    return (ladder_of.get(exercise, exercise) if exercise else None), "checked"
+    ladder = ladder_of.get(exercise) if exercise else None
+    return (ladder if ladder in rubric.hints else exercise), how
 
 
 def main(args):
@@ -171,11 +147,13 @@ def main(args):
     if args.reset:
         state["levels"].pop(exercise, None)
     already = state["levels"].get(exercise, 0)
-    level, total, text = next_hint(rubric, exercise, args.lang, state)
-    save_state(state_file, state)
+    levels = rubric.hints[exercise][args.lang]
+    level = min(already + 1, len(levels))  # the last level stays
+    state["levels"][exercise] = level
+    statefile.save(state_file, state, STATE_VERSION)
     check = next((c for c in rubric.checks if exercise in (c.hints, c.exercise)), None)
-    section = check and rubric.section(check.section, args.lang)
-    sys.stdout.write(render(exercise, level, total, text, args.lang, repeated=already >= total,
-                            section=section,
+    sys.stdout.write(render(exercise, level, len(levels), levels[level - 1], args.lang,
+                            repeated=already >= len(levels),
+                            section=check and rubric.section(check.section, args.lang),
                             addresses=rubric.addresses(check.section) if check else ()))
     return 0

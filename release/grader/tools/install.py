@@ -1,16 +1,12 @@
-"""The student bundle's set-up: `.venv` with what requirements.txt pins, reusing a torch the
-student already has.  Standard library only: it runs under the student's Python, before the
-venv exists.
+"""The student bundle's set-up: `.venv` with what requirements.txt pins.  Standard library only:
+it runs under the student's Python, before the venv exists.
 
     python -m grader.tools.install VENV REQUIREMENTS [--lang zh|en] [pip arguments...]
 
-Where this Python imports torch in the version the kit is pinned to (a student of the course has
-one from the earlier lessons, often in a venv or conda environment of their own), the new venv
-reads that installation through a .pth file (so no second torch is downloaded) and pip installs
-only what is missing.  Otherwise everything is installed, after a line that says what and how
-large, with pip's own progress shown.  Never a CUDA build unasked: on Linux, where torch is to be
-installed and no pip arguments are given (the Makefile's PIP_ARGS), pip is also pointed at
-PyTorch's CPU wheels, which it prefers for the same version (2.13.0+cpu), where they can be reached.
+Where this Python imports the pinned torch (a student has one from the earlier lessons), the venv
+reads it through a .pth file and pip installs only what is missing; otherwise everything is
+installed, after a line that says what and how large.  Never a CUDA build unasked: on Linux,
+with no pip arguments given, pip is also pointed at PyTorch's CPU wheels where they can be reached.
 """
 import json
 import os
@@ -91,7 +87,7 @@ def main(argv):
     if found:
         print(said["reuse"].format(version=found[0], where=found[1]), file=sys.stderr)
     # The folder lent for torch usually holds pip too, which the venv then runs through the same
-    # .pth: ensurepip, which copies a pip into a new venv, took 10.6 s of a 24 s set-up on 2 cores.
+    # .pth: ensurepip would take about half of the set-up.
     lent_pip = bool(found) and os.path.isdir(os.path.join(found[1], "pip"))
     venv.create(target, with_pip=not lent_pip, clear=True)
     if found:

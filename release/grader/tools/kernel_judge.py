@@ -1,17 +1,11 @@
-"""One judge process per notebook kernel: started on first use, kept for the kernel's life,
-restarted if it dies.
+"""One judge process per notebook kernel (service.Judge, as in `make watch`): started on first use,
+kept for the kernel's life, restarted if it dies.  A process of its own, so the student's kernel
+(whose torch a cell may have monkeypatched) never decides a verdict.
 
-The kernel keeps one judge process (`python -m grader.tools.kernel_judge`) that grades file after
-file: torch and pytest imported once, its check session kept, and a worker waiting for the next
-cell (service.Judge, the same as `make watch`).  It is a process of its own, not the kernel: the
-student's kernel (whose torch a cell may have monkeypatched) never decides a verdict, and each
-grading runs the student's code in a sandboxed worker as `make check` does.
-
-Protocol: one JSON line per request on the judge's stdin ({"path", "hidden", "call_seconds",
-"budget_seconds", "exercise"}: `exercise`, where not null, runs that exercise's checks only), one
-JSON line per reply on a private copy of its stdout (the report data, or
-{"error"}).  pytest's and torch's chatter goes to stderr, a log file the kernel keeps.  The judge
-exits when its stdin closes, that is when the kernel goes away; its spares die with it.
+Protocol: one JSON request per line on its stdin ({"path", "hidden", "call_seconds",
+"budget_seconds", "exercise"}: a non-null `exercise` runs that exercise's checks only), one JSON
+reply per line on a private copy of its stdout (the report data, or {"error"}); its stderr is a
+log file the kernel keeps.  It exits when its stdin closes, that is when the kernel goes away.
 """
 import contextlib
 import json
@@ -24,18 +18,16 @@ import tempfile
 import time
 
 KIT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Workers kept ready (each ~150 MB once torch is imported).  "Run all" sends the five %check
-# cells back to back, faster than one spare can import torch: three ready ones carry most of
-# them; a student running cell by cell finds one ready every time.
+# Workers kept ready (each ~150 MB): "Run all" sends the five %check cells back to back, faster
+# than one spare can import torch.
 SPARES = 3
 # "spare" makes the judge use spares even where it could fork (tests of that path).
 WORKER_START_ENV = "ATTN_KIT_WORKER_START"
-# How long a judge whose stdin was closed may take to end on its own, removing its folders in
-# /tmp (killed at once, it would leave a runtime copy and a spool there for every kernel).
+# How long a judge whose stdin was closed may take to end on its own, removing its folders in /tmp
+# (killed at once, it would leave them there for every kernel).
 STOP_SECONDS = 5
 
 
-# -- the kernel's side ---------------------------------------------------------------------------
 class JudgeDied(Exception):
     """The judge process ended or answered nonsense (it is restarted for the next request)."""
 
@@ -62,8 +54,8 @@ class KernelJudge:
 
     def grade(self, path, hidden, call_seconds=None, budget_seconds=None, timeout=None,
               exercise=None):
-        """The report data for `path` (of `exercise`'s checks only, where given), or
-        {"error": why}; a judge that died is restarted once."""
+        """The report data for `path`, or {"error": why}; a judge that died is restarted once;
+        TimeoutError where no reply came within `timeout` seconds."""
         request = {"path": os.path.abspath(path), "hidden": bool(hidden),
                    "call_seconds": call_seconds, "budget_seconds": budget_seconds,
                    "exercise": exercise}
@@ -123,13 +115,11 @@ class KernelJudge:
         return f"exit {self.process.returncode}: {last[0][:300]}"
 
     def stop(self, wait=STOP_SECONDS):
-        """End the judge: its stdin closed, it closes its fork server and removes its folders
-        in /tmp (the runtime copy, the spool) within `wait` seconds; whatever is left of its
-        process group then is killed.  wait=0: killed at once (a judge busy with a grading that
-        was interrupted), its folders left behind."""
+        """End the judge: its stdin closed, it may clean up its folders in /tmp for `wait` seconds,
+        then its process group is killed (wait=0: at once, for a judge busy with an interrupted
+        grading)."""
         if self.process is not None:
-            # the judge is gone already: what was left in the pipe is moot
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError):  # a judge gone already: the pipe is moot
                 self.process.stdin.close()
             if wait:
                 with contextlib.suppress(subprocess.TimeoutExpired):

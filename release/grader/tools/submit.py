@@ -1,19 +1,13 @@
-"""`python -m grader submit [SUBMISSION] [--student ID]` (`make submit`): check the student's work,
-then package it for handing in.
+"""`python -m grader submit [SUBMISSION] [--student ID]` (`make submit`): check the work, package it.
 
-1. The student id: --student, else the one remembered beside the work (`.attention-submit.json`
-   next to attention.py, never inside it), else asked once on the terminal and remembered.
-2. The work must import: it is imported in the grader's sandboxed worker, as in grading.  A syntax
-   error or an exception at import is shown with the student's line; nothing is packaged.
-3. The untouched stub (every exercise still raises NotImplementedError, every quiz answer None) is
-   warned about and packaged only after a yes: --yes (CONFIRM=1) for scripts; a run with nobody at
-   the terminal to answer refuses.
-4. The public checks run in the same worker and their summary is shown; failing checks do not
-   block the package, they are listed (and recorded in the manifest).
-5. One zip, `<student id>.zip` beside the work (--out elsewhere), holding the work file and
-   manifest.json (grader/judge/manifest.py) and nothing else; it is read back and verified.
-6. In a git checkout (GitHub Classroom: the push is the submission) the work file alone is
-   committed with a clear message.  Nothing is ever pushed.
+1. The student id: --student, else the one remembered beside the work, else asked once.
+2. The work is imported in the sandboxed worker; one that does not import is never packaged.
+3. The untouched stub is packaged only after a yes (--yes for scripts; nobody at the terminal:
+   refused).
+4. The public checks run in the same worker; failing ones are listed, they do not block.
+5. `<student id>.zip` beside the work (--out elsewhere): the work file and manifest.json, read
+   back and verified.
+6. In a git checkout the work file alone is committed (never pushed).
 """
 import ast
 import datetime
@@ -24,10 +18,11 @@ import subprocess
 import sys
 import zipfile
 
-from grader.judge import manifest
-from grader import statefile, words
-from grader.judge import submission as submission_module
+from grader import options, rubric as rubric_module, statefile, words
+from grader.judge import grading, manifest, submission as submission_module
+from grader.judge.student import Student, StudentError, WorkerFailure
 from grader.judge.submission import SubmissionError
+from grader.render.report import check_line, plural, points, still_hidden
 
 STATE_VERSION = 1
 # The pieces the stub leaves to the student; the quiz answers are the module's Q<n>_* names.
@@ -53,11 +48,9 @@ def _raises_not_implemented(body):
 
 
 def stub_state(source):
-    """Which pieces still raise NotImplementedError and which quiz answers are still None.
-
-    `untouched` is True when nothing of the exercise was done: every piece present still raises,
-    every answer present is None.  Comments and blank lines do not count as work.  None when the
-    source does not parse (the import check has said why)."""
+    """Which pieces still raise NotImplementedError and which quiz answers are still None;
+    `untouched`: every piece present still raises and every answer is None.  None when the source
+    does not parse (the import check has said why)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -104,8 +97,7 @@ def resolve_work(path):
 
 
 def _sibling_with_work(work):
-    """attention.ipynb beside an untouched attention.py (or the other way round) that has work
-    in it: the student probably worked there."""
+    """attention.ipynb beside an untouched attention.py (or the other way round), if it has work."""
     folder, name = os.path.split(work)
     stem, ext = os.path.splitext(name)
     other = os.path.join(folder, stem + (".ipynb" if ext == ".py" else ".py"))
@@ -128,8 +120,6 @@ def summarize(data):
 
 
 def summary_lines(the_rubric, data, lang):
-    from grader.render.report import check_line, plural, points, still_hidden
-
     words, s = TEXT[lang], summarize(data)
     lines = [words["summary"].format(score=points(s["score"]), max_score=points(s["max_score"]),
                                      passed=s["passed"], total=s["total"])]
@@ -153,13 +143,12 @@ def write_package(path, work_name, work_bytes, the_manifest):
     """The zip, written to a temporary file beside `path` and renamed into place."""
     stamp = datetime.datetime.now(datetime.timezone.utc).timetuple()[:6]
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+    with zipfile.ZipFile(buffer, "w") as archive:
         for name, data in ((work_name, work_bytes),
                            (manifest.NAME, manifest.dumps(the_manifest).encode("utf-8"))):
             info = zipfile.ZipInfo(name, date_time=stamp)
-            info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
-            archive.writestr(info, data)
+            archive.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
     statefile.write_atomic(path, buffer.getvalue())
     return path
 
@@ -181,9 +170,8 @@ CLASSROOM_WORKFLOW = os.path.join(".github", "workflows", "classroom.yml")
 
 
 def classroom_checkout(folder):
-    """Is this a GitHub Classroom repository?  A remote on github.com and the Classroom workflow
-    the assignment's starter code carries (being in git alone is not: a local `git init`, or a
-    fork of the kit, hands in by the zip)."""
+    """A GitHub Classroom repository: a remote on github.com and the Classroom workflow (a local
+    `git init`, or a fork of the kit, hands in by the zip)."""
     top = _git(folder, "rev-parse", "--show-toplevel").stdout.strip()
     remotes = _git(folder, "remote", "-v").stdout
     on_github = any("github.com" in line.split()[1] for line in remotes.splitlines()
@@ -192,10 +180,8 @@ def classroom_checkout(folder):
 
 
 def git_commit(work, message):
-    """Commit the work file alone if it lives in a git checkout.
-
-    Returns (outcome, detail): ("no-git", ""), ("unchanged", ""), ("committed", short hash) or
-    ("failed", git's words).  Never pushes."""
+    """Commit the work file alone, never push: ("no-git" | "unchanged", ""), ("committed", short
+    hash) or ("failed", git's words)."""
     folder = os.path.dirname(work)
     if not in_git_checkout(folder):
         return "no-git", ""
@@ -212,16 +198,15 @@ def git_commit(work, message):
 
 # -- the command's words -------------------------------------------------------------------------
 TEXT = words.table("submit")
-# The exit statuses after which the command has said why itself (`make submit` ends cleanly on
-# them; a crash's 1 and argparse's 2 stay make's errors).
-NOT_PACKAGED = 3  # nothing packaged: no id, no such file, not importable, the stub refused, ...
+# Exit statuses after which the command has said why itself (`make submit` ends cleanly on them;
+# a crash's 1 and argparse's 2 stay make's errors).
+NOT_PACKAGED = 3
 NOT_COMMITTED = 4  # packaged, but the work file not committed
 YES = ("y", "yes", "是", "确定")
 
 
 class Console:
-    """The command's voice: say(key, **fields) from TEXT in one language; fail() says it with ✗
-    and returns the exit status."""
+    """The command's voice in one language; fail() says a TEXT entry with ✗ and returns `code`."""
 
     def __init__(self, lang, out):
         self.lang, self.out = lang, out
@@ -281,10 +266,8 @@ def read_work(work, ui):
 
 
 def say_import_failure(exc, work, kind, ui):
-    """What stopped the import and the student's line as written: an IndentationError is about
-    exactly the spaces that a stripped line would hide."""
-    from grader.judge.student import StudentError
-
+    """What stopped the import and the student's line unstripped (an IndentationError is about
+    its spaces)."""
     name = os.path.basename(work)
     ui.say("✗ " + ui.words("no_import", file=name))
     if isinstance(exc, StudentError):
@@ -320,12 +303,8 @@ def stub_refused(source, work, args, ui, interactive, ask):
 
 
 def check_work(args, work, source, kind, ui, interactive, ask):
-    """Import the work in the sandboxed worker, ask about the stub, run the public checks:
-    the report data, or an exit status when nothing may be packaged."""
-    from grader.judge import grading
-    from grader import options
-    from grader.judge.student import Student, StudentError, WorkerFailure
-
+    """Import the work in the sandboxed worker, ask about the stub, run the public checks: the
+    report data, or an exit status when nothing may be packaged."""
     sub = submission_module.Submission(work, source, kind)
     limits = options.limits_from(args)
     try:
@@ -351,16 +330,8 @@ def check_work(args, work, source, kind, ui, interactive, ask):
         sub.cleanup()
 
 
-def remove_stale_package(target, ui):
-    """Nothing was packaged: an earlier zip of this student must not sit there looking current."""
-    if os.path.exists(target):
-        os.unlink(target)
-        ui.line("stale", name=os.path.basename(target))
-
-
 def package(student, work, raw, source, data, the_rubric, target, ui):
-    """Write <id>.zip (the work file and its manifest), read it back as the grader will; an exit
-    status when it does not verify, else None."""
+    """Write <id>.zip and read it back as the grader will: an exit status when it does not verify."""
     work_name = "attention.ipynb" if work.endswith(".ipynb") else "attention.py"
     created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     the_manifest = manifest.build(student, created, work_name, raw, the_rubric, summarize(data))
@@ -378,8 +349,6 @@ def package(student, work, raw, source, data, the_rubric, target, ui):
 
 
 def commit_message(work, student, data, target, raw):
-    from grader.render.report import points
-
     s = summarize(data)
     return (f"Submit {os.path.basename(work)}: {student}, public checks "
             f"{points(s['score'])}/{points(s['max_score'])} ({s['passed']}/{s['total']} passed)"
@@ -388,8 +357,7 @@ def commit_message(work, student, data, target, raw):
 
 
 def hand_in_by_git(work, raw, message, target, ui):
-    """In a git checkout: commit the work file alone (never push).  In a GitHub Classroom
-    repository the push is the submission; anywhere else the zip is what is handed in."""
+    """Commit the work file; say what to hand in: the push (GitHub Classroom) or the zip."""
     name = os.path.basename(work)
     try:
         with open(work, "rb") as handle:
@@ -413,10 +381,7 @@ def hand_in_by_git(work, raw, message, target, ui):
 
 
 def main(args, ask=None, out=None):
-    """`ask(prompt) -> answer` is the terminal (tests pass their own); returns the exit status:
-    0 packaged, NOT_PACKAGED (3) or NOT_COMMITTED (4) after saying why."""
-    from grader import rubric as rubric_module
-
+    """`ask(prompt) -> answer` is the terminal (tests pass their own); the exit status."""
     ui = Console(args.lang, out or sys.stdout)
     interactive = ask is not None or (sys.stdin is not None and sys.stdin.isatty())
     ask = ask or _ask_terminal
@@ -434,8 +399,10 @@ def main(args, ask=None, out=None):
     loaded = read_work(work, ui)
     data = check_work(args, work, *loaded[1:], ui, interactive, ask) \
         if isinstance(loaded, tuple) else loaded
-    if isinstance(data, int):  # nothing packaged
-        remove_stale_package(target, ui)
+    if isinstance(data, int):  # nothing packaged: an earlier zip must not look current
+        if os.path.exists(target):
+            os.unlink(target)
+            ui.line("stale", name=os.path.basename(target))
         return data
     raw, source, _ = loaded
     the_rubric = rubric_module.load()

@@ -1,17 +1,12 @@
 """`python -m grader watch [SUBMISSION]`: rerun the public checks on every save, redraw the screen.
 
-The judge process lives for the whole session (torch and pytest imported once, the checks
-collected once), and every run gets a worker forked from a zygote or started ahead of time, with
-torch imported already (judge/workers.py): a rerun costs the student's import and the checks.
-
-Robustness: every state of the file (syntax error, exception at import, endless loop, missing
-file) ends as feedback on the screen; a save during a run cancels that run (its workers are
-killed) and starts the next; Ctrl-C exits with 0.
-
-Parts: FileWatch (has the file new content?), render (the screen), Session (the loop); the
-workers started ahead and the kept check session are service.Judge's.
+One judge (service.Judge) lives for the whole session, so a rerun costs only the student's import
+and the checks. Every state of the file (syntax error, exception at import, endless loop, missing
+file) ends as feedback on the screen; a save during a run cancels that run and starts the next;
+Ctrl-C exits with 0.
 """
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -21,13 +16,14 @@ import threading
 import time
 import unicodedata
 
-from grader import inert, options, words
-from grader.sandbox import launch as sandbox
+from grader import inert, options, rubric, words
 from grader.judge import submission as submission_module
+from grader.judge.service import Judge
+from grader.judge.submission import SubmissionError
+from grader.render import report
+from grader.sandbox import launch as sandbox
 from grader.tools.hints import (exercise_progress, first_unfinished, ladders, record_run,
                                 source_hash, state_path)
-from grader.judge.submission import SubmissionError
-from grader.judge.service import Judge
 
 CLEAR = "\033[H\033[2J"
 
@@ -42,22 +38,6 @@ def content_key(path):
         return None
 
 
-def _stat(path):
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size, st.st_ino
-
-
-def watchfiles_available():
-    try:
-        import watchfiles  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 class FileWatch:
     """Calls on_change() from a background thread each time the file's content changes.
 
@@ -69,7 +49,8 @@ class FileWatch:
 
     def __init__(self, path, on_change, poll=False):
         self.path, self.on_change = os.path.realpath(path), on_change
-        self.backend = "polling" if poll or not watchfiles_available() else "watchfiles"
+        self.backend = "polling" if poll or importlib.util.find_spec("watchfiles") is None \
+            else "watchfiles"
         self.key = content_key(self.path)
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, name="file-watch", daemon=True)
@@ -109,7 +90,12 @@ class FileWatch:
     def _run_polling(self):
         last, hashed = None, 0.0
         while not self.stopped.wait(0.05):
-            now, stat = time.monotonic(), _stat(self.path)
+            try:
+                st = os.stat(self.path)
+                stat = st.st_mtime_ns, st.st_size, st.st_ino
+            except OSError:
+                stat = None
+            now = time.monotonic()
             if stat != last or now - hashed >= 1.0:
                 last, hashed = stat, now
                 self._check()
@@ -119,29 +105,16 @@ class FileWatch:
 TEXT = words.table("watch")
 
 
-def next_step(failing):
-    """What the student should do about the first failing check: import, timeout or next."""
-    from grader.render import report
-
-    if any(report.at_import(v) for v in failing["verdicts"]):
-        return "import"  # nothing ran: the file itself comes first, a hint would not help
-    return "timeout" if failing["status"] == "timeout" else "next"
-
-
-def render(rubric, outcome, lang, name, number, seconds):
+def render(the_rubric, outcome, lang, name, number, seconds):
     """The screen for one run: progress, the first failing check and its feedback, what next."""
-    from grader.render import report
-
     text = TEXT[lang]
     lines = [text["header"].format(name=name, n=number, seconds=f"{seconds:.2f}")]
     if "error" in outcome:
-        from grader.rubric import in_lang
-
-        return lines + [text["error"].format(message=in_lang(outcome["error"], lang))]
+        return lines + [text["error"].format(message=rubric.in_lang(outcome["error"], lang))]
     if "internal" in outcome:
         return lines + [text["internal"].format(message=outcome["internal"])]
     data = outcome["data"]
-    progress = exercise_progress(rubric, data)
+    progress = exercise_progress(the_rubric, data)
     marks = " ".join(f"{ex} {'✓' if done else '✗'}" for ex, done in progress)
     passed = sum(1 for r in data["checks"] if r["status"] == "passed")
     lines += [text["progress"].format(done=sum(d for _, d in progress), total=len(progress),
@@ -152,17 +125,21 @@ def render(rubric, outcome, lang, name, number, seconds):
         hidden = data["metadata"]["hidden_not_run"]
         lines.append(text["all_done"].format(hidden=hidden,
                                              checks=report.plural(hidden, "check", "checks"),
-                                             what=report.still_hidden(rubric, lang)))
+                                             what=report.still_hidden(the_rubric, lang)))
     else:
         failure = report.import_failure(data)
         if failure:  # said as `make check` says it: what stopped the import, and its line
-            lines += report.import_failure_lines(rubric, failure, lang)[:-1]
+            lines += report.import_failure_lines(the_rubric, failure, lang)[:-1]
         else:
-            check = rubric.by_id[failing["id"]]
+            check = the_rubric.by_id[failing["id"]]
             mark = report.STATUS_MARK[failing["status"]]
             lines.append(f"{mark} {failing['id']}  {check.title[lang]}")
-            lines += ["    " + line for line in report.feedback(rubric, failing, lang).splitlines()]
-        step = next_step(failing)
+            lines += ["    " + line
+                      for line in report.feedback(the_rubric, failing, lang).splitlines()]
+        if any(report.at_import(v) for v in failing["verdicts"]):
+            step = "import"  # nothing ran: the file itself comes first, a hint would not help
+        else:
+            step = "timeout" if failing["status"] == "timeout" else "next"
         lines += ["", text[step].format(name=name, ex=first_unfinished(progress))]
     printed = data["metadata"].get("student_output", "").splitlines()
     if printed:
@@ -177,13 +154,10 @@ LOG_EVERY_SECONDS = 5  # without a terminal: a waiting line this often, or when 
 
 
 class Waiting:
-    """While a run waits on the student's code, what `make check` would only say at its end: the
-    seconds the import has taken against its limit ("正在检查… 12 秒 / 60 秒"; a later call's run
-    time without one), and the line of the student's file the code is at once it has run half a
-    second (the worker's {"stuck": line} reports, kept by the Student as stuck_line).
-
-    On a terminal one line, redrawn in place; otherwise (a log, a test) a line each
-    LOG_EVERY_SECONDS and each time the line the code is at changes."""
+    """While a run waits on the student's code: the seconds the import has taken against its
+    limit (a later call's run time without one), and the student's line the code is at (the
+    Student's stuck_line). On a terminal one line redrawn in place; otherwise a line each
+    LOG_EVERY_SECONDS and each time that line changes."""
 
     def __init__(self, student, lang, name, tty, write, quiet=0.0):
         self.student, self.text, self.name, self.tty, self.write = \
@@ -328,17 +302,13 @@ class Session:
                 self.current = None
         if student.cancelled:
             return None
+        the_rubric = rubric.load()
         record_run(self.state_file, source_hash(sub.source),
-                   exercise_progress(self._rubric(), data), ladders(self._rubric(), data))
+                   exercise_progress(the_rubric, data), ladders(the_rubric, data))
         return {"data": data}
 
-    def _rubric(self):
-        from grader import rubric
-
-        return rubric.load()
-
     def draw(self, outcome, number):
-        lines = render(self._rubric(), outcome, self.lang, self.name, number,
+        lines = render(rubric.load(), outcome, self.lang, self.name, number,
                        time.monotonic() - self.changed_at)
         watching = TEXT[self.lang]["watching"]
         lines += ["", watching.format(name=self.name, backend=self.watch.backend)]
@@ -406,9 +376,9 @@ def main(args):
         print(TEXT[args.lang]["error"].format(message=said), file=sys.stderr)
         return 2
     limits = options.limits_from(args)
-    judge = Judge(limits, isolation, start=getattr(args, "worker_start", "auto"), spares=2)
+    judge = Judge(limits, isolation, start=args.worker_start, spares=2)
     session = Session(path, state_path(args.submission), args.lang, limits, judge, args.poll,
-                      getattr(args, "stats", None))
+                      args.stats)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, session.on_signal)
     try:

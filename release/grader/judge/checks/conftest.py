@@ -1,18 +1,14 @@
-"""The checks as plain pytest runs them: one submission, its worker in the sandbox.
+"""The checks as plain pytest runs them, on one submission:
 
     python -m pytest grader/judge/checks --submission PATH [--hidden] \
         --json-report --json-report-file FILE
 
-grades PATH as every door does (the same sandboxed worker, the same seed, the checks in the
-same order: public, then hidden) and, with pytest-json-report installed, writes one test entry
-per check function whose `metadata` holds its rubric id (`check`), the points it carries
-(`max_points`: the check's points shared among its tests), the points it earned (`points`) and,
-where it failed, the verdict (`verdict`: status, message key and its fields), so the points of
-a report add up to `grade`'s total.  Plain pytest options work (`-k attend`, `-x`, `--lf`).
-
-The fixtures (`student`, `seed`, `record_note`) and the metadata are the kit's own judge's
-(judge/runner.py), registered here as a plugin; the judge runs these files with `--noconftest`:
-this module is read only when pytest is run by hand on the checks.
+grades PATH as every door does (the same sandboxed worker, seed and order of checks) and, with
+pytest-json-report installed, writes one entry per check function whose `metadata` holds its
+rubric id (`check`), the points it carries (`max_points`) and earned (`points`) and, where it
+failed, the verdict.  Plain pytest options work (`-k attend`, `-x`, `--lf`).  The fixtures and
+the metadata are the judge's own (judge/runner.py); the judge itself runs these files with
+`--noconftest`, so this module is read only when pytest is run by hand on the checks.
 """
 import pytest
 
@@ -41,8 +37,8 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
-    """Public checks first, then hidden ones (or none without --hidden), as every door runs
-    them; each test's share of its rubric check's points, counted before `-k` deselects any."""
+    """Public checks first, then hidden ones with --hidden, as every door runs them; each test's
+    share of its rubric check's points, counted before `-k` deselects any."""
     hidden = config.getoption("--hidden")
     kept = [i for i in items if runner.visibility_of(i) == "public"]
     kept += [i for i in items if hidden and runner.visibility_of(i) == "hidden"]

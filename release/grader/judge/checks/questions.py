@@ -1,34 +1,28 @@
-"""The judge's questions to the student's code, from one distribution for the grading (issue 71).
+"""The judge's questions to the student's code, from one distribution for the grading.
 
 A submission sees every call the judge makes: its arguments' sizes, dtypes, devices, strides,
-form and place in the sequence.  No such property may tell it which check asks, or whether the
+form and place in the sequence.  None of these may tell it which check asks, or whether the
 answer will be compared with the reference, or it could be right exactly where it is compared.
 So, for every check, public or hidden:
 
-- Sizes come from here.  attend's questions are [B, H, T, d] = [2, 3, 5, 4] with v's width drawn
-  for each question from V_WIDTHS, as often narrower than q as wider (`v_width`); a check that
-  needs both sides asks a second question of the other side (`other_side`), never a width of its
-  own.  The block's are D = 12, H = 3, max_len = 8 on inputs [2, 5, 12]; split and merge use the
-  same B, T, H, d.  Lower ranks come from slicing a drawn question (attend.batched_vs_loop).
-- Forms: every call goes through the proxy's one form (attend(q, k, v, mask=..., return_weights=
-  ...), all on the CPU in float32, contiguous; the strided view of merge_heads.non_contiguous is
-  the one exception, a hidden-only question, below).
-- Answers: a question is answered once per grading (`ask`).  The hidden checks that compare with
-  the reference compare the answers the public checks' questions already got: every answer attend
-  gave, in every form, at each rank, and forward on a block holding the judge's weights, `keep`, so
-  they ask nothing of their own and nothing a call carries tells whether it will be compared.  A
-  hidden check that must ask a question of its own, which a submission can recognise (rows of
-  zeros, a strided view, a backward pass), earns its point only where the ordinary answers of
-  that function are right too.
-
-Everything kept lives on the student proxy for one grading (a proxy graded again starts afresh).
+- Sizes come from here: attend's [B, H, T, d] = [2, 3, 5, 4], v's width drawn per question from
+  V_WIDTHS (`v_width`; a check that needs both sides asks a second question, `other_side`); the
+  block's D = 12, H = 3, max_len = 8 on inputs [2, 5, 12].  Lower ranks are slices of a drawn
+  question.
+- Forms: the proxy's one form per function, on the CPU in float32, contiguous (the strided view
+  of merge_heads.non_contiguous, a hidden-only question, is the one exception).
+- Answers: a question is answered once per grading (`ask`).  The hidden comparisons use the
+  answers the public questions already got (attend's, and forward's on a block holding the
+  judge's weights, `keep`).  A hidden check that must ask a question of its own, which a
+  submission can recognise (rows of zeros, a strided view, a backward pass), earns its point
+  only where the ordinary answers of that function are right too.
 """
 import hashlib
 
 import torch
 
 from grader.judge.student import StudentError, WorkerFailure
-from grader.judge.checks.support import Verdict, attend_any_rank, fresh
+from grader.judge.checks.support import Verdict, attend_any_rank, fresh, per_grading
 
 # attend's questions: q, k [B, H, T, D_HEAD], v [B, H, T, d_v] with d_v from V_WIDTHS.
 B, H, T, D_HEAD = 2, 3, 5, 4
@@ -53,19 +47,17 @@ def narrower(width):
 
 
 def other_side(seed, salt, width):
-    """A width of the other side of q's from `width`, drawn at `salt`: with `v_width`'s draw for
-    the first question, each of two questions is any width of V_WIDTHS as often (both sides are
-    equally likely), and the two together always hold a narrower v and a wider one."""
+    """A width on the other side of q's from `width`, drawn at `salt`: with `v_width`'s draw for
+    the first question, each of two questions is any width as often, and the two together always
+    hold a narrower v and a wider one."""
     side = [w for w in V_WIDTHS if narrower(w) != narrower(width)]
     pick = torch.randint(len(side), (1,), generator=fresh(seed, salt + WIDTH_STREAM))
     return side[int(pick)]
 
 
-# -- answers, once per grading ------------------------------------------------------------------
 # A tensor of an answer larger than this is kept as a stand-in of its shape and dtype (no memory):
 # only a wrong shape can be that large (the largest right answer is 1 KiB), and a stand-in is
-# judged as the same wrong shape.  The judge keeps a grading's answers to the end, so what one
-# answer may keep is bounded (tests/bench_judge_memory.py).
+# judged as the same wrong shape.  A grading's answers are kept to its end, so each is bounded.
 KEPT_BYTES = 1 << 16
 
 
@@ -88,17 +80,13 @@ class Book:
     """What one grading asked: `questions` (key -> Asked) and `forwards` (key -> Forward), each
     in the order first asked or given."""
 
-    def __init__(self, seed):
-        self.seed, self.questions, self.forwards = seed, {}, {}
+    def __init__(self):
+        self.questions, self.forwards = {}, {}
 
 
 def book(student):
-    """This grading's Book, kept on the student proxy (a proxy graded again starts a new one)."""
-    seed = getattr(student, "seed", None)
-    kept = getattr(student, "questions_asked", None)
-    if kept is None or kept.seed != seed:
-        kept = student.questions_asked = Book(seed)
-    return kept
+    """This grading's Book, kept on the student proxy."""
+    return per_grading(student, "questions_asked", Book)
 
 
 def fingerprint(value):
@@ -115,8 +103,7 @@ def fingerprint(value):
 
 def ask(student, function, call, args, **form):
     """`call()`'s outcome, once per grading for the question (`function`, `args`, `form`): asked
-    again, by another check or a hidden one, the kept answer (or error) comes back and the worker
-    is asked nothing."""
+    again, by any check, the kept answer (or error) comes back and the worker is asked nothing."""
     asked = book(student).questions
     key = (function, fingerprint(args), fingerprint(sorted(form.items())))
     if key not in asked:
@@ -128,6 +115,14 @@ def ask(student, function, call, args, **form):
             exc.__context__ = exc.__cause__ = None
             entry.error = exc.with_traceback(None)
     return asked[key].outcome()
+
+
+def ask_quietly(call):
+    """Ask a question only so its outcome is kept: an error is raised where it is judged."""
+    try:
+        call()
+    except (StudentError, WorkerFailure, Verdict):
+        pass
 
 
 def kept_answer(answer):
@@ -152,9 +147,9 @@ def entries(student, function, **form):
 
 
 def attend(student, q, k, v, mask=None, return_weights=False, own=None):
-    """student.attend(q, k, v, mask=, return_weights=) as every check asks it (support.
-    attend_any_rank: made twice, a random answer named, code for [B,H,T,d] only named), once per
-    grading.  `own`: the hidden check whose own question this is (never an ordinary answer)."""
+    """student.attend(q, k, v, mask=, return_weights=) as every check asks it (made twice, see
+    support.attend_any_rank), once per grading.  `own`: the hidden check whose own question this
+    is (never an ordinary answer)."""
     return ask(student, "attend", lambda: attend_any_rank(student, q, k, v, mask=mask,
                                                           return_weights=return_weights),
                (q, k, v, mask), return_weights=return_weights, masked=mask is not None, own=own)
@@ -166,7 +161,6 @@ def merge_heads(student, x, views=()):
                views=fingerprint(list(views)), strided=bool(views))
 
 
-# -- the block: forward's answers on a block holding the judge's weights --------------------------
 class Forward:
     """One answer of forward on a block holding the judge's `weights` [q, k, v, out]: the input
     `x`, return_weights, the answer (y, or (y, weights)), and the block that gave it."""

@@ -1,19 +1,14 @@
 """The judge-side read of a submission's source for routes to torch's ready-made attention and
-into the grading process: the file is parsed, never run, so nothing the student's code does at
-run time can change what it finds.
+into the grading process: the file is parsed, never run, so nothing its code does at run time
+can change what it finds.
 
-Names are read for what they mean: a function, class, argument or variable the student defines
-is theirs, whatever it is called (a hand-written helper named `scaled_dot_product_attention`, an
-argument named `inspect`, `model.eval()`, `nn.modules.Linear` are no routes); a reference counts
-when it resolves to torch (an import from torch, a name bound to one, an attribute of one), to
-the module it names (`import inspect`, `os.sys.modules`) or to nothing the file defines (a
-builtin: `eval`, `compile`).  Strings are followed when they could be a name or code: a name
-built from literals (`getattr(sys, "mod" + "ules")`) is read as the name it spells, while prose
-(an error message, a comment written as a string) is no route.  An attribute read by a name the
-scan cannot fold (getattr on a module, `__getattribute__`, `operator.attrgetter`) is itself a
-route, and so is code built at run time (`compile`, `types.FunctionType`, marshal, pickle).
-What it still cannot see (a name decoded from data at run time and used without any of these)
-is said in the rubric's text of module.no_library_attention."""
+Names are read for what they mean: what the student defines is theirs, whatever it is called (a
+helper named `scaled_dot_product_attention`, an argument named `inspect`, `model.eval()` are no
+routes); a reference counts when it resolves to torch, to the module it names (`import inspect`,
+`os.sys.modules`) or to nothing the file defines (a builtin: `eval`).  A name built from literals
+(`getattr(sys, "mod" + "ules")`) is read as the name it spells; prose is no route.  An attribute
+read by a name the scan cannot fold, and code built at run time (`compile`, marshal, pickle), are
+routes themselves.  What it still cannot see is said in module.no_library_attention's text."""
 import ast
 
 # Names that lead to torch's ready-made attention (matched inside names, attributes and strings).
@@ -65,13 +60,11 @@ def source_routes(source):
 
 class Bindings:
     """What each name of the file is bound to: an import (`modules`: the dotted path it stands
-    for, an alias `F = torch.nn.functional` too; `torch`: torch's objects), or the student's own
-    definition (`defined`: def, class, argument, assignment, loop, with or except target).
+    for, aliases too; `torch`: torch's objects), or the student's own definition (`defined`).
     `own` is what the library scan leaves to the student: the definitions, the attributes they
     set, and names imported from their own helper modules."""
 
     def __init__(self, nodes):
-        """`nodes`: every node of the file's tree (ast.walk's order)."""
         self.imported, self.torch, self.own, self.defined = set(), set(), set(), set()
         self.modules, self.aliases = {}, set()
         for node in nodes:
@@ -138,8 +131,7 @@ class Bindings:
         return self.root(node) in self.torch
 
     def is_owned(self, node):
-        """The chain starts at the student's own object or module (a folder's helper module, say):
-        not at torch, not at a name the file never binds."""
+        """The chain starts at the student's own object or module, not at torch or a free name."""
         root = self.root(node)
         return root in OWNED_ROOTS or root in self.own or (root in self.imported
                                                            and root not in self.torch)
@@ -156,9 +148,8 @@ class Bindings:
 
 
 def module_path(node, names):
-    """The dotted path of an expression that stands for an import (sys, torch.nn.functional,
-    an alias F or s = sys), else None: what the student imports from their own helper modules is
-    theirs."""
+    """The dotted path of an expression that stands for an import (sys, an alias F or s = sys),
+    else None (what the student imports from their own helper modules is theirs)."""
     path = dotted(node)
     root = (path or "").split(".")[0]
     if root in names.modules and (root not in names.own or root in names.aliases):
@@ -167,9 +158,9 @@ def module_path(node, names):
 
 
 def is_module(node, module, constants, names):
-    """The expression stands for `module` as far as the file shows: a name imported as it (or
-    aliased to it), a free name of that spelling, another object's attribute of that name
-    (os.sys, torch.sys), or an import of it by a name folded to it or not foldable."""
+    """The expression stands for `module` as far as the file shows: a name imported or aliased
+    as it, a free name of that spelling, another object's attribute of that name (os.sys), or an
+    import of it by a name folded to it or not foldable."""
     if isinstance(node, ast.Name):
         if node.id in names.modules:
             return names.modules[node.id] == module
@@ -231,9 +222,8 @@ def _name_or_code(text):
 
 
 def _tamper_refs(node, constants, names):
-    """Routes into the grading process at one node (names read for what they stand for,
-    attributes, imports and the strings that spell them; attributes read by a computed name;
-    a module's __dict__)."""
+    """Routes into the grading process at one node: names, attributes, imports and the strings
+    that spell them; attributes read by a computed name; a module's __dict__."""
     if isinstance(node, ast.Name):
         if node.id in TAMPER_NAMES and names.stands_for_itself(node.id):
             yield node.id
@@ -290,7 +280,7 @@ def _tamper_imports(node):
 
 def _computed_attribute(node, constants, names):
     """getattr(sys, name) / vars(sys) with a name the scan cannot fold: any attribute of a
-    module (torch's included: torch.sys), the worker's included, chosen at run time."""
+    module, chosen at run time."""
     function, target = node.func.id, node.args[0]
     module = module_path(target, names)
     if module is None or function in names.defined:
@@ -303,9 +293,9 @@ def _computed_attribute(node, constants, names):
 
 
 def _name_getter(node, name, constants, names):
-    """getattr handed on as a value, or __getattribute__ / operator.attrgetter / methodcaller
-    with a name the scan cannot fold: any attribute of any object (a module's too), chosen at
-    run time.  getattr's own calls are _computed_attribute's."""
+    """getattr handed on as a value, or __getattribute__ / attrgetter / methodcaller with a name
+    the scan cannot fold: any attribute of any object, chosen at run time (getattr's own calls
+    are _computed_attribute's)."""
     if name not in NAME_GETTERS or (isinstance(node, ast.Name) and node.id in names.defined) \
             or (name in ("attrgetter", "methodcaller") and isinstance(node, ast.Attribute)
                 and names.is_students(node.value)):
@@ -325,8 +315,7 @@ def _unfolded(args, constants):
 
 
 def _is_super(node):
-    """super(): the student's own object, whatever it is called with (the two-argument form
-    reaches any object)."""
+    """super() without arguments: the student's own object (the two-argument form reaches any)."""
     return isinstance(node, ast.Call) and _called_name(node.func) == "super" and not node.args
 
 
@@ -353,9 +342,9 @@ def _folded(node, constants):
 
 
 def _annotate(nodes):
-    """Strings that are no routes marked (docstrings and other strings standing alone as a
-    statement, which nothing reads; the "__main__" of `if __name__ == "__main__"`), and each
-    called expression given its call (`node.call`), for the getters whose arguments matter."""
+    """Mark the strings that are no routes (a string standing alone as a statement; the
+    "__main__" of `if __name__ == "__main__"`), and give each called expression its call
+    (`node.call`), for the getters whose arguments matter."""
     for node in nodes:
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
                 and isinstance(node.value.value, str):
@@ -428,11 +417,10 @@ DEVICE_FLAGS = {"is_meta", "is_cuda", "is_cpu"}
 
 
 def device_probes(source):
-    """Where the source asks which device it is run on, read without running it: `is_meta`
-    anywhere, the string "meta" (as the judge's device has it), and a device's type, str() of a
-    device or a tensor's is_cuda / is_cpu read in a test.  Nothing a correct attention needs:
-    it makes its tensors with device=x.device, whatever that is.  The __main__ block, where a
-    demo picks its device, is not read."""
+    """Where the source asks which device it is run on: `is_meta` anywhere, the string "meta",
+    and a device's type, str() of a device or a tensor's is_cuda / is_cpu read in a test (a
+    correct attention needs none: it uses device=x.device).  The __main__ block, where a demo
+    picks its device, is not read."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):

@@ -3,6 +3,7 @@
 A check never asserts with a bare `assert` (pytest would echo its source); it raises Verdict with
 a message key from the rubric and the fields that fill it.  Everything here is judge-side.
 """
+import itertools
 import math
 
 import torch
@@ -58,13 +59,11 @@ def shaped(value, shape):
 
 
 # Values are compared in float64 a slice at a time: a reply as large as the wire lets through
-# (8 MiB of float32) would otherwise cost the judge several float64 copies of it at once, beyond
-# the two frames its memory target allows (tests/bench_judge_memory.py).
+# (8 MiB of float32) would otherwise cost the judge several float64 copies of it at once.
 COMPARE_CHUNK = 1 << 18
 
 
 def _allclose_by_chunks(a, b, atol, rtol, equal_nan):
-    """Tensors of one shape whose values are equal within tolerance, judged in float64."""
     if type(a) is not torch.Tensor or type(b) is not torch.Tensor or a.shape != b.shape:
         return False
     a, b = a.reshape(-1), b.reshape(-1)
@@ -79,23 +78,23 @@ def close(a, b, atol=ATOL, rtol=RTOL):
 
 
 def same(a, b, atol=ATOL, rtol=RTOL):
-    """Like `close`, but NaN (or ±inf) where the other has NaN (or the same inf) counts as equal:
-    a known-wrong variant that gives NaN gives it in the same cells as the student's code."""
+    """Like `close`, but NaN where the other has NaN counts as equal (a known-wrong variant gives
+    NaN in the same cells as the student's code)."""
     return _allclose_by_chunks(a, b, atol, rtol, equal_nan=True)
 
 
-def num(v, digits=4):
+def num(v):
     """One number as every feedback line writes numbers: up to 4 decimals, no trailing zeros."""
     v = float(v)
     if math.isnan(v):
         return "nan"
     if math.isinf(v):
         return "-inf" if v < 0 else "inf"
-    text = f"{v:.{digits}f}".rstrip("0").rstrip(".")
+    text = f"{v:.4f}".rstrip("0").rstrip(".")
     return "0" if text in ("-0", "") else text
 
 
-def fmt(t, digits=4):
+def fmt(t):
     """A compact, language-neutral rendering of a small tensor slice (numbers as `num`)."""
     if type(t) is not torch.Tensor:
         return describe_value(t)
@@ -105,7 +104,7 @@ def fmt(t, digits=4):
     def one(v):
         if isinstance(v, list):
             return "[" + ", ".join(one(x) for x in v) + "]"
-        return num(v, digits)
+        return num(v)
 
     return one(t.double().tolist())
 
@@ -119,9 +118,8 @@ def first_difference(got, expected):
 
 
 def expect_close(got, expected, where, named=None):
-    """`got` with expected's shape and values, else a Verdict.  `named()` gives the known
-    mistakes, [(rubric key, their values)], asked for only when the values differ: the first whose
-    values the student's are is named."""
+    """`got` with expected's shape and values, else a Verdict naming the first known mistake
+    (`named()`: [(rubric key, its values)], asked only when the values differ) that `got` is."""
     got = shaped(got, expected.shape)
     if not close(got, expected):
         known = named() if named else []
@@ -132,18 +130,26 @@ def expect_close(got, expected, where, named=None):
     return got
 
 
-def heatmap(weights, leaks=None):
-    """Weights [T, T] as a small text grid; cells that should be 0 but are not get a '!'."""
-    w = weights.double()
-    rows = ["      " + " ".join(f"k{j:<4}" for j in range(w.shape[1]))]
-    for i in range(w.shape[0]):
-        cells = []
-        for j in range(w.shape[1]):
-            v = w[i, j].item()
-            mark = "!" if leaks is not None and bool(leaks[i, j]) and v != 0 else " "
-            cells.append("nan  " if math.isnan(v) else f"{v:.2f}{mark}")
-        rows.append(f"q{i:<4} " + " ".join(cells))
-    return "\n".join(rows)
+def first_cell_off(got, x, source):
+    """(index, got's value, x's value) at the first cell of `got` that does not hold
+    x[source(*index)], or None."""
+    for index in itertools.product(*map(range, got.shape)):
+        value, want = got[index].item(), x[source(*index)].item()
+        if value != want:
+            return list(index), value, want
+    return None
+
+
+def expect_layout(got, x, rule, wrong_rules, where, *sizes):
+    """Every cell of `got` where `rule` (got's index and `sizes` -> x's index) puts it; else a
+    Verdict naming the first of `wrong_rules` ({rubric key: rule}) that every cell follows."""
+    off = first_cell_off(got, x, lambda *index: rule(*index, *sizes))
+    if off is not None:
+        key = next((name for name, wrong in wrong_rules.items()
+                    if first_cell_off(got, x, lambda *index: wrong(*index, *sizes)) is None),
+                   "wrong_values")
+        index, g, e = off
+        raise Verdict(key, where=f"{where}{index} ", expected=num(e), got=num(g))
 
 
 # What the error that came instead of ValueError says about the code, in a student's words.
@@ -164,19 +170,18 @@ NO_CHECK_ADVICE = said(
 
 
 def for_the_runner(exc):
-    """A StudentError the runner names itself (a stub, an error at import, the memory limit):
-    a check lets it through rather than judge it."""
+    """A StudentError the runner names itself (a stub, an error at import, the memory limit)."""
     return exc.not_implemented or exc.during == "import" or exc.memory_limit
 
 
-def expect_student_error(call, case, error="ValueError"):
-    """Run `call()`; a Verdict unless the student's code raised `error`."""
+def expect_student_error(call, case):
+    """Run `call()`; a Verdict unless the student's code raised ValueError."""
     try:
         call()
     except StudentError as exc:
         if for_the_runner(exc):
             raise
-        if exc.is_a(error):
+        if exc.is_a("ValueError"):
             return
         advice = next((WRONG_ERROR_ADVICE[name] for name in exc.mro if name in WRONG_ERROR_ADVICE),
                       NO_CHECK_ADVICE)
@@ -190,10 +195,9 @@ def causal_mask(t):
 
 
 # -- what attention weights show ------------------------------------------------------------
-# Public checks judge attend by its defining relations, cell by cell, not by a second attend:
-#   for cells j, j' a query may read: log w[i,j] - log w[i,j'] == c·(q_i·k_j - q_i·k_j'),
-#   c = 1/√d;
-#   cells it may not read are exactly 0; each row sums to 1; context == weights @ v.
+# Public checks judge attend by its defining relations, not by a second attend: on cells a query
+# may read, log w[i,j] - log w[i,j'] == c·(q_i·k_j - q_i·k_j') with c = 1/√d; cells it may not
+# read are exactly 0; each row sums to 1; context == weights @ v.
 TINY = 1e-30      # a weight at or below this underflowed: it counts as 0
 FIT_TOL = 2e-3    # on log-weights: float32 rounding of scores up to a few hundred stays far below
 C_MIN = 0.01      # the smallest factor that still counts as weights computed from q·kᵀ
@@ -205,12 +209,11 @@ def dot_scores(q, k):
 
 
 def fitted_factor(weights, scores, cells, axis=-1, strict=True):
-    """The c with log w = c·scores + (one constant per row; per column for axis=-2) on `cells`.
+    """The c with log w = c·scores + (a constant per line along `axis`) on `cells`, in float64.
 
     None when no such c exists: a cell that is NaN or negative, a residual above FIT_TOL, nothing
-    to fit (no row with two positive cells).  `strict`: a cell that underflowed to 0 must be one
-    the fit puts below 1e-20 (one-hot "attention" on a single cell per row fits nothing).
-    Computed in float64."""
+    to fit.  `strict`: a cell that underflowed to 0 must be one the fit puts below 1e-20 (one-hot
+    "attention" on a single cell per row fits nothing)."""
     w = weights.double()
     cells = cells.expand_as(w)
     chosen = w[cells]
@@ -237,9 +240,9 @@ def fitted_factor(weights, scores, cells, axis=-1, strict=True):
 
 def weights_factor(weights, q, k, allowed):
     """The factor c of the first relation the weights follow, or None: rows over the readable
-    cells, rows over every cell that got weight (another mask), columns (softmax over the wrong
-    axis), rows of k·qᵀ (scores transposed), or lines along the heads or the batch (a softmax
-    over that axis).  A named mistake keeps its scale judged."""
+    cells, rows over every cell that got weight (another mask), columns, rows of k·qᵀ, or lines
+    along the heads or the batch (a softmax over that axis): a named mistake keeps its scale
+    judged."""
     scores, w = dot_scores(q, k), weights.double()
     finite_rows = ~torch.isnan(w).any(dim=-1, keepdim=True)  # a NaN row says nothing of the scale
     relations = [(scores, allowed & finite_rows, -1), (scores, (w > TINY) & finite_rows, -1),
@@ -265,8 +268,7 @@ def _pattern(w, cells):
 
 
 def _mask_mistake(w, allowed):
-    """Which wrong mask the weights w (float64) show by where they sit (mask mistakes need no
-    scores)."""
+    """Which wrong mask the weights w (float64) show by where they sit alone."""
     t_q, t_k = allowed.shape[-2:]
     nan = torch.isnan(w)
     if t_q == t_k and not bool(nan.any()):
@@ -297,11 +299,10 @@ def _row_sum_mistake(w, scores, allowed, c, d):
 
 def weights_problem(weights, allowed, q=None, k=None):
     """What weights [..., Tq, Tk] show, as a rubric key, or None when they are a softmax of some
-    positive multiple of q·kᵀ over the readable cells (the scale is the scale check's to judge).
+    positive multiple of q·kᵀ over the `allowed` cells (the scale is attend.scale's to judge).
 
-    `allowed` is the bool [Tq, Tk] of cells that may be read.  Without q and k (the module's
-    weights) only what the weights show alone is named.  A key is named only when the evidence
-    here shows it; otherwise the key says what was seen (weights_leak, nan, rows_not_one)."""
+    Without q and k (the module's weights) only what the weights show alone is named; where the
+    evidence names no mistake, the key says what was seen (weights_leak, nan, rows_not_one)."""
     w = weights.double()
     blocked = ~allowed.expand_as(w)
     d = q.shape[-1] if q is not None else None
@@ -330,9 +331,8 @@ def weights_problem(weights, allowed, q=None, k=None):
 
 def softmax_axis(w):
     """The axis other than the last that the weights sum to 1 over, when the rows do not (a
-    softmax over dim=0 or 1, or without dim: for 4-D scores torch picks axis 1, the heads), else
-    None.  NaN (a masked cell that is -inf in every head, normalised over the heads) is left out:
-    the lines along an axis that hold none must sum to 1.  Judged in float64."""
+    softmax over dim=0 or 1, or without dim: torch picks the heads of 4-D scores), else None.
+    NaN (a cell masked in every head, normalised over the heads) is left out."""
     w = w.double()
     finite = ~torch.isnan(w)
     if w.dim() < 2 or not bool(finite.any()) or not bool((w[finite] >= 0).all()):
@@ -373,10 +373,8 @@ def _leak_mistake(w, scores, allowed):
 
 
 def _normalisation_mistake(w, scores, allowed, d, q=None, k=None):
-    rows_ok = torch.allclose(w.sum(dim=-1), torch.ones_like(w[..., 0]), atol=1e-4)
-    cols = w.sum(dim=-2)
-    if not rows_ok and w.shape[-1] == w.shape[-2] and torch.allclose(cols, torch.ones_like(cols),
-                                                                atol=1e-4):
+    rows_ok = _sum_to_one(w.sum(dim=-1))
+    if not rows_ok and w.shape[-1] == w.shape[-2] and _sum_to_one(w.sum(dim=-2)):
         return "softmax_dim"
     if scores is None:
         return None if rows_ok else _row_sums_alone(w, allowed)
@@ -407,13 +405,20 @@ def _row_sums_alone(w, allowed):
     return "rows_not_one"
 
 
+def per_grading(student, name, make):
+    """What the checks keep for one grading, on the student proxy as `name`: made afresh by
+    `make()` when the proxy is graded again (another seed)."""
+    seed = getattr(student, "seed", None)
+    kept = getattr(student, name, None)
+    if kept is None or kept[0] != seed:
+        kept = (seed, make())
+        setattr(student, name, kept)
+    return kept[1]
+
+
 def judged_maps(student):
     """The attention maps the checks judged, by probe name, for the feedback page's heatmaps."""
-    seed = getattr(student, "seed", None)
-    maps = getattr(student, "judged_maps", None)
-    if maps is None or getattr(student, "judged_seed", None) != seed:  # a proxy graded again
-        student.judged_maps, student.judged_seed = {}, seed
-    return student.judged_maps
+    return per_grading(student, "judged_maps", dict)
 
 
 def first_slice(t):
@@ -433,8 +438,8 @@ def record_judged(student, probe, q, k, v, mask, weights=None):
 
 
 def same_answer(a, b):
-    """Two answers to the same call agree: tensors of one shape equal to rounding (NaN where the
-    other has NaN), tuples of such; any other values are not compared (another check's to judge)."""
+    """Two answers to one call agree: tensors of one shape equal to rounding (NaN where the other
+    has NaN), tuples of such; other values are not compared (another check's to judge)."""
     if type(a) is torch.Tensor and type(b) is torch.Tensor:
         return a.shape == b.shape and same(a, b, atol=1e-6, rtol=1e-5)
     if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
@@ -443,9 +448,8 @@ def same_answer(a, b):
 
 
 def steady_call(call):
-    """Randomness first: `call()` (an attend call on the judge's input), made twice, answers the
-    same twice; the first answer when both agree, else a Verdict naming the randomness (no other
-    cause is drawn from it)."""
+    """Randomness first: `call()` made twice; the first answer when both agree, else a Verdict
+    naming the randomness (no other cause is drawn from a random answer)."""
     first, second = call(), call()
     if not same_answer(first, second):
         raise Verdict("random_output")
@@ -453,9 +457,9 @@ def steady_call(call):
 
 
 def attend_any_rank(student, q, k, v, **kwargs):
-    """student.attend on q of any rank, called twice (random answers are named as such); when it
-    raises for fewer than 4 axes and the same data with leading axes of 1 goes through, the
-    Verdict names code written for [B,H,T,d] only."""
+    """student.attend on q of any rank, made steadily (steady_call); when it raises for fewer than
+    4 axes and the same data with leading axes of 1 goes through, the Verdict names code written
+    for [B,H,T,d] only."""
     try:
         return steady_call(lambda: student.attend(q, k, v, **kwargs))
     except StudentError as exc:
@@ -470,16 +474,24 @@ def attend_any_rank(student, q, k, v, **kwargs):
 
 
 class Heat(str):
-    """A verdict's heatmap text, with the judged call it was drawn from (`call`: the first [T, T]
-    slice of q, k, the allowed cells and the weights), so that the feedback page draws the very
-    numbers the card's text shows (runner.KitPlugin keeps the call for the page)."""
+    """A verdict's heatmap text with the judged call it was drawn from (`call`: first slices of q,
+    k, the allowed cells and the weights), so the feedback page draws the numbers the card shows."""
     call = None
 
 
 def leak_map(weights, allowed, q=None, k=None):
-    """The first [T, T] slice of `weights` as a heatmap, with cells that should be 0 marked;
-    given the call's q and k, the heatmap carries the call for the page."""
-    heat = Heat(heatmap(first_slice(weights), leaks=~allowed))
+    """The first [T, T] slice of `weights` as a small text grid, a '!' on each cell that should be
+    0 but is not; given q and k, it carries the call for the page."""
+    w = first_slice(weights).double()
+    rows = ["      " + " ".join(f"k{j:<4}" for j in range(w.shape[1]))]
+    for i in range(w.shape[0]):
+        cells = []
+        for j in range(w.shape[1]):
+            v = w[i, j].item()
+            mark = "!" if not bool(allowed[i, j]) and v != 0 else " "
+            cells.append("nan  " if math.isnan(v) else f"{v:.2f}{mark}")
+        rows.append(f"q{i:<4} " + " ".join(cells))
+    heat = Heat("\n".join(rows))
     if q is not None and k is not None:
         heat.call = {"q": first_slice(q), "k": first_slice(k), "mask": allowed,
                      "weights": first_slice(weights).detach().clone()}
@@ -488,5 +500,5 @@ def leak_map(weights, allowed, q=None, k=None):
 
 def note(record_note, key, **fields):
     """On a check that passes: what it could not judge on this machine (a rubric outcome key),
-    said beside the points and costing none of them (runner.py collects it)."""
+    said beside the points and costing none of them."""
     record_note("kit_note", {"key": key, "fields": {k: str(v) for k, v in fields.items()}})

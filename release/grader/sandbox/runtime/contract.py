@@ -1,14 +1,11 @@
 """Worker side of the module contract: the block is reached through the contract's attribute names.
 
-Runs inside the sandbox, beside worker.py; imports only torch.  The contract (solutions/attention.py):
-`qkv` (Linear(D, 3D), [q | k | v]) or `q_proj`/`k_proj`/`v_proj` (Linear(D, D) each), `out_proj`
-(Linear(D, D)), all without bias, and the buffer `mask`.  The layout is found through the objects
-those names point to (a Linear, a helper module wrapping one, a parametrized Linear, an alias of a
-ModuleList/ModuleDict item), never through parameter names.  Parameters and buffers are read from
-torch's own registries of every submodule, not through the student's (overridable) methods.
-
-Nothing here decides a verdict: it writes the judge's weights, reads what it is asked, and answers
-with plain data.  Everything it reports is a claim to the judge, which scores behaviour.
+The contract (solutions/attention.py): `qkv` (Linear(D, 3D), [q | k | v]) or `q_proj`/`k_proj`/
+`v_proj` (Linear(D, D) each), `out_proj` (Linear(D, D)), all without bias, and the buffer `mask`.
+The layout is found through the objects those names point to (a Linear, a helper module wrapping
+one, a parametrized Linear, an alias of a ModuleList/ModuleDict item), never through parameter
+names.  Parameters and buffers are read from torch's own registries of every submodule, not
+through the student's (overridable) methods.  Everything it reports is a claim to the judge.
 """
 import builtins
 import collections
@@ -72,6 +69,7 @@ def disable_library_attention(torch_module):
     object, untracked by gc, kept alive by one leaked reference): no code in this interpreter can
     reach it to reset it, and re-registering a kernel does not bring torch's own back."""
     import ctypes
+    import sys
     import warnings
 
     def refuse(*_args, **_kwargs):
@@ -91,7 +89,12 @@ def disable_library_attention(torch_module):
     functional.multi_head_attention_forward = refuse
     torch_module.nn.MultiheadAttention.__init__ = refuse
     torch_module.nn.MultiheadAttention.forward = refuse
-    _refuse_flex_attention(refuse)
+    # flex_attention runs eagerly on CPU too: its module refuses every name, before anyone imports
+    # it, and so does the higher-order op it calls.
+    _refusing_module("torch.nn.attention.flex_attention", refuse)
+    operators = sys.modules.get("torch._higher_order_ops.flex_attention")
+    if operators is not None:
+        operators.flex_attention = refuse
     # torch.onnx.ops.attention runs a reference attention in Python (matmul, softmax) for the
     # cases sdpa does not take: its module is a refusing one before anyone imports it (torch.onnx
     # itself still imports: it only binds the name).
@@ -115,46 +118,31 @@ def refused_kernels(torch_module):
     return found
 
 
-def _refuse_flex_attention(refuse):
-    """flex_attention runs eagerly on CPU too: its module is replaced, before anyone imports it,
-    by one whose every name raises; the higher-order op it calls refuses as well."""
-    import sys
-
-    _refusing_module("torch.nn.attention.flex_attention", refuse)
-    operators = sys.modules.get("torch._higher_order_ops.flex_attention")
-    if operators is not None:
-        operators.flex_attention = refuse
-
-
 def _refusing_module(name, refuse):
     """sys.modules[name] (and the parent's attribute, where the parent is imported) becomes a
-    module every name of which raises."""
+    module every name of which raises but the dunder ones, which stay missing: introspection is no
+    route to attention (torch's meta kernels, loaded on first use, look for every module's
+    __file__ through the inspect module, and hasattr only forgives AttributeError)."""
     import sys
     import types
 
+    def getattr_(attr):  # PEP 562: a module's __getattr__
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        return refuse()
+
     stub = types.ModuleType(name)
-    stub.__getattr__ = _refusing(refuse)  # PEP 562: every name of the module raises
+    stub.__getattr__ = getattr_
     sys.modules[name] = stub
     parent, _, child = name.rpartition(".")
     if parent in sys.modules:
         setattr(sys.modules[parent], child, stub)
 
 
-def _refusing(refuse):
-    """A module __getattr__ that refuses every name but the dunder ones, which stay missing:
-    introspection is no route to attention (torch's meta kernels, loaded on first use, look for
-    every module's __file__ through inspect.getmodule, and hasattr only forgives AttributeError)."""
-    def getattr_(name):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        return refuse()
-    return getattr_
-
-
 # -- torch's own registries, read past any override of the student's class ----------------------
 def _namespace(obj):
-    """The instance's own __dict__ (through nn.Module's slot, taken at preparation), or None for
-    an object whose true type is no nn.Module."""
+    """The instance's own __dict__ (through nn.Module's slot), or None for an object whose true
+    type is no nn.Module."""
     if _MODULE not in _MRO(type(obj)):
         return None
     return _INSTANCE_DICT(obj)
@@ -170,12 +158,10 @@ def _own(module, table):
 
 def tampering(module):
     """What of the block stands between torch's registries and a reader of them, as short words
-    for the judge (a claim: the judge then gives no registry-based point): a class in the MRO of
-    a module of the tree that defines one of GUARDED (a property for __dict__ or _parameters, a
-    __getattribute__, a __class__ swapped in after __init__, whatever a metaclass added), a
-    registry that is no plain dict, one that torch's own lookup (`self._parameters`) finds
-    elsewhere than in the instance's dict, or a non-module among the submodules.  [] for every
-    block written the ordinary way."""
+    for the judge: a class in the MRO of a module of the tree that defines one of GUARDED (a
+    property, a __getattribute__, a __class__ swapped in, whatever a metaclass added), a registry
+    that is no plain dict, one that torch's own lookup (`self._parameters`) finds elsewhere than
+    in the instance's dict, or a non-module among the submodules.  [] for an ordinary block."""
     found = []
     for name, current in walk(module):
         where = f"self.{name}" if name else "self"
@@ -222,9 +208,9 @@ def _plain(t):
         return _TENSOR.as_subclass(_TENSOR.clone(_TENSOR.detach(t)), _TORCH_TENSOR)
 
 
-def walk(module, prefix=""):
+def walk(module):
     """(name, module) for the module and every submodule, each object once."""
-    seen, stack = set(), [(prefix, module)]
+    seen, stack = set(), [("", module)]
     while stack:
         name, current = stack.pop(0)
         if id(current) in seen:
@@ -236,23 +222,14 @@ def walk(module, prefix=""):
                 stack.append((f"{name}.{child_name}" if name else child_name, child))
 
 
-def parameters(module):
-    """[(name, tensor)] of every parameter torch knows of, each tensor once (shared: counted once)."""
+def parameters(module, table="_parameters"):
+    """[(name, tensor)] of every parameter (or buffer: `table`) torch knows of, each tensor once."""
     found, seen = [], set()
     for name, current in walk(module):
-        for pname, p in _own(current, "_parameters").items():
-            if p is not None and id(p) not in seen:
-                seen.add(id(p))
-                found.append((f"{name}.{pname}" if name else pname, p))
-    return found
-
-
-def buffers(module):
-    found = []
-    for name, current in walk(module):
-        for bname, b in _own(current, "_buffers").items():
-            if b is not None:
-                found.append((f"{name}.{bname}" if name else bname, b))
+        for own_name, t in _own(current, table).items():
+            if t is not None and id(t) not in seen:
+                seen.add(id(t))
+                found.append((f"{name}.{own_name}" if name else own_name, t))
     return found
 
 
@@ -314,12 +291,6 @@ def layout(module, d_model):
                   for names in PROJECTIONS.values() for n in names}
 
 
-def _blocks(kind, q, k, v, o):
-    if kind == "fused":
-        return {"qkv": torch.cat([q, k, v]), "out_proj": o}
-    return {"q_proj": q, "k_proj": k, "v_proj": v, "out_proj": o}
-
-
 def _unblocks(kind, matrices):
     if kind == "fused":
         q, k, v = matrices["qkv"].chunk(3)
@@ -335,7 +306,7 @@ def describe(module, d_model):
     kind, slots = layout(module, d_model)
     mask = getattr(module, "mask", None)
     registered = "missing" if mask is None else "attribute"
-    if any(b is mask for _, b in buffers(module)):
+    if any(b is mask for _, b in parameters(module, "_buffers")):
         registered = "buffer"
     if any(p is mask for _, p in parameters(module)):
         registered = "parameter"
@@ -354,7 +325,9 @@ def inject(module, d_model, q, k, v, o):
     kind, slots = layout(module, d_model)
     if kind is None:
         return None
-    for name, value in _blocks(kind, q, k, v, o).items():
+    blocks = ({"qkv": torch.cat([q, k, v]), "out_proj": o} if kind == "fused"
+              else {"q_proj": q, "k_proj": k, "v_proj": v, "out_proj": o})
+    for name, value in blocks.items():
         slots[name].write(value)
     return kind
 

@@ -1,10 +1,8 @@
 """CUDA's rule for devices, for the student's code run on `meta` (placement.py).
 
-A module of its own: a SameDevice is entered on the student's thread (isolation.runner), where
-the student's code can reach its class and so this module's globals; nothing here is what the
-worker reads or reports, so whatever is rebound here changes only the rule the student's own
-code runs under (and a student's code can leave a dispatch mode anyway: the judge's scan reads that as
-tampering).
+A module of its own: a SameDevice is entered on the student's thread, where the student's code can
+reach this module's globals; nothing here is what the worker reads or reports, so rebinding them
+changes only the rule the student's own code runs under.
 """
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -50,9 +48,8 @@ def _on_meta(item):
 
 
 def _devices(items, seen):
-    """Add to `seen` the device of every tensor in `items` (lists, tuples and dicts followed:
-    what an operation's arguments hold) that counts for the rule: one of at least one axis, or
-    a 0-dim one off the CPU."""
+    """Add to `seen` the device of every tensor in `items` (lists, tuples and dicts followed) that
+    counts for the rule: one of at least one axis, or a 0-dim one off the CPU."""
     for item in items:
         if isinstance(item, torch.Tensor):
             device = item.device.type
@@ -65,6 +62,6 @@ def _devices(items, seen):
 
 
 def device_rule(device):
-    """What the student's code runs under on `device` (contexts the student's run enters):
-    SameDevice on meta; elsewhere torch's own kernels check."""
+    """The contexts the student's code runs under on `device`: SameDevice on meta; elsewhere
+    torch's own kernels check."""
     return (SameDevice(),) if device == "meta" else ()

@@ -64,23 +64,25 @@ SERVE_STUDENT = types.FunctionType(
 
 
 class Guard:
-    """The audit hook's state: which thread is the worker's, whether the worker is reading frames
-    itself (judging), and the refusals so far."""
+    """The audit hook's state: the worker's thread, whether it is reading frames itself (judging:
+    entered as a context manager), and the refusals so far."""
 
     def __init__(self):
         self.main = threading.get_ident()
-        self.armed = False
         self.judging = False
         self.refused = []
 
+    def __enter__(self):
+        self.judging = True
+
+    def __exit__(self, *exc):
+        self.judging = False
+
     # What the hook and run() use is bound as defaults: were this module's globals reached from
-    # the student's code (the module is out of sys.modules, and the student's thread starts at a
-    # function with globals of its own), rebinding a name there would change nothing they do.
+    # the student's code, rebinding a name there would change nothing they do.
     def hook(self, event, args, get_ident=threading.get_ident, startswith=str.startswith,
              anywhere=ANYWHERE, on_main_too=ON_MAIN, prefixes=PREFIXES, rewrites=REWRITES,
              refused=Refused):
-        if not self.armed:
-            return
         on_main = get_ident() == self.main
         if on_main and self.judging:
             return
@@ -97,25 +99,16 @@ def guard():
     function returning the refusals so far (a list of event names)."""
     state = Guard()
     sys.addaudithook(state.hook)
-    state.armed = True
-
-    class Judging:
-        def __enter__(self):
-            state.judging = True
-
-        def __exit__(self, *exc):
-            state.judging = False
-
-    return Judging(), lambda: list(state.refused)
+    return state, lambda: list(state.refused)
 
 
 def runner(thread=threading.Thread, queue=queue.SimpleQueue, event=threading.Event,
            refused=Refused):
     """run(fn, args, kwargs, contexts, on_wait, tick) for the student's code, on one thread of
-    its own started now (before the student's code can fill the process limit: a thread counts
-    as a process there): fn(*args, **kwargs) inside `contexts`, entered on that thread (grad mode
-    and dispatch modes are per thread); its value, or its exception raised here.  While it runs,
-    on_wait(ident) is called every `tick` seconds (the worker tells the judge where it is)."""
+    its own started now (before the student's code can fill the process limit, which counts
+    threads): fn(*args, **kwargs) inside `contexts`, entered on that thread (grad and dispatch
+    modes are per thread); its value, or its exception raised here.  While it runs, on_wait(ident)
+    is called every `tick` seconds."""
     jobs = queue()
     student = thread(target=SERVE_STUDENT, args=(jobs,), name="student", daemon=True)
     student.start()

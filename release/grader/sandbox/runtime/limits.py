@@ -1,9 +1,6 @@
-"""The sandbox's limits, written once, and how a process applies them: the uid a worker drops to,
-the size of its /tmp, the namespace flags, the exit status of a sandbox that could not be set up,
-and the table of resource limits with the one rule for which memory limit applies.  The launcher
-(grader/sandbox/launch.py, in the judge) and the fork server (zygote.py, inside the sandbox) both
-read it, so a cold worker and a forked one get the same box.  Standard library only: it runs
-inside the sandbox too.
+"""The sandbox's limits, written once, and how a process applies them: the launcher (launch.py, in
+the judge) and the fork server (zygote.py, inside the sandbox) both read it, so a cold worker and
+a forked one get the same box.  Standard library only.
 """
 import glob
 import os
@@ -37,9 +34,8 @@ def memory_rlimit():
 
 
 def memory_held(pid):
-    """(counted, resident): the bytes of process `pid` that its memory limit counts (memory_rlimit:
-    its address space, or where CUDA may start its data) and the bytes it has resident, read from
-    /proc; None where they cannot be read (the process is gone, no /proc)."""
+    """(counted, resident): the bytes of process `pid` that its memory limit counts (memory_rlimit)
+    and the bytes it has resident, read from /proc; None where they cannot be read."""
     counted_field = "VmData" if memory_rlimit() == resource.RLIMIT_DATA else "VmSize"
     fields = {}
     try:

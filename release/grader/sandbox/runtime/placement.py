@@ -1,21 +1,16 @@
 """Worker side of the device and dtype checks: the student's code, run where a model may be moved.
 
-Runs inside the sandbox, beside worker.py; imports only torch.  The judge's inputs (and a block,
-through `nn.Module.to`, never the student's own `.to`) are moved to a device or a float dtype
-here, the student's code runs, and what comes back is a plain description of every result:
-where it lives, its dtype and shape, and its values where a device has any (`meta` has none).
-Nothing here decides a verdict; every word of it is a claim to the judge.
-
-On `meta` the student's code runs under CUDA's rule for devices (devicerule.SameDevice, handed in
-by the worker with the runner of the student's thread).
+The judge's inputs (and a block, through `nn.Module.to`, never the student's own `.to`) are moved
+to a device or a float dtype, the student's code runs (on `meta` under CUDA's rule for devices:
+devicerule.py), and what comes back is a plain description of every result: a claim to the judge.
 """
 import torch
 from torch import nn
 
+
 def devices():
-    """The devices other than the CPU this worker can try: `meta` always (every operation runs
-    for shapes and dtypes only, and refuses a tensor of another device), `cuda` where torch
-    here can make a tensor on one."""
+    """The devices other than the CPU this worker can try: `meta` always, `cuda` where torch here
+    can make a tensor on one."""
     found = ["meta"]
     try:
         if torch.cuda.is_available():
@@ -27,9 +22,8 @@ def devices():
 
 
 def warm_meta():
-    """torch loads its meta kernels (torch._meta_registrations, torch._refs, sympy) on the first
-    operations on `meta`, and torch._dynamo on the first of its reference kernels (a masked_fill,
-    a where): every worker does it before the student's code (worker.prepare), never inside a
+    """torch loads its meta kernels (and torch._dynamo, for a masked_fill) on the first operations
+    on `meta`: every worker does it before the student's code (worker.prepare), never inside a
     student's call, whose /tmp and time it would spend."""
     x = torch.ones(2, 2, device="meta")
     x @ x  # the meta kernels are imported now
@@ -61,9 +55,8 @@ def describe(value):
 
 
 def call_on(fn, device, dtype=None, args=(), kwargs=None, *, run, rule):
-    """The student's function `fn` called on the judge's arguments moved to `device` (`dtype`),
-    through `run` (the worker's isolation.runner: the student's own thread) under the contexts
-    of `rule(device)` (devicerule.device_rule)."""
+    """The student's function `fn` on the judge's arguments moved to `device` (`dtype`), through
+    `run` (the student's own thread) under the contexts of `rule(device)` (devicerule.py)."""
     dtype = _dtype(dtype)
     args = [_place(a, device, dtype) for a in args]
     kwargs = {k: _place(v, device, dtype) for k, v in (kwargs or {}).items()}
@@ -87,9 +80,9 @@ def place(block, device=None, dtype=None):
 
 
 def _left_behind(block, device):
-    """Names of the tensors (of at least one axis: a 0-dim one mixes with any device) that the
-    block's modules hold as plain attributes, or its module holds as globals, and that are not
-    on `device`: what .to() does not move."""
+    """Names of the tensors of at least one axis (a 0-dim one mixes with any device), held as
+    plain attributes of the block's modules or globals of its module, not on `device`: what
+    .to() does not move."""
     import sys
 
     def stayed(value):
@@ -111,9 +104,8 @@ def forward_on(block, x, device, dtype=None, *, run, rule):
     """forward(x, return_weights=True) on x moved to `device` (`dtype`), without gradients, as
     call_on calls."""
     x = _place(x, device, _dtype(dtype))
-    result = run(block, (x,), {"return_weights": True},
-                           contexts=(torch.no_grad(),) + rule(device))
-    return describe(result)
+    return describe(run(block, (x,), {"return_weights": True},
+                        contexts=(torch.no_grad(),) + rule(device)))
 
 
 BLOCK_ACTIONS = {"place": place, "forward_on": forward_on}  # reached through the worker's op_contract

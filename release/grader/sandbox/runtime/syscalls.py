@@ -1,8 +1,7 @@
 """A seccomp filter every worker installs on itself before it imports the student's file.
 
-Runs inside the sandbox (worker.py and zygote.py import it; nothing from the judge side).  It refuses
-(EPERM) the system calls whose effect outlives the worker or reaches past it, which neither Python
-nor torch needs to run a submission:
+It refuses (EPERM) the system calls whose effect outlives the worker or reaches past it, which
+neither Python nor torch needs to run a submission:
 
 - kernel keys (add_key, request_key, keyctl): keyrings are kept per uid by the kernel, not per
   process, so a key would stay after the worker ends and be read by the next worker of that uid;
@@ -13,15 +12,14 @@ nor torch needs to run a submission:
   (checked with strace: importing torch and training the copy task make none); a new socket could
   only reach another process, or fill kernel buffers outside RLIMIT_AS (8 MiB a socket here).
   On a machine with a GPU, socket() of AF_UNIX is let through (`unix_sockets`): CUDA's driver
-  opens one as it starts, and a refused one stops it (cudaGetDeviceCount: error 304, measured on
-  an H200); every other domain is still refused;
+  opens one as it starts, and a refused one stops it; every other domain is still refused;
 - ptrace and process_vm_readv/writev: reading or steering another process of the same uid (the
   plain-subprocess fallback runs every worker as the grader's own user);
 - perf_event_open, bpf, userfaultfd: kernel attack surface no submission needs.
 
 Every system call of another architecture (a 32-bit `int 0x80` on x86-64, x32) is refused too, so
 the numbers below cannot be sidestepped.  On an architecture not listed, nothing is installed and
-`install` says why (the namespaces still hold; README, Security).
+`install` says why (the namespaces still hold).
 """
 import ctypes
 import errno

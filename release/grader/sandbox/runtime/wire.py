@@ -6,17 +6,16 @@ exact `torch.Tensor`s made from raw bytes), never unpickles, and enforces size c
 
 Frame: MAGIC (4 bytes) | header length (4 bytes, big endian) | payload length (8 bytes) |
 header (UTF-8 JSON) | payload (the tensors' raw bytes, back to back) [| tag (32 bytes)].
-The tag is HMAC-SHA256 of everything before it under the worker's key: the worker draws a key
-before the student's file is imported, tells the judge in its first frame, and signs every
-frame after it; the judge then refuses a frame without the right tag.  The student's code can
-write to the channel's file descriptor (it is in the same process), but cannot reach the key
-(isolation.py), so it cannot forge a reply.
+The tag is HMAC-SHA256 of everything before it under the key the worker draws before the
+student's file is imported and tells the judge in its first frame: the student's code can write
+to the channel (it is in the same process) but cannot reach the key (isolation.py), so it cannot
+forge a reply.
 In the header a tensor is {"$tensor": [offset, nbytes], "dtype": "float32", "shape": [...]},
 a tuple is {"$tuple": [...]} and an object that is neither is {"$object": "TypeName"}.  A key of
 the sender's own dicts that starts with "$" is sent with one more "$" ("$tensor" -> "$$tensor"),
-so no data can pass for a marker; the decoder refuses a "$" key that is neither.  The decoder
-materialises at most as many tensor bytes as the payload holds (64 references to one 32 MiB span
-are refused, not copied 64 times), and `expect_id` checks a reply's id before any tensor is built.
+so no data can pass for a marker.  The decoder materialises at most as many tensor bytes as the
+payload holds (64 references to one span are refused, not copied), and `expect_id` checks a
+reply's id before any tensor is built.
 """
 import builtins
 import hashlib
@@ -30,14 +29,11 @@ __builtins__ = dict(vars(builtins))
 
 MAGIC = b"AW12"
 PREFIX = struct.Struct(">4sIQ")
-# What one frame may carry, sized to the checks: the largest reply of a whole grading (correct and
-# wrong submissions alike) is a 0.7 KiB header and a 384 KiB payload.  A larger frame is refused
-# from its 16-byte prefix, before anything is read or made for its body, so what one reply can
-# make the judge hold is bounded (JUDGE_FRAME_BYTES; tests/test_hostile.py).  The caps come from
-# the judge's memory target (350 MiB under any submission, issue 24): a check may hold two frames
-# at once (a call made twice), so two frames must fit beside a grading of the reference.  8 MiB
-# of payload is still 20x the largest reply seen (a wrong shape such as [256, 12, 12, 32]
-# float32, 4.7 MB, still arrives and is judged as a shape).
+# What one frame may carry, sized to the checks: the largest reply of a whole grading is a 0.7 KiB
+# header and a 384 KiB payload.  A larger frame is refused from its 16-byte prefix, so what one
+# reply can make the judge hold is bounded (JUDGE_FRAME_BYTES): two frames (a call made twice)
+# must fit under the judge's memory target of 350 MiB beside a grading of the reference.  8 MiB
+# of payload still lets a wrong shape such as [256, 12, 12, 32] float32 arrive and be judged.
 MAX_HEADER = 256 * 1024
 MAX_PAYLOAD = 8 * 1024 * 1024
 # The judge's memory for one frame at most: the payload as received, the tensors built from it
@@ -77,10 +73,10 @@ _TENSORS = []  # [how a tensor becomes bytes], made once (arm)
 
 
 def arm():
-    """Bind how a tensor becomes bytes: torch's C methods (TensorBase's, which no code can
-    replace), with torch-function and dispatch modes off, so neither a patched torch.Tensor
-    method nor a mode the student's code entered changes what is sent.  The worker calls it
-    before the student's import; elsewhere the first tensor sent calls it."""
+    """Bind how a tensor becomes bytes: TensorBase's C methods (which no code can replace), with
+    torch-function and dispatch modes off, so neither a patched torch.Tensor method nor a mode the
+    student's code entered changes what is sent.  The worker calls it before the student's
+    import; elsewhere the first tensor sent calls it."""
     if _TENSORS:
         return _TENSORS[0]
     torch = _torch()
@@ -129,8 +125,7 @@ def encode(obj, key=None):
     def walk(value, depth):
         if depth > MAX_DEPTH:
             raise ProtocolError("nesting too deep")
-        # By type(), which an object cannot fake: isinstance believes a `__class__` property
-        # (an impostor "tensor" then crashed the encoder, and the worker with it).
+        # By type(), which an object cannot fake: isinstance believes a `__class__` property.
         kind = type(value)
         if value is None or issubclass(kind, (bool, int, float, str)):
             return value
@@ -232,10 +227,17 @@ def _rebuild(value, payload, depth, room):
     if kind is not dict:
         raise ProtocolError("unexpected JSON value")
     for marker, keys in MARKERS.items():
-        if marker in value:
-            if value.keys() != keys:
-                raise ProtocolError(f"bad {marker[1:]} marker")
-            return _marked(marker, value, payload, depth, room)
+        if marker not in value:
+            continue
+        if value.keys() != keys:
+            raise ProtocolError(f"bad {marker[1:]} marker")
+        if marker == "$tensor":
+            return _tensor(value, payload, room)
+        if marker == "$object":
+            return Opaque(value["$object"])
+        if type(value["$tuple"]) is not list:
+            raise ProtocolError("bad tuple")
+        return tuple(_rebuild(value["$tuple"], payload, depth, room))  # its items one level down
     out = {}
     for key, item in value.items():
         if key[:1] == "$":
@@ -244,17 +246,6 @@ def _rebuild(value, payload, depth, room):
             key = key[1:]
         out[key] = _rebuild(item, payload, inner, room)
     return out
-
-
-def _marked(marker, value, payload, depth, room):
-    if marker == "$tensor":
-        return _tensor(value, payload, room)
-    if marker == "$tuple":
-        items = value["$tuple"]
-        if type(items) is not list:
-            raise ProtocolError("bad tuple")
-        return tuple(_rebuild(items, payload, depth, room))  # the items one level down, as a list's
-    return Opaque(value["$object"])
 
 
 _DTYPE_OF = {}  # name -> torch dtype, for the names in DTYPES (filled on the first tensor)

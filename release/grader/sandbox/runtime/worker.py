@@ -1,21 +1,16 @@
 """The worker: runs inside the sandbox, imports the student's module and serves calls.
 
-It imports nothing from the judge side (no checks, no reference, no variants): only the runtime's
-own modules, which are copied beside it into a private folder.
-It never decides a verdict; it only returns what the student's code computed.  Everything it sends
-is untrusted by the judge.
+It imports only the runtime's own modules (copied beside it), never decides a verdict and only
+returns what the student's code computed; the judge trusts nothing it sends.
 
 What the verdict relies on (the contract's readers, the table of the student's blocks, the
 channel's send and receive, an instance of wire.py of the worker's own, os.readv and os.write) is
-taken before the student's file is imported and kept in the serving loop's locals and closures
-only: no module attribute the student's code can reach (this module is `__main__` in a cold
-worker, `worker` under the fork server; `wire` in sys.modules is another instance) holds any of
-it, and the other runtime modules are out of `sys.modules` and the runtime's folder off `sys.path`
-before the import, so replacing a name there changes nothing the judge is told.  The student's
-code runs on a thread of its own behind an audit hook (isolation.py), so no walk of frames or of
-the object graph reaches the serving loop; every frame sent after the first is signed with a key
-drawn before the import (wire.py), so nothing the student's code writes on the channel passes
-for the worker's word.
+bound before the student's file is imported and kept only in the serving loop's locals and
+closures: no module attribute the student's code can reach holds any of it, and the other runtime
+modules are out of `sys.modules` (and their folder off `sys.path`) before the import.  The
+student's code runs on a thread of its own behind an audit hook (isolation.py), and every frame
+after the first is signed with a key drawn before the import (wire.py), so nothing the student's
+code writes on the channel passes for the worker's word.
 
 Usage: python -I worker.py CHANNEL_FD STUDENT_FILE [--wait-go]
 
@@ -26,6 +21,7 @@ import builtins
 import contextlib
 import functools
 import gc
+import importlib.util
 import os
 import sys
 from linecache import getline
@@ -47,6 +43,7 @@ import wire  # noqa: E402
 
 # What prepare() made, handed once to serve() (which empties it before the student's import).
 _PREPARED = {}
+STUCK_REPORT_SECONDS = 0.5
 
 
 def endpoints(fd, speaking=wire, key=None, read_into=os.readv, write=os.write):
@@ -68,19 +65,10 @@ def endpoints(fd, speaking=wire, key=None, read_into=os.readv, write=os.write):
     return send, receive
 
 
-class Channel:
-    """The channel before serving (the prepared frame, a spare's go); serve() takes its fd."""
-
-    def __init__(self, fd):
-        self.fd = fd
-        self.send, self.receive = endpoints(fd)
-
-
 def describe_exception(exc, student_file, judging=None):
-    """Type, message and the student's own line: never a traceback through the worker (only the
-    student's file is read).  The message is asked first (a class of the student's may answer
-    it), then the traceback walked inside `judging` (isolation.guard: the worker's own read of
-    frames, with no student code inside)."""
+    """Type, message and the student's own line: never a traceback through the worker.  The
+    message is asked first (a class of the student's may answer it), then the traceback is
+    walked inside `judging` (isolation.guard: the worker's own read of frames)."""
     message = str(exc)[:500]
     # the refusal the worker raises itself (contract.py) under its module's name too, which no
     # class of the student's file has: a student's LibraryAttentionDisabled stays theirs
@@ -100,10 +88,9 @@ def describe_exception(exc, student_file, judging=None):
 
 
 def student_runs(kit, send, student_file, judging):
-    """The kit with every way into the student's code bound to the run of the student's thread
-    (isolation.runner, started now), which tells the judge where that code is while it runs
-    (telling_where): the operations' own calls, and the readers' (a forward inside
-    contract.grads, placement's calls on a device)."""
+    """The kit with every way into the student's code (the operations' calls, and the readers'
+    that run a forward or a call on a device) bound to the student's thread (isolation.runner,
+    started now), which tells the judge where that code is while it runs (telling_where)."""
     run = functools.partial(kit["runner"](), tick=STUCK_REPORT_SECONDS,
                             on_wait=telling_where(send, student_file, judging))
     readers = dict(kit["readers"], grads=functools.partial(kit["readers"]["grads"], run=run),
@@ -113,70 +100,44 @@ def student_runs(kit, send, student_file, judging):
     return dict(kit, run=run, readers=readers, call_on=call_on)
 
 
-def student_module(student_file):
-    """The student's module, made but not run yet (run on the student's thread: serve)."""
-    import importlib.util
+MISSING = object()  # a constant the student's module does not define
 
-    spec = importlib.util.spec_from_file_location("attention", student_file)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["attention"] = module
-    return spec, module
+
+def strided(args, views):
+    """The call's arguments, with the strided views the judge asks for re-created: a tensor
+    crosses the wire contiguous.  A view is [index, dim0, dim1] (transpose) or [index, [dims]]
+    (permute)."""
+    args = list(args)
+    for index, *spec in views:
+        args[index] = (args[index].permute(*spec[0]) if isinstance(spec[0], list)
+                       else args[index].transpose(*spec))
+    return args
 
 
 def operations(module, torch, kit):
-    """{op: function(**args)} the judge may ask for: the student's functions and constants, and
-    the blocks it makes (whose table lives in a closure of block_operations).  Every call into
-    the student's code goes through kit["run"] (isolation.runner: the student's own thread)."""
-    ops = function_operations(module, kit)
-    ops.update(block_operations(module, torch, kit))
-    return ops
+    """{op: function(**args)} the judge may ask for, the student's blocks in this closure's
+    table; every call into the student's code goes through kit["run"] (its own thread)."""
+    readers, train, call_on, run = kit["readers"], kit["train"], kit["call_on"], kit["run"]
+    handles, no_grad = {}, torch.no_grad
 
-
-def function_operations(module, kit):
-    devices, call_on, run = kit["devices"], kit["call_on"], kit["run"]
-
-    def student_function(name):
+    def student_attr(name):
         return run(getattr, (module, name))  # a module's __getattr__ is the student's code too
 
     def op_call(fn, args=(), kwargs=None, views=()):
-        args = list(args)
-        # A tensor crosses the wire contiguous; `views` re-creates a strided view the judge asks for.
-        for index, *spec in views:  # [index, dim0, dim1] transposes, [index, [dims]] permutes
-            args[index] = (args[index].permute(*spec[0]) if isinstance(spec[0], list)
-                           else args[index].transpose(*spec))
-        return run(student_function(fn), args, kwargs)
-
-    def op_devices():
-        return devices()
+        return run(student_attr(fn), strided(args, views), kwargs)
 
     def op_call_on(fn, device, dtype=None, args=(), kwargs=None):
         """The student's function on the judge's arguments moved to another device or dtype."""
-        return call_on(student_function(fn), device, dtype, list(args), kwargs)
+        return call_on(student_attr(fn), device, dtype, list(args), kwargs)
 
     def op_constants(names):
-        missing = object()
-        values = {}
-        for name in names:
-            value = run(getattr, (module, name, missing))
-            values[name] = {"$missing": True} if value is missing else value
-        return values
-
-    return {"call": op_call, "devices": op_devices, "call_on": op_call_on,
-            "constants": op_constants}
-
-
-def block_operations(module, torch, kit):
-    handles = {}
-    readers, train, run, no_grad = kit["readers"], kit["train"], kit["run"], torch.no_grad
-
-    def student_class():
-        return run(getattr, (module, "CausalSelfAttention"))
+        values = {name: run(getattr, (module, name, MISSING)) for name in names}
+        return {name: {"$missing": True} if value is MISSING else value
+                for name, value in values.items()}
 
     def op_new(args=(), kwargs=None):
-        instance = run(student_class(), args, kwargs)
-        handle = len(handles) + 1
-        handles[handle] = instance
-        return handle
+        handles[len(handles) + 1] = run(student_attr("CausalSelfAttention"), args, kwargs)
+        return len(handles)
 
     def op_load(handle, state):
         block = handles[handle]
@@ -193,28 +154,24 @@ def block_operations(module, torch, kit):
     def op_train_copy(seed, n_heads):
         # The training loop runs on the student's thread with their block: its losses and state
         # are claims, which the judge evaluates again from the state (copytask.py).
-        model, losses = run(train, (student_class(),), {"seed": seed, "n_heads": n_heads})
+        model, losses = run(train, (student_attr("CausalSelfAttention"),),
+                            {"seed": seed, "n_heads": n_heads})
         return {"losses": losses, "state": {n: p.detach() for n, p in model.named_parameters()}}
 
-    def op_contract(handle, action, **args):
-        """The block through the contract's attribute names (contract.py), never its own word."""
+    def op_contract(handle, action, **args):  # through the contract's names, never its word
         return readers[action](handles[handle], **args)
 
-    return {"new": op_new, "load": op_load, "forward": op_forward, "train_copy": op_train_copy,
-            "contract": op_contract}
+    return {"call": op_call, "devices": kit["devices"], "call_on": op_call_on,
+            "constants": op_constants, "new": op_new, "load": op_load, "forward": op_forward,
+            "train_copy": op_train_copy, "contract": op_contract}
 
 
 def prepare():
     """What every worker does before it sees a student: torch on one thread, seeded, its fused
-    attention disabled (contract.py), so a route through it breaks instead of passing, and meta's
-    kernels loaded (placement.warm_meta): loaded later, they would need what the student's code
-    may have spent (a /tmp it filled: torch._dynamo's cache dir is looked for there).
-
-    The readers (contract.py, placement.py, copytask.py) are kept for serve(), which takes them
-    before the student's import.  What is alive at the end is frozen for the cyclic collector (as
-    in the judge: grader/process.py): a collection in the worker, or in a fork of the fork server
-    (zygote.py runs this once, then forks), then never walks torch's objects, whose GC headers it
-    would write, copying every page of them a fork shares with the fork server.
+    attention disabled (contract.py) and meta's kernels loaded (placement.warm_meta: loaded later,
+    they would need the /tmp the student's code may have filled).  The readers are kept for
+    serve().  What is alive then is frozen for the cyclic collector (as in grader/process.py), so
+    a collection in a fork of the fork server never writes, and so copies, torch's shared pages.
     """
     import torch
 
@@ -240,11 +197,8 @@ def prepare():
 
 
 def private_wire():
-    """An instance of wire.py of the worker's own, its tensor and JSON encoders bound (wire.arm):
-    not the `wire` of sys.modules, so that what a student's code patches there (wire.encode,
-    wire._DUMPS, ...) is never what the worker sends its replies through."""
-    import importlib.util
-
+    """An instance of wire.py of the worker's own, armed (wire.arm): not the `wire` of
+    sys.modules, so that what a student's code patches there is never what replies go through."""
     spec = importlib.util.spec_from_file_location("_worker_wire", os.path.join(RUNTIME, "wire.py"))
     private = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(private)
@@ -252,26 +206,17 @@ def private_wire():
     return private
 
 
-STUCK_REPORT_SECONDS = 0.5
-
-
-def student_line(frame, student_file):
-    """The innermost line of the student's own file on a thread's stack, or None."""
-    while frame is not None:
-        if os.path.abspath(frame.f_code.co_filename) == student_file:
-            return frame.f_lineno
-        frame = frame.f_back
-    return None
-
-
 def telling_where(send, student_file, judging, frames=sys._current_frames):
-    """on_wait(ident) for the student's run (isolation.runner): the line of the student's file
-    that thread is at, told to the judge ({"stuck": line}), so a timeout can say where the import
-    or the call was stuck (an endless loop would otherwise end with no line at all).  The frames are read
-    inside `judging`: the worker's own read, refused to the student's code."""
+    """on_wait(ident) for the student's run (isolation.runner): tells the judge the line of the
+    student's file that thread is at ({"stuck": line}), so a timeout can say where the import or
+    the call was stuck.  The frames are read inside `judging`, refused to the student's code."""
     def tell(ident):
         with judging:
-            line = student_line(frames().get(ident), student_file)
+            frame, line = frames().get(ident), None
+            while frame is not None and line is None:  # the innermost line of the student's file
+                if os.path.abspath(frame.f_code.co_filename) == student_file:
+                    line = frame.f_lineno
+                frame = frame.f_back
         if line is not None:
             try:
                 send({"stuck": line})
@@ -283,8 +228,7 @@ def telling_where(send, student_file, judging, frames=sys._current_frames):
 
 def _seal():
     """Before the student's import: the runtime's modules but wire leave sys.modules, its folder
-    leaves sys.path (`import placement` in the student's file finds nothing), and this module no
-    longer names wire, syscalls or limits (everything serving needs is bound already)."""
+    leaves sys.path, and this module no longer names wire, syscalls or limits."""
     for name in RUNTIME_MODULES:
         sys.modules.pop(name, None)
     while RUNTIME in sys.path:
@@ -293,23 +237,26 @@ def _seal():
         globals().pop(name, None)
 
 
-def serve(channel, student_file, torch):
-    """Import the student's file, greet the judge, answer requests until the channel closes.
-    The student's code runs on its own thread (isolation.runner), from the import on, behind the
-    audit hook armed just before it (isolation.guard)."""
+def serve(fd, student_file, torch):
+    """Import the student's file, greet the judge, answer requests on the channel `fd` until it
+    closes.  The student's code runs on its own thread (isolation.runner), from the import on,
+    behind the audit hook armed just before it (isolation.guard)."""
     kit = dict(_PREPARED)
     _PREPARED.clear()
     if "readers" not in kit:
         raise RuntimeError("worker.prepare() must run before serve()")
-    # The key that signs every frame from now on (wire.py), told to the judge before any of the
-    # student's code runs; it lives only in the closures of send.
+    # The key that signs every frame from now on, told to the judge before any of the student's
+    # code runs; it lives only in the closures of send.
     key = os.urandom(32)
-    endpoints(channel.fd, kit["wire"])[0]({"key": key.hex()})
-    send, receive = endpoints(channel.fd, kit["wire"], key)
+    endpoints(fd, kit["wire"])[0]({"key": key.hex()})
+    send, receive = endpoints(fd, kit["wire"], key)
     del key
     protocol_error = kit["wire"].ProtocolError
     ops_of, make_answer, describe = operations, answering, describe_exception
-    spec, module = student_module(student_file)
+    # the student's module, made now and run on the student's thread below
+    spec = importlib.util.spec_from_file_location("attention", student_file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["attention"] = module
     _seal()
     judging, refused = kit["guard"]()
     kit = student_runs(kit, send, student_file, judging)
@@ -333,9 +280,8 @@ def serve(channel, student_file, torch):
 
 
 def answering(ops, send, protocol_error, student_file, judging, describe=describe_exception):
-    """answer(request): its call made through `ops` and answered with `send`.  Made (like
-    everything serving relies on) before the student's file is imported: it looks nothing up in
-    this module after that."""
+    """answer(request): its call made through `ops` and answered with `send`.  Made before the
+    student's file is imported: it looks nothing up in this module after that."""
     def answer(request):
         request = request if isinstance(request, dict) else {}
         reply_id, failed = request.get("id"), None
@@ -352,9 +298,8 @@ def answering(ops, send, protocol_error, student_file, judging, describe=describ
         except protocol_error as exc:
             send({"id": reply_id, "error": describe(exc, student_file, judging)})
         if failed is not None:
-            # Its traceback holds the frames of the student's call and what they made (a memory
-            # hog's list): dropped once answered (freeing gigabytes takes a while), not at the
-            # next collection.
+            # Its traceback holds the student's frames and what they made (a memory hog's list):
+            # dropped once answered, not at the next collection.
             failed.__traceback__ = None
 
     return answer
@@ -364,17 +309,16 @@ def main():
     channel_fd, student_file = int(sys.argv[1]), os.path.abspath(sys.argv[2])
     # before torch starts a thread: every later thread inherits the filter
     syscalls.install(unix_sockets=bool(limits.accelerator_nodes()))
-    channel = Channel(channel_fd)
-    spare = sys.argv[3:] == ["--wait-go"]
+    send, receive = endpoints(channel_fd)
     torch = prepare()
-    if spare:
+    if sys.argv[3:] == ["--wait-go"]:
         try:
-            channel.receive()  # the go: the student's file is in place now
+            receive()  # the go: the student's file is in place now
         except EOFError:
             return  # a spare that was never used
     else:
-        channel.send({"prepared": True})  # the judge starts the student's clock here
-    serve(channel, student_file, torch)
+        send({"prepared": True})  # the judge starts the student's clock here
+    serve(channel_fd, student_file, torch)
 
 
 if __name__ == "__main__":

@@ -1,18 +1,16 @@
 """The fork server: import torch once, then fork one fresh worker per submission.
 
 Runs where a worker runs (inside bubblewrap, or as a plain subprocess) and, like worker.py, imports
-nothing from the judge side.  It never runs a student's code itself: every submission gets a child
-forked from this clean, torch-loaded process, so a submission costs a fork instead of torch's
-import, and nothing one student's code did can be seen by the next (the child's memory dies with it).
+nothing from the judge side.  It never runs a student's code itself: each submission gets a child
+forked from this clean, torch-loaded process, whose memory dies with it.
 
 Usage: python -I -u zygote.py CONTROL_FD MODE  (the control socket of the judge that started it)
 
 MODE "namespaces" (bubblewrap as root; this process is root inside the sandbox, with no network):
-each child (fork_into_namespaces) lives in a mount, a PID (as its PID 1), an IPC and a network
-namespace of its own, sees only its own submission, read-only, at /submission (the spool of all
-submissions is hidden under an empty tmpfs), gets a fresh /tmp of a bounded size and a fresh
-/proc, drops every capability and becomes the uid the judge claimed for it (uidpool.py) before it
-imports the student's file.  MODE "plain": the
+each child (fork_into_namespaces) gets a mount, a PID (as its PID 1), an IPC and a network
+namespace of its own, sees only its own submission, read-only, at /submission (the spool is
+hidden under an empty tmpfs), a fresh bounded /tmp and /proc, and drops every capability to the
+uid the judge claimed for it (uidpool.py) before it imports the student's file.  MODE "plain": the
 child gets its own session, the resource limits, its own IPC and network namespaces where it may
 (root), and the submission folder as its working folder.  Every child installs the syscall filter
 (syscalls.py) before the student's file is imported.
@@ -23,11 +21,12 @@ Control channel (a SOCK_SEQPACKET socket; one JSON object per packet):
   zygote -> {"ready": true, "mode": MODE}   once torch is imported (and, in namespaces mode, a
             probe child has built its namespaces), or {"ready": false, "error": ...} and it exits
   zygote -> {"spawned": N, "pid": P}   or   {"failed": N, "error": "..."}
-  judge  -> {"op": "end", "id": N, "grace": S}   (the judge closed the worker's channel: a
-            worker still running S seconds later is killed with its process group)
+  judge  -> {"op": "end", "id": N, "grace": S}   (a worker still running S seconds later is
+            killed with its process group)
   zygote -> {"exited": N, "code": C, "cpu_seconds": S}   (C < 0: signal -C)
 When the judge closes its channel, every child is killed and the zygote exits.
 """
+import contextlib
 import ctypes
 import json
 import os
@@ -97,9 +96,8 @@ def fork_into_namespaces():
     """os.fork, with the child in a mount, a PID (as its PID 1), an IPC and a network namespace of
     its own; 0 in the child, else its pid.  A middle process unshares them (a new PID namespace
     takes only the children forked after it), forks the child and exits: the child is then the
-    caller's own (a child subreaper), whose wait4 reports its exit.  The
-    child goes on only once the middle process is reaped, so that the parent-death signal it sets
-    (drop_privileges) is tied to the zygote, not to the middle process's exit."""
+    caller's own (a child subreaper).  The child goes on only once the middle process is reaped,
+    so that the parent-death signal it sets (drop_privileges) is tied to the zygote."""
     _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "subreaper")
     said_read, said_write = os.pipe()
     go_read, go_write = os.pipe()
@@ -138,9 +136,7 @@ def fork_into_namespaces():
 def private_mounts(spool_dir, keep, tmp_bytes=TMP_BYTES):
     """In a child of fork_into_namespaces, its private mount table: its submission, read-only, at
     /submission, an empty /tmp of `tmp_bytes` (with only `keep`, read-only, inside), nothing of
-    the other submissions.  Its IPC objects die with its namespace, and its network namespace (a
-    loopback that is down, nothing else) means neither a TCP port nor an abstract unix socket
-    can connect it to another student's worker alive at the same time."""
+    the other submissions."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount(spool_dir, SUBMISSION, None, MS_BIND)
     mount(None, SUBMISSION, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
@@ -166,12 +162,6 @@ def become_namespace_init(uid=UNPRIVILEGED):
     drop_privileges(uid)
 
 
-def run_worker(channel_fd, student_file, limits, torch):
-    apply_rlimits(rlimit_table(limits, MEMORY_RLIMIT))
-    syscalls.install(unix_sockets=GPU)
-    worker.serve(worker.Channel(channel_fd), student_file, torch)
-
-
 def child(request, fds, mode, closing, torch):
     """In the forked child: never returns."""
     code = 1
@@ -188,21 +178,21 @@ def child(request, fds, mode, closing, torch):
         for fd in (null, out_fd, err_fd):
             os.close(fd)
         os.setsid()  # its own process group: the zygote kills the whole group
-        limits, name = request["limits"], os.path.basename(request["student"])
+        limits, folder = request["limits"], request["dir"]
         if mode == "plain":
             if os.geteuid() == 0:  # IPC and network of its own (an ordinary user may not, nor
                 libc.unshare(CLONE_NEWIPC | CLONE_NEWNET)  # root without CAP_SYS_ADMIN)
-            os.chdir(request["dir"])
-            run_worker(channel_fd, os.path.join(request["dir"], name), limits, torch)
-            code = 0
         else:  # born in its namespaces (fork_into_namespaces): PID 1 of its own
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            private_mounts(os.path.join(SPOOL, os.path.basename(request["dir"])),
+            private_mounts(os.path.join(SPOOL, os.path.basename(folder)),
                            runtime_under_tmp(), limits.get("tmp_bytes", TMP_BYTES))
             become_namespace_init(int(request.get("uid", UNPRIVILEGED)))
-            os.chdir(SUBMISSION)
-            run_worker(channel_fd, os.path.join(SUBMISSION, name), limits, torch)
-            code = 0
+            folder = SUBMISSION
+        os.chdir(folder)
+        apply_rlimits(rlimit_table(limits, MEMORY_RLIMIT))
+        syscalls.install(unix_sockets=GPU)
+        worker.serve(channel_fd, os.path.join(folder, os.path.basename(request["student"])), torch)
+        code = 0
     except BaseException as exc:  # the sandbox could not be set up: say so on stderr and exit
         os.write(2, f"zygote child: {type(exc).__name__}: {exc}\n".encode(errors="replace"))
         code = SANDBOX_FAILED
@@ -213,9 +203,8 @@ def child(request, fds, mode, closing, torch):
 def probe_namespaces(spool=SPOOL):
     """Can a child here be born in its own namespaces, mount its files and drop to uid 65534?
     Tried once at start-up, so that a machine where it cannot (a seccomp profile, missing
-    capabilities) makes the judge fall back to cold
-    workers, instead of every submission's worker failing to start and being graded as a crash.
-    Returns None, or why not."""
+    capabilities) makes the judge fall back to cold workers instead of grading every submission
+    as a crash.  Returns None, or why not."""
     probe = os.path.join(spool, ".probe")
     os.makedirs(probe, exist_ok=True)
     read_end, write_end = os.pipe()
@@ -260,46 +249,39 @@ class Zygote:
         signal.signal(signal.SIGCHLD, lambda *_: None)
 
     def send(self, message):
-        try:
+        with contextlib.suppress(OSError):  # the judge is gone: its children are being killed
             self.control.send(json.dumps(message).encode())
-        except OSError:
-            pass  # the judge is gone: its children are being killed
 
     def spawn(self, request, fds):
-        if len(fds) != 3:
-            for fd in fds:
-                os.close(fd)
-            self.send({"failed": request.get("id"), "error": "expected three fds"})
-            return
-        try:
-            pid = fork_into_namespaces() if self.mode == "namespaces" else os.fork()
-        except OSError as exc:
-            for fd in fds:
-                os.close(fd)
-            self.send({"failed": request.get("id"), "error": f"{type(exc).__name__}: {exc}"})
-            return
-        if pid == 0:
-            child(request, fds, self.mode,
-                  [self.control.fileno(), self.wake_read, self.wake_write], self.torch)
+        pid, error = None, "expected three fds"
+        if len(fds) == 3:
+            try:
+                pid = fork_into_namespaces() if self.mode == "namespaces" else os.fork()
+            except OSError as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            if pid == 0:
+                child(request, fds, self.mode,
+                      [self.control.fileno(), self.wake_read, self.wake_write], self.torch)
         for fd in fds:
             os.close(fd)
-        self.children[pid] = request.get("id")
-        self.send({"spawned": request.get("id"), "pid": pid})
+        if pid is None:
+            self.send({"failed": request.get("id"), "error": error})
+        else:
+            self.children[pid] = request.get("id")
+            self.send({"spawned": request.get("id"), "pid": pid})
 
     def end(self, spawn_id, grace):
         for pid, known in self.children.items():
             if known == spawn_id:
                 self.deadlines[pid] = time.monotonic() + min(max(float(grace), 0.0), 10.0)
 
-    def kill_overdue(self, everyone=False):
+    def kill_overdue(self):
         now = time.monotonic()
-        for pid in [p for p, t in self.deadlines.items() if everyone or t <= now]:
+        for pid in [p for p, t in self.deadlines.items() if t <= now]:
             del self.deadlines[pid]
             for kill in (os.killpg, os.kill):  # the group; the pid if it has no group yet
-                try:
+                with contextlib.suppress(OSError):
                     kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
 
     def reap(self):
         while self.children:
@@ -311,10 +293,8 @@ class Zygote:
                 return
             spawn_id = self.children.pop(pid, None)
             self.deadlines.pop(pid, None)
-            try:  # whatever it started in its process group goes with it
+            with contextlib.suppress(OSError):  # whatever it started in its group goes with it
                 os.killpg(pid, signal.SIGKILL)
-            except OSError:
-                pass
             self.send({"exited": spawn_id, "code": os.waitstatus_to_exitcode(status),
                        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4)})
 
@@ -351,8 +331,8 @@ class Zygote:
                     os.close(fd)
                 if request.get("op") == "end":
                     self.end(request.get("id"), request.get("grace", 0))
-        self.deadlines = dict.fromkeys(self.children, 0)
-        self.kill_overdue(everyone=True)
+        self.deadlines = dict.fromkeys(self.children, 0)  # every child is overdue now
+        self.kill_overdue()
 
 
 def main():

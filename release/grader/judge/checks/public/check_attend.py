@@ -1,10 +1,7 @@
-"""Public checks of attend, judged by what attention must give, on inputs drawn fresh for each
-grading (the `seed` fixture) after the lesson's small example:
-  - readable cells: log w[i,j] - log w[i,j'] == (q_i·k_j - q_i·k_j') / √d, d = q's width;
-  - cells that may not be read: exactly 0;  every row sums to 1;  context == weights @ v.
-Shape, row sums and zeros gate and explain; a point needs weights computed from q·kᵀ.
-Every call takes its sizes from the one distribution of the grading's questions (questions.py)
-and is asked once per grading (questions.attend)."""
+"""Public checks of attend, judged by what attention must give (support.weights_problem), on
+inputs drawn fresh for each grading after the lesson's small example.  Shape, row sums and zeros
+gate and explain; a point needs weights computed from q·kᵀ.  Every call is sized and asked as
+questions.py says."""
 import math
 
 import pytest
@@ -18,8 +15,8 @@ from grader.judge.checks.support import (Verdict, causal_mask, close, first_diff
 
 
 def fresh_qkv(seed, salt, lead=(B, H), d_v=None):
-    """q, k [*lead, T, d] and v [*lead, T, d_v], drawn for this grading; v's width from the one
-    distribution (questions.v_width) unless given."""
+    """q, k [*lead, T, d] and v [*lead, T, d_v], drawn for this grading; d_v from
+    questions.v_width unless given (`lead`: docs/building.md's recipe asks a 5-D input)."""
     d_v = questions.v_width(seed, salt) if d_v is None else d_v
     return (fresh_randn(*lead, T, D_HEAD, seed=seed, salt=salt),
             fresh_randn(*lead, T, D_HEAD, seed=seed, salt=salt + 1),
@@ -27,8 +24,8 @@ def fresh_qkv(seed, salt, lead=(B, H), d_v=None):
 
 
 def attend_judged(student, q, k, v, mask=None, probe=None):
-    """attend(q, k, v, mask, return_weights=True) -> (context, weights), shapes checked.  With a
-    `probe` name, the weights are the ones the feedback page draws."""
+    """attend(q, k, v, mask, return_weights=True) -> (context, weights), shapes checked; the
+    weights of a `probe` are the ones the feedback page draws."""
     if probe:
         record_judged(student, probe, q, k, v, mask)
     out = questions.attend(student, q, k, v, mask=mask, return_weights=True)
@@ -48,9 +45,8 @@ def named(weights, allowed, q, k, otherwise):
 
 
 def attention_gate(context, weights, q, k, v, allowed, factor=False):
-    """No point without attention: the weights follow q·kᵀ (some factor > 0; the scale is judged
-    by attend.scale) and the context is weights @ v.  `factor`: weights_factor's answer for these
-    weights, q, k and cells where the caller has it already."""
+    """No point without attention: the weights follow q·kᵀ (some factor > 0; attend.scale judges
+    it) and the context is weights @ v.  `factor`: weights_factor's answer, where known."""
     if factor is False:
         factor = weights_factor(weights, q, k, allowed)
     if factor is None:
@@ -63,8 +59,7 @@ def attention_gate(context, weights, q, k, v, allowed, factor=False):
 
 
 def looks_causal(weights):
-    """Weights [..., T, T] laid out as the causal default: the whole lower triangle read, nothing
-    above it.  Given an explicit mask that allows more (or other) cells, it was ignored."""
+    """Weights [..., T, T] laid out as the causal default (given another mask, it was ignored)."""
     allowed = causal_mask(weights.shape[-1])
     return (not torch.isnan(weights).any() and bool((weights[..., ~allowed] == 0).all())
             and bool((weights[..., allowed] > 0).all()))
@@ -85,8 +80,8 @@ WRONG_FACTORS = {"scale_none": lambda d, d_v, t: 1.0,
 
 
 def judge_scale(context, weights, q, k, v, example=False):
-    """The factor the weights show is 1/√d, d = q's width.  On the two-position example only one
-    row can show it: weights with another mistake there are left to the fresh input."""
+    """The factor the weights show is 1/√d.  On the two-position example only one row can show
+    it: weights with another mistake there are left to the fresh input."""
     allowed = causal_mask(q.shape[-2])
     problem = weights_problem(weights, allowed, q, k)
     factor = weights_factor(weights, q, k, allowed)
@@ -211,9 +206,8 @@ def test_return_values(student, seed):
 
 
 def batched_questions(seed):
-    """attend.batched_vs_loop's two questions: v's width drawn for the first (questions.v_width),
-    the second's of the other side of q's, so the heads and positions its loops ask (the lower
-    ranks the reference compares) always hold a v narrower than q and one wider."""
+    """attend.batched_vs_loop's two questions, the second's v on the other side of q's width from
+    the first's, so the lower ranks its loops ask hold a v narrower than q and one wider."""
     first = fresh_qkv(seed, 600)
     return [first, fresh_qkv(seed, 610, d_v=questions.other_side(seed, 610, first[2].shape[-1]))]
 
@@ -229,10 +223,8 @@ def cells_of(q, k, v):
 
 
 def drawn_questions(seed):
-    """The drawn questions the public checks ask attend with mask=None and return_weights=True,
-    each as (q, k, v), and the lower ranks batched_vs_loop asks of its own two: the hidden
-    checks compare these answers with the reference, as every other answer attend gave (none
-    asks its own)."""
+    """The drawn (q, k, v) the public checks ask attend with mask=None and return_weights=True,
+    lower ranks included: the hidden checks compare their answers with the reference."""
     asked = [fresh_qkv(seed, salt) for salt in (100, 200, 220, 300, 500)]
     for q, k, v in batched_questions(seed):
         asked += [(q, k, v), *heads_of(q, k, v), *cells_of(q, k, v)]
@@ -253,10 +245,8 @@ def test_batched_equals_loop(student, seed):
         # Equal NaNs count as equal here: this check is about batching, not about the mask.
         for loop in (by_head, by_cell):
             if not same(context, loop):
-                # Each head alone is right or wrong the same way in both; a difference means the
-                # heads (or samples) are not independent, or the code does not treat the leading
-                # axes alike (a softmax over the heads' axis is the commonest way: named as what
-                # it is).
+                # The heads (or samples) are not independent; a softmax over the heads' axis, the
+                # commonest way, is named as what it is.
                 if softmax_axis(weights.double()) is not None:
                     raise named(weights, causal_mask(T), q, k, "heads_mixed")
                 index, got, expected = first_difference(context, loop)

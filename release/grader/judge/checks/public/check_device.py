@@ -1,11 +1,10 @@
-"""Public checks that the code runs where the student's model will run (issue 27): `attend` and
-the block on a device other than the CPU, the block in float64 and in bfloat16.
+"""Public checks that the code runs where the student's model will run: `attend` and the block on
+a device other than the CPU, the block in float64 and in bfloat16.
 
 The devices: `meta` on every machine (torch runs each operation for shapes and dtypes only, and
-refuses a tensor of another device: a mask made without `device=` fails there as it would on a
-GPU), and CUDA where the worker has one; where CUDA ran, its verdict decides.  Only a device
-mismatch is a device mistake: code that cannot run on `meta` for another reason (`.item()`, an
-operation whose result depends on the data) is not judged there, and the check says so and costs
+refuses a tensor of another device, as a GPU would), and CUDA where the worker has one; where
+CUDA ran, its verdict decides.  Only a device mismatch is a device mistake: code that cannot run
+on `meta` for another reason (`.item()`) is not judged there, and the check says so and costs
 nothing.  Only a dtype the student's code forced is a dtype mistake.  No point without attention:
 the CPU run must first show weights that follow q·kᵀ (what is wrong there is the other cards').
 """
@@ -31,14 +30,14 @@ DEVICE_MISMATCH = re.compile(r"not on the expected device|same device|at least t
 # but also .tolist() or .numpy(), which run on CUDA: only the first two are device mistakes.
 COPIED_OUT = re.compile(r"copy out of meta")
 TO_CPU = re.compile(r"\.cpu\(|[\"']cpu[\"']|\]\s*(=[^=]|\+=|-=|\*=)|\.copy_\(")
+# What it says when tensors of two float dtypes meet in one operation.
+DTYPE_MISMATCH = re.compile(r"dtype|scalar type|(Float|Double|BFloat16|Half)\b.*\b(Float|Double|"
+                            r"BFloat16|Half)\b|(float|double|bfloat16|half) != ", re.I)
 
 
 def copied_to_cpu(exc):
     """The student's line copies a device tensor into a CPU one (see TO_CPU)."""
     return bool(COPIED_OUT.search(exc.message)) and bool(TO_CPU.search(exc.code))
-# What it says when tensors of two float dtypes meet in one operation.
-DTYPE_MISMATCH = re.compile(r"dtype|scalar type|(Float|Double|BFloat16|Half)\b.*\b(Float|Double|"
-                            r"BFloat16|Half)\b|(float|double|bfloat16|half) != ", re.I)
 
 
 class NotJudged(Exception):
@@ -50,8 +49,8 @@ class NotJudged(Exception):
 
 
 def unprobed(student):
-    """A Verdict where the code asks which device it runs on (scan.device_probes): its device
-    point would then rest on where the judge runs it, not on what the student's own GPU does."""
+    """A Verdict where the code asks which device it runs on (scan.device_probes): its point
+    would rest on where the judge runs it, not on what the student's own GPU does."""
     probes = device_probes(student.source())
     if probes:
         raise Verdict("device_probing", what=", ".join(probes))
@@ -60,9 +59,8 @@ def unprobed(student):
 def decide(outcomes, record_note):
     """One verdict from {device: None (ran right) | Verdict | NotJudged}: CUDA decides where it
     ran and could judge, else meta; a NotJudged is said and costs nothing.  Where both found a
-    device mistake, meta's words are told: the words a machine without a GPU gives (one verdict,
-    whichever machine grades), and only there does torch name the line that copied a tensor out
-    (on CUDA the copy runs, and the error comes later, where the copy meets the device)."""
+    device mistake, meta's words are told: the same words whichever machine grades, and only
+    meta names the line that copied a tensor out (on CUDA the copy runs and fails later)."""
     judged = {d: o for d, o in outcomes.items() if not isinstance(o, NotJudged)}
     deciding = judged["cuda"] if "cuda" in judged else judged.get("meta")
     if isinstance(deciding, Verdict):
@@ -84,8 +82,8 @@ def student_raised(exc, device):
 
 
 def placed(result, what, device, dtype=None):
-    """The description of one tensor from the worker (placement.describe), checked for its
-    device and dtype; its values (None on meta)."""
+    """One tensor as the worker describes it (placement.describe), checked for its device and
+    dtype; its values (None on meta)."""
     if not isinstance(result, dict) or "device" not in result:
         raise Verdict("wrong_type", expected=f"{what}: Tensor", got=str((result or {}).get("type")))
     if result["device"] != device:
@@ -137,8 +135,8 @@ def attend_outcome(student, device, q, k, v, context, weights):
 
 
 def _attend_mismatch(student, device, q, k, v, fields):
-    """Which tensor stayed on the CPU: with the causal mask passed in (on the device) attend runs,
-    so it was the mask attend made itself; else another tensor made inside attend."""
+    """Which tensor stayed on the CPU: the mask attend made itself where attend runs given one on
+    the device, else another tensor made inside attend."""
     if fields.pop("copied", False):
         return Verdict("attend_copied_to_cpu", **fields)
     try:
@@ -150,8 +148,8 @@ def _attend_mismatch(student, device, q, k, v, fields):
 
 # -- module.device ------------------------------------------------------------------------------
 def heads(x, matrix, bias=None):
-    """x [B,T,D] through one projection [D,D] (and the student's bias, a mistake judged by
-    module.param_count), split into heads: [B,H,T,d] (float64)."""
+    """x [B,T,D] through one projection [D,D] (and the student's bias, module.param_count's
+    mistake), split into heads: [B,H,T,d] (float64)."""
     y = x.double() @ matrix.double().T
     if type(bias) is torch.Tensor and bias.shape == (D,):
         y = y + bias.double()
@@ -159,23 +157,23 @@ def heads(x, matrix, bias=None):
 
 
 def new_block(student, weights):
-    """(a new block, inject's answer for `weights`): its layout is for the caller to judge once
-    it has made its calls on the block."""
+    """(a new block, inject's answer for `weights`): the caller judges the layout after its
+    calls on the block."""
     module = student.module(D, H, MAX_LEN)
     return module, module.contract("inject", **inject_args(weights))
 
 
 def _unobserved(exc):
-    """A StudentError of the block made and run on the CPU as device_unobserved (module.shapes
-    says why); a stub, an import error or the memory limit as itself."""
+    """A StudentError of the block on the CPU as device_unobserved (module.shapes says why),
+    unless the runner names it itself."""
     if for_the_runner(exc):
         return exc
     return Verdict("device_unobserved")
 
 
 def block_on_cpu(student, seed, salt):
-    """Fresh weights and an input, once a block holding them has shown attention on the CPU:
-    weights that follow q·kᵀ of the judge's own projections."""
+    """Fresh weights and an input, once a block holding them has shown on the CPU weights that
+    follow q·kᵀ of the judge's own projections."""
     weights = fresh_weights(seed, salt)
     x = fresh_randn(B, T, D, seed=seed, salt=salt + 10)
     try:
@@ -185,7 +183,7 @@ def block_on_cpu(student, seed, salt):
         raise _unobserved(exc) from None
     read = module.contract("read", d_model=D)  # the reading's own error is the check's
     try:
-        layout(module, kind, D)
+        layout(module, kind)
         _, w = y_and_weights(out, x)
         shaped(w, [B, H, T, T])
     except StudentError as exc:  # describe's, naming what the names hold
@@ -220,11 +218,9 @@ def function_at(source, line):
 
 
 def _block_mismatch(student, exc, device, placement, seed):
-    """Which tensor stayed behind: the mask that .to() did not move, another tensor it did not
-    move (a plain attribute, a global: named where the failing line reads it, or where it is the
-    only one), one that attend makes (when attend alone fails on the device: its own card names
-    which), one copied to the CPU, or one made in forward (also when it fails inside an attend
-    that runs there alone: forward handed it over)."""
+    """Which tensor stayed behind: the mask .to() did not move, another tensor it did not move
+    (named where the failing line reads it or where it is the only one), one attend makes (where
+    attend alone fails on the device), one copied to the CPU, or one made in forward."""
     fields = student_raised(exc, device)
     copied = fields.pop("copied")
     if not placement["moved"]:
@@ -245,26 +241,24 @@ def _block_mismatch(student, exc, device, placement, seed):
 
 
 def block_outcome(student, weights, device, x, seed):
-    """A new block holding `weights`, moved to `device` and run there.  On a device with values
-    (CUDA) they must be this very block's on the CPU, its own biases and all, asked before it
-    moved; a block that answers the CPU differently twice draws something at random (other cards
-    name it), and its values are not compared, as on meta: a GPU takes no point a CPU-only
-    machine gives."""
+    """A new block holding `weights`, moved to `device` and run there.  On CUDA its values must be
+    this very block's on the CPU, asked before it moved; a block that answers the CPU differently
+    twice is random (other cards name it) and its values are not compared, as on meta: a GPU
+    takes no point a CPU-only machine gives."""
     module, kind = new_block(student, weights)
     cpu = [module.contract("forward_on", x=x, device="cpu")
            for _ in range(0 if device == "meta" else 2)]
     answer = module.contract("place", device=device)
+    placement = placement_of(answer, device)
     try:
         try:
             items = module.contract("forward_on", x=x, device=device)
         except StudentError as exc:
             steady_answer(cpu, ("y", "weights"))
-            raise _block_mismatch(student, exc, device, placement_of(answer, device),
-                                  seed) from None
-        layout(module, kind, D)
+            raise _block_mismatch(student, exc, device, placement, seed) from None
+        layout(module, kind)
         expected = steady_answer(cpu, ("y", "weights"))
         items = pair(items)
-        placement = placement_of(answer, device)
         answer = answer if isinstance(answer, dict) else {}
         mask, before = answer.get("mask"), answer.get("mask_before")
         if not placement["moved"]:
@@ -282,7 +276,7 @@ def block_outcome(student, weights, device, x, seed):
 
 
 def placement_of(answer, device):
-    """place's answer as {moved: the mask is on `device` (or there is none), left: the names of
+    """place's answer as {moved: the mask is on `device` (or there is none), left: names of the
     tensors .to() did not move}."""
     answer = answer if isinstance(answer, dict) else {}
     mask = answer.get("mask")
@@ -291,9 +285,8 @@ def placement_of(answer, device):
 
 
 def steady_answer(answers, kept):
-    """The CPU answers of forward_on made twice ([] where none was asked: None), as a tuple of
-    the `kept` items' values; None where the two differ (random: named by other cards; no value
-    can be compared then)."""
+    """The two CPU answers of forward_on as a tuple of the `kept` items' values; None where none
+    was asked or the two differ (random: named by other cards)."""
     if not answers:
         return None
     values = [tuple(placed(items[i], what, "cpu") for i, what in enumerate(kept))
@@ -315,9 +308,7 @@ def test_block_follows_its_dtype(student, seed, record_note):
 
 def dtype_outcome(student, weights, dtype, x):
     """A new block holding `weights`, its float32 y asked twice, then block.to(dtype) on an input
-    of that dtype: y and weights of that dtype; in float64, the values this block gave in float32
-    (a bias the student kept counts the same in both; module.reference compares them with the
-    reference)."""
+    of that dtype: y and weights of that dtype; in float64, the values it gave in float32."""
     module, kind = new_block(student, weights)
     cpu = [module.contract("forward_on", x=x, device="cpu") for _ in range(2)]
     module.contract("place", dtype=dtype)
@@ -333,7 +324,7 @@ def dtype_outcome(student, weights, dtype, x):
                                 message=exc.message) from None
             raise Verdict("dtype_forced", expected=dtype,
                           seen=f"{exc.type}: {exc.message} ({exc.where()})") from None
-        layout(module, kind, D)
+        layout(module, kind)
         float32 = steady_answer(cpu, ("y",))  # None: random (only values need it steady)
         items = pair(items)
         got = placed(items[0], "y", "cpu", dtype)

@@ -1,28 +1,28 @@
 """Public checks of merge_heads, cell by cell: feature h·d + i of position t is cell [b, h, t, i]
 of the heads (concatenation in head order, the inverse of the lesson's split), on the lesson's
-small example and on inputs drawn fresh for this grading, sized as every question of the grading
-(questions.py) and asked once per grading (questions.merge_heads)."""
+small example and on inputs drawn fresh for this grading (questions.merge_heads)."""
 import pytest
 import torch
 
 from grader.judge.checks import questions
 from grader.judge.checks.questions import B, D_HEAD, H, T
-from grader.judge.checks.support import Verdict, fmt, fresh_randn, num, shaped
+from grader.judge.checks.support import Verdict, expect_layout, fmt, fresh_randn, shaped
 
 
-# Where feature j of position t of the merged [B,T,H*d] comes from in heads [B,H,T,d]: (h, t, i).
-def lesson_rule(t, j, heads, positions, d):
-    return j // d, t, j % d
+# Where feature j of position t of the merged [B,T,H*d] comes from in heads [B,H,T,d].
+def lesson_rule(b, t, j, heads, positions, d):
+    return b, j // d, t, j % d
 
 
 WRONG_RULES = {
     # reshape straight from [B,H,T,d]: one head's positions glued together
-    "merge_no_transpose": lambda t, j, heads, positions, d: (
-        (t * heads * d + j) // (positions * d), (t * heads * d + j) // d % positions, j % d),
+    "merge_no_transpose": lambda b, t, j, heads, positions, d: (
+        b, (t * heads * d + j) // (positions * d), (t * heads * d + j) // d % positions, j % d),
     # permuted to [B,T,d,H] first: the heads' features interleaved
-    "merge_head_minor": lambda t, j, heads, positions, d: (j % heads, t, j // heads),
+    "merge_head_minor": lambda b, t, j, heads, positions, d: (b, j % heads, t, j // heads),
     # the last two axes swapped to [B,H,d,T] first: positions and features re-read together
-    "merge_wrong_axes": lambda t, j, heads, positions, d: _from_flat(t * heads * d + j, positions, d),
+    "merge_wrong_axes": lambda b, t, j, heads, positions, d: (
+        b, *_from_flat(t * heads * d + j, positions, d)),
 }
 
 
@@ -31,30 +31,13 @@ def _from_flat(flat, positions, d):
     return flat // (d * positions), flat % positions, flat % (d * positions) // positions
 
 
-def first_cell_off(got, x, rule):
-    batch, heads, positions, d = x.shape
-    g, xs = got.tolist(), x.tolist()
-    for b in range(batch):
-        for t in range(positions):
-            for j in range(heads * d):
-                h, source_t, i = rule(t, j, heads, positions, d)
-                if g[b][t][j] != xs[b][h][source_t][i]:
-                    return [b, t, j], g[b][t][j], xs[b][h][source_t][i]
-    return None
-
-
 def expect_merged(got, x):
     """Every feature where the lesson puts it; else a Verdict naming the layout it follows."""
     batch, heads, positions, d = x.shape
     if type(got) is torch.Tensor and list(got.shape) == [batch, positions, d]:
         raise Verdict("merge_sum", expected=[batch, positions, heads * d], got=list(got.shape))
     got = shaped(got, [batch, positions, heads * d])
-    off = first_cell_off(got, x, lesson_rule)
-    if off is not None:
-        key = next((name for name, rule in WRONG_RULES.items()
-                    if first_cell_off(got, x, rule) is None), "wrong_values")
-        index, g, e = off
-        raise Verdict(key, where=f"merged{index} ", expected=num(e), got=num(g))
+    expect_layout(got, x, lesson_rule, WRONG_RULES, "merged", heads, positions, d)
 
 
 EXAMPLE = torch.tensor([[[[1.0, 2.0]], [[10.0, 20.0]]]])  # [1,2,1,2]: one position, two heads

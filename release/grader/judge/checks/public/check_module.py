@@ -3,9 +3,8 @@
 The block is reached through the contract's attribute names (`qkv` or `q_proj`/`k_proj`/`v_proj`,
 `out_proj`, the buffer `mask`): the worker writes the judge's weights through them and reads
 torch's own registries.  What the worker says is a claim; the points rest on forward's outputs
-for inputs the judge chose.  No reference here: expectations are properties and data.  The sizes
-are every question's (questions.py); forward's answers on a block holding the judge's weights
-are kept (questions.keep): module.reference compares them, asking nothing of its own.
+for inputs the judge chose.  Forward's answers on a block holding the judge's weights are kept
+(questions.keep) for module.reference to compare.
 """
 import math
 
@@ -24,7 +23,6 @@ B, T, D, H, MAX_LEN = questions.B, questions.T, questions.D_MODEL, questions.H, 
 CUT = 3  # module.causal changes the input from this position on
 
 
-# -- helpers shared with the hidden checks ------------------------------------------------------
 def fresh_weights(seed, salt):
     """q, k, v, out [D, D] of size about 1/√D: large enough that √D vs √d stands out."""
     return [fresh_randn(D, D, seed=seed, salt=salt + i) / math.sqrt(D) for i in range(4)]
@@ -32,7 +30,7 @@ def fresh_weights(seed, salt):
 
 def run(module, x, return_weights=False, keep=False):
     """forward(x) in the worker; an error there becomes `cannot_run` (module.shapes reports it).
-    `keep`: a call on a block already seen to answer steadily; its answer is kept (kept)."""
+    `keep`: the block was already seen to answer steadily, so its answer is kept."""
     try:
         out = module(x, return_weights=return_weights)
     except StudentError as exc:
@@ -45,9 +43,8 @@ def run(module, x, return_weights=False, keep=False):
 
 
 def kept(module, x, return_weights, out):
-    """A steady answer of forward on a block holding the judge's weights (inject; none redrawn
-    since) is kept: module.reference compares it with the reference block's, and so asks nothing
-    of its own (questions.keep)."""
+    """Keep a steady answer of forward on a block holding the judge's weights (inject; none
+    redrawn since) for module.reference (questions.keep)."""
     student = getattr(module, "student", None)
     if student is not None and getattr(module, "holding", None) is not None:
         questions.keep(student, module.holding, x, return_weights, out, module)
@@ -72,7 +69,7 @@ def inject(module, weights):
     """Write q, k, v, out through the contract's names; the layout, or a Verdict naming what the
     names hold.  The block then holds `weights` (module.holding: forward's answers are kept)."""
     module.holding = None
-    kind = layout(module, module.contract("inject", **inject_args(weights)), D)
+    kind = layout(module, module.contract("inject", **inject_args(weights)))
     module.holding = weights
     return kind
 
@@ -82,10 +79,10 @@ def inject_args(weights):
     return {"d_model": D, "q": weights[0], "k": weights[1], "v": weights[2], "o": weights[3]}
 
 
-def layout(module, kind, width):
+def layout(module, kind):
     """inject's answer `kind` when it names a layout, else a Verdict naming what the names hold."""
     if kind not in ("fused", "separate"):
-        raise unknown_layout(module, width)
+        raise unknown_layout(module, D)
     return kind
 
 
@@ -108,7 +105,7 @@ def slice_fields(got, expected, where):
 
 
 def _listed(params):
-    """[(name, shape)] from the worker's reading, whatever came back (a claim: never trusted)."""
+    """[(name, shape)] from the worker's reading, whatever came back."""
     if not isinstance(params, list):
         return []
     return [(str(p[0]), [int(s) for s in p[1]]) for p in params
@@ -116,16 +113,22 @@ def _listed(params):
             and all(isinstance(s, int) for s in p[1])]
 
 
-# -- module.param_count ---------------------------------------------------------------------
-# The count is judged from torch's registries, read before forward ever runs (the readers live
-# where the student's code cannot reach them: contract.py, scan.py); forward's behaviour adds
-# evidence where it runs steadily, and never takes points from a right count because it fails.
-@pytest.mark.check("module.param_count")
-def test_parameter_count(student, seed):
+def described(student):
+    """A new block and torch's registries as the worker reads them before forward ever runs,
+    where nothing the source or the run showed could have staged that reading."""
     untampered(student)
     module = student.module(D, H, MAX_LEN)
     description = describe(module)
     registries_untouched(description)
+    return module, description
+
+
+# -- module.param_count ---------------------------------------------------------------------
+# The count is judged from torch's registries; forward's behaviour adds evidence where it runs
+# steadily, and never takes points from a right count because it fails.
+@pytest.mark.check("module.param_count")
+def test_parameter_count(student, seed):
+    module, description = described(student)
     params = _listed(description.get("params"))
     count = sum(math.prod(shape) for _, shape in params)
     biases = [(n, s) for n, s in params if len(s) == 1 and n.split(".")[-1] == "bias"]
@@ -160,16 +163,15 @@ def _behaviour_agrees_with_count(module, seed, description):
 
 
 def _same_at_every_position(y):
-    """A bias outside the registries answers an all-zero input with one vector at every batch
-    and position (out_proj's bias, or W_o·b_v + b_o); what differs by position (a positional
-    encoding added to x, say) is no bias and no parameter: the other cards judge it."""
+    """One vector at every batch and position, as a bias outside the registries answers an
+    all-zero input (what differs by position, a positional encoding, is no bias)."""
     rows = y.reshape(-1, y.shape[-1]).double()
     return bool(((rows - rows[0]).abs() <= 1e-6 + 1e-4 * rows[0].abs()).all())
 
 
 def observed(call):
     """call()'s answer, or None where nothing can be observed: the student's code raised (a stub
-    too), hung, exited, ran out of memory, or answered something other than the check needs."""
+    too), hung, exited, ran out of memory, or answered something the check cannot use."""
     try:
         return call()
     except (StudentError, WorkerFailure, Verdict):
@@ -177,17 +179,16 @@ def observed(call):
 
 
 def steady(module, x, return_weights=False, keep=True):
-    """forward(x) [, weights] when it runs and answers the same for the same input twice; None
-    when it cannot be observed or is random (dropout, new weights per call: named elsewhere).
-    The steady answer is kept (kept) unless `keep` is False."""
+    """forward(x) [, weights] when it runs and answers the same twice (kept unless `keep` is
+    False); None when it cannot be observed or is random (named elsewhere)."""
     def checked(out):
         return y_and_weights(out, x) if return_weights else shaped(out, list(x.shape))
 
     answers = observed(lambda: [run(module, x, return_weights) for _ in range(2)])
-    first = observed(lambda: checked(answers[0])) if answers is not None else None
-    second = observed(lambda: checked(answers[1])) if first is not None else None
-    if second is None:
+    both = observed(lambda: [checked(answer) for answer in answers]) if answers else None
+    if both is None:
         return None
+    first, second = both
     pairs = zip(first, second) if return_weights else [(first, second)]
     if not all(same_answer(a, b) for a, b in pairs):
         return None
@@ -197,10 +198,9 @@ def steady(module, x, return_weights=False, keep=True):
 
 
 def injected_steady(module, weights, x, return_weights=False, scramble=None):
-    """steady(module, x) after inject(module, weights): None where nothing can be observed
-    (inject or forward failing, forward random).  With `scramble` (a seed), every parameter is
-    first redrawn (the contract's scramble), and an error of scramble or inject is the check's;
-    without, inject failing is one more thing not observed."""
+    """steady(module, x) after inject(module, weights); None where nothing can be observed.
+    With `scramble` (a seed), every parameter is first redrawn, and an error of scramble or
+    inject is the check's; without, inject failing is one more thing not observed."""
     if scramble is None:
         if observed(lambda: inject(module, weights)) is None:
             return None
@@ -215,14 +215,14 @@ def randomness_first(student, module, x):
     """Before any cause is drawn from forward's outputs: forward twice on the same input must
     answer the same.  Otherwise the Verdict names the randomness: dropout (steady after eval()),
     attend's own randomness, or new layers or weights made on every call."""
-    alike, answers = _answers_alike(module, x, with_answers=True)
+    alike, answers = _answers_alike(module, x)
     if alike:
         kept(module, x, False, answers[0])
     if alike is not False:
         return  # steady, or failing (the failure, a wrong shape too, is judged where it is)
     module.contract("train_mode", training=False)
     try:
-        in_eval = _answers_alike(module, x)
+        in_eval = _answers_alike(module, x)[0]
     finally:
         module.contract("train_mode", training=True)
     if in_eval:
@@ -235,15 +235,13 @@ def randomness_first(student, module, x):
     raise Verdict("random_new_weights")
 
 
-def _answers_alike(module, x, with_answers=False):
-    """forward(x) twice, whatever it returns: True when the two answers agree, False when they
-    differ, None when one cannot be observed (raised, hung, ...); `with_answers`: and the two."""
+def _answers_alike(module, x):
+    """(alike, answers) of forward(x) twice, whatever it returns: alike is True or False, None
+    where an answer cannot be observed (raised, hung, ...)."""
     answers = observed(lambda: [run(module, x) for _ in range(2)])
     if answers is None or any(answer is None for answer in answers):
-        alike = None
-    else:
-        alike = same_answer(*answers)
-    return (alike, answers) if with_answers else alike
+        return None, answers
+    return same_answer(*answers), answers
 
 
 def _unmoved(after, before):
@@ -272,30 +270,26 @@ REGISTERED = {"buffer": "register_buffer", "parameter": "nn.Parameter",
 
 @pytest.mark.check("module.mask_buffer")
 def test_mask_is_a_buffer(student, seed):
-    """The mask as torch's registries hold it, read before forward runs; where forward runs
-    steadily with the judge's weights, a step over every parameter must not move its zeros."""
-    untampered(student)
-    module = student.module(D, H, MAX_LEN)
-    description = describe(module)
-    registries_untouched(description)
+    """The mask as torch's registries hold it; where forward runs steadily with the judge's
+    weights, a step over every parameter must not move its zeros."""
+    module, description = described(student)
     mask = description.get("mask") or {}
-    value = mask.get("value")
-    if type(value) is not torch.Tensor:
-        raise Verdict("mask_not_buffer", registered=REGISTERED.get(mask.get("registered"), "—"))
+    registered = mask.get("registered")
+    if type(mask.get("value")) is not torch.Tensor:
+        raise Verdict("mask_not_buffer", registered=REGISTERED.get(registered, "—"))
     # A Parameter is named by what it does (the behaviour below: it is trained), not by the
     # float dtype and the values a Parameter cannot help having.
-    if mask.get("registered") != "parameter":
-        _mask_as_built(value)
+    if registered != "parameter":
+        _mask_as_built(mask["value"])
     _mask_survives_a_step(module, seed)
-    if mask.get("registered") != "buffer":
-        raise Verdict("mask_not_buffer", registered=REGISTERED.get(mask.get("registered"), "—"))
+    if registered != "buffer":
+        raise Verdict("mask_not_buffer", registered=REGISTERED.get(registered, "—"))
 
 
 def _mask_survives_a_step(module, seed):
     """After a step over every parameter (the judge's weights written back) the weights that
-    were exactly 0 (the masked ones) must be the same cells: a parameter mask would be moved.
-    Nothing is concluded where this cannot be observed: no contract names to write through,
-    forward failing or random."""
+    were exactly 0 must be the same cells: a parameter mask would be moved.  Nothing is concluded
+    where this cannot be observed."""
     weights = fresh_weights(seed, 40)
     x = fresh_randn(B, T, D, seed=seed, salt=50)
     seen = injected_steady(module, weights, x, return_weights=True)
@@ -394,12 +388,10 @@ def test_module_is_causal(student, seed):
 
 
 def _holding_judges_weights(student, seed):
-    """A new block holding the judge's weights where the contract's names reach them.  Causality is judged on weights of a known size, not on the
-    block's own draw: a correct block whose out_proj starts at zero (a zero-initialised residual
-    branch) answers 0 for every input, and one whose query projection starts at zero (muP)
-    weighs every position alike, and neither reads nothing.  A block the names do not reach (a
-    layout module.param_count names), or whose inject raised or hung (now or in an earlier
-    check: inject is module.param_count's to judge), is judged with its own weights."""
+    """A new block holding the judge's weights where the contract's names reach them, else its
+    own (inject is module.param_count's to judge).  Causality is judged on weights of a known
+    size, not the block's own draw: a correct block whose out_proj starts at zero answers 0 for
+    every input, one whose query projection starts at zero weighs every position alike."""
     module = student.module(D, H, MAX_LEN)
     weights = fresh_weights(seed, 85)
     try:
@@ -414,10 +406,9 @@ def _holding_judges_weights(student, seed):
 
 
 def _leak_key(weights, allowed):
-    """The mistake the weights themselves show (a mask the wrong way round, off by one, the
-    diagonal masked, the softmax's axis), else only what was seen: the future leaks in, through
-    the weights (mask missing, filled with 0, ...: module.reference tells which) or outside them
-    (a reshape that mixes positions)."""
+    """The mistake the weights themselves show, else only what was seen: the future leaks in
+    through the weights (module.reference tells how) or outside them (a reshape that mixes
+    positions)."""
     key = weights_problem(weights, allowed)
     if key == "mask_missing":
         return "future_leaks"
@@ -426,9 +417,9 @@ def _leak_key(weights, allowed):
 
 def _reads_the_past(student, module, x, y, weights, seed):
     """Causal is not enough: the block must read earlier positions through weights that follow
-    the input (an identity, out_proj(x) or a fixed average is causal too).  A block that reads
-    no earlier position is named so only where the student's own split_heads and merge_heads
-    keep each position's numbers together; otherwise the card says what was seen."""
+    the input (an identity or a fixed average is causal too).  Reading no earlier position is
+    named so only where the student's split_heads and merge_heads keep each position's numbers
+    together; otherwise the card says what was seen."""
     earlier = x.clone()
     earlier[:, 0] += fresh_randn(B, D, seed=seed, salt=82)
     y_earlier, weights_earlier = run_weights(module, earlier, keep=True)
@@ -444,9 +435,8 @@ def _reads_the_past(student, module, x, y, weights, seed):
 
 
 def _positions_kept_together(student, x):
-    """split_heads(x)[:, :, t] holds exactly x[:, t]'s numbers, and merge_heads puts the heads'
-    numbers of position t back at t (compared as sorted values: a property, not a layout).
-    None where they cannot be observed (a stub, an error: then forward cannot be using them)."""
+    """split_heads(x)[:, :, t] holds x[:, t]'s numbers and merge_heads puts them back at t
+    (compared sorted: a property, not a layout); None where they cannot be observed."""
     try:
         heads = tensor(student.split_heads(x, H))
         merged = tensor(student.merge_heads(heads)) if list(heads.shape) == [B, H, T, D // H] \
@@ -492,9 +482,7 @@ def test_attention_by_hand(student, seed):
 
 def registries_untouched(description):
     """A Verdict when the worker saw the block stand between torch's registries and a reader of
-    them (contract.tampering: a class of the block that defines __dict__, _parameters,
-    __getattribute__ or __class__, a registry that is no plain dict): its readings could then be
-    staged, and no point may rest on them.  The words are the worker's (the student's names)."""
+    them (contract.tampering): its readings could then be staged.  The words are the worker's."""
     seen = description.get("tampered")
     if isinstance(seen, list) and seen:
         raise Verdict("tampering", what=", ".join(str(s)[:80] for s in seen[:4]))
@@ -502,8 +490,7 @@ def registries_untouched(description):
 
 def untampered(student):
     """A Verdict when the source reaches into the grading process, or the student's code tried a
-    route the worker refused at run time (student.refused: then the worker's readings of torch's
-    registries could be forged, and no point may rest on them)."""
+    route the worker refused at run time: the worker's readings could then be forged."""
     _, tamper = source_routes(student.source())
     tamper = tamper + student.refused()
     if tamper:

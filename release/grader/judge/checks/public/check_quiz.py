@@ -4,21 +4,22 @@ import pytest
 from grader import rubric
 from grader.judge.checks.support import Verdict
 
+
+def _numbers(v):
+    return isinstance(v, list) and all(type(i) in (int, float) for i in v)
+
+
 # What each answer must be; its form in words (said in the stub and the notebook too) is the
 # rubric's [quiz_forms].
 FORMATS = {
     "Q1_SHAPE": lambda v: isinstance(v, tuple) and all(type(i) is int for i in v),
-    "Q1_HEAD0_POS1": lambda v: _numbers(v),
+    "Q1_HEAD0_POS1": _numbers,
     "Q1_FORMAL_HEAD_WIDTH": lambda v: type(v) is int,
     "Q1_FORMAL_PARAMS": lambda v: type(v) is int,
-    "Q2_CORRECT": lambda v: _numbers(v),
-    "Q2_WRONG": lambda v: _numbers(v),
+    "Q2_CORRECT": _numbers,
+    "Q2_WRONG": _numbers,
     "Q2_SHAPE_IS_ENOUGH": lambda v: type(v) is bool,
 }
-
-
-def _numbers(v):
-    return isinstance(v, list) and all(type(i) in (int, float) for i in v)
 
 
 @pytest.mark.check("quiz.format")

@@ -1,29 +1,26 @@
 """Public checks of split_heads, cell by cell: cell [b, h, t, i] of the result is feature h·d + i
 of position t (the transpose trap), on the lesson's 0..11 example and on an input drawn fresh for
-this grading; ValueError for an invalid number of heads.  Sizes are every question's
-(questions.py)."""
+this grading; ValueError for an invalid number of heads."""
 import pytest
 import torch
 
 from grader.judge.student import StudentError, WorkerFailure
 from grader.judge.checks.questions import B, D_HEAD, H, T
-from grader.judge.checks.support import Verdict, expect_student_error, fmt, fresh_randn, num, shaped
+from grader.judge.checks.support import (Verdict, expect_layout, expect_student_error, fmt,
+                                         fresh_randn, shaped)
 
-# Sizes that all differ (B, T, H, d): a swapped axis changes the shape or the values.
-
-
-# Where cell [b, h, t, i] of a [B,H,T,d] result comes from in x [B,T,D]: (position, feature).
-def lesson_rule(h, t, i, heads, positions, d):
-    return t, h * d + i
+# Where cell [b, h, t, i] of a [B,H,T,d] result comes from in x [B,T,D].
+def lesson_rule(b, h, t, i, heads, positions, d):
+    return b, t, h * d + i
 
 
 # The known mistakes, as the cell each one reads instead (named when every cell follows one).
 WRONG_RULES = {
     # reshape straight to [B,H,T,d]: cells taken in memory order
-    "split_no_transpose": lambda h, t, i, heads, positions, d: divmod((h * positions + t) * d + i,
-                                                                      heads * d),
+    "split_no_transpose": lambda b, h, t, i, heads, positions, d: (
+        b, *divmod((h * positions + t) * d + i, heads * d)),
     # the feature axis cut as (d, H): every H-th feature
-    "split_head_minor": lambda h, t, i, heads, positions, d: (t, i * heads + h),
+    "split_head_minor": lambda b, h, t, i, heads, positions, d: (b, t, i * heads + h),
 }
 # Shapes that name the mistake: [B,T,H,d] stopped before the transpose, [B,T,d,H] and [H,T,B,d]
 # swapped other axes.
@@ -31,30 +28,11 @@ WRONG_SHAPES = {(B, T, H, D_HEAD): "split_no_transpose", (B, T, D_HEAD, H): "spl
                 (H, T, B, D_HEAD): "split_wrong_axes", (T, B, H, D_HEAD): "split_wrong_axes"}
 
 
-def first_cell_off(got, x, heads, rule):
-    """The first cell [b, h, t, i] of `got` that is not x at the cell `rule` names, or None."""
-    batch, positions, width = x.shape
-    d = width // heads
-    g, xs = got.tolist(), x.tolist()
-    for b in range(batch):
-        for h in range(heads):
-            for t in range(positions):
-                for i in range(d):
-                    source_t, feature = rule(h, t, i, heads, positions, d)
-                    if g[b][h][t][i] != xs[b][source_t][feature]:
-                        return [b, h, t, i], g[b][h][t][i], xs[b][source_t][feature]
-    return None
-
-
 def expect_cells(got, x, heads):
     """Every cell where the lesson puts it; else a Verdict naming the layout it follows."""
-    got = shaped(got, [x.shape[0], heads, x.shape[1], x.shape[2] // heads])
-    off = first_cell_off(got, x, heads, lesson_rule)
-    if off is not None:
-        key = next((name for name, rule in WRONG_RULES.items()
-                    if first_cell_off(got, x, heads, rule) is None), "wrong_values")
-        index, g, e = off
-        raise Verdict(key, where=f"heads{index} ", expected=num(e), got=num(g))
+    d = x.shape[2] // heads
+    got = shaped(got, [x.shape[0], heads, x.shape[1], d])
+    expect_layout(got, x, lesson_rule, WRONG_RULES, "heads", heads, x.shape[1], d)
 
 
 def expect_rearranged(got, x, shape):
