@@ -136,7 +136,8 @@ def fork_into_namespaces():
 def private_mounts(spool_dir, keep, tmp_bytes=TMP_BYTES):
     """In a child of fork_into_namespaces, its private mount table: its submission, read-only, at
     /submission, an empty /tmp of `tmp_bytes` (with only `keep`, read-only, inside), nothing of
-    the other submissions."""
+    the other submissions.  Its network namespace (a loopback that is down) means neither a TCP
+    port nor an abstract unix socket connects it to another student's worker alive meanwhile."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount(spool_dir, SUBMISSION, None, MS_BIND)
     mount(None, SUBMISSION, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
