@@ -62,12 +62,12 @@ submit: setup
 grade: setup sandbox
 	@$(PY) -m grader grade $(SUBMISSION) --format $(FORMAT) --lang $(LANG_ARG)
 
-# Instructors: a whole class (make batch DIR=submissions OUT=graded [JOBS=4] [SHARD=1/8]
+# Instructors: a whole class (make batch DIR=submissions OUT=graded [JOBS=4]
 # [VERBOSE=1: how it ran]): per student report.json + feedback.html/.md, gradebook.csv,
 # summary.md/.html.  Rerun to resume.  A refusal (exit 2) is said by the command itself.
 batch: setup sandbox
-	@test -n "$(DIR)" -a -n "$(OUT)" || { echo "$(call say,用法：make batch DIR=提交文件夹 OUT=输出文件夹 [JOBS=n] [SHARD=k/n] [VERBOSE=1],usage: make batch DIR=folder OUT=folder [JOBS=n] [SHARD=k/n] [VERBOSE=1])" >&2; exit 0; }
-	@$(PY) -m grader batch $(DIR) --out $(OUT) --lang $(LANG_ARG) $(if $(JOBS),--jobs $(JOBS)) $(if $(SHARD),--shard $(SHARD)) $(if $(VERBOSE),--verbose); \
+	@test -n "$(DIR)" -a -n "$(OUT)" || { echo "$(call say,用法：make batch DIR=提交文件夹 OUT=输出文件夹 [JOBS=n] [VERBOSE=1],usage: make batch DIR=folder OUT=folder [JOBS=n] [VERBOSE=1])" >&2; exit 0; }
+	@$(PY) -m grader batch $(DIR) --out $(OUT) --lang $(LANG_ARG) $(if $(JOBS),--jobs $(JOBS)) $(if $(VERBOSE),--verbose); \
 	  code=$$?; case $$code in 0|2) exit 0;; *) exit $$code;; esac
 
 # Instructors: the Gradescope autograder zip (setup.sh, run_autograder, grader with hidden checks).

@@ -24,7 +24,7 @@ def parse(argv):
     _add_hint(sub)
     _add_submit(sub)
     if not argv or argv[0] not in ONE_SUBMISSION:
-        # instructors: batch, merge, override, export, recipes (not in release/)
+        # instructors: batch, override, export (not in release/)
         with contextlib.suppress(ImportError):
             from grader.batch import engine
 
@@ -94,7 +94,7 @@ def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
     if args.command in ONE_SUBMISSION:
         process.hold_gc()  # a judge starts here: no collection until its checks are collected
-    if args.command in ("batch", "merge", "override", "export", "recipes"):
+    if args.command in ("batch", "override", "export"):
         from grader.batch import engine as batch
 
         return batch.main(args)

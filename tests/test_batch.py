@@ -1,13 +1,12 @@
 """Batch grading (grader/batch/engine.py): a mixed class folder, the gradebook, the summary, resuming
-after kill -9, shards and merge, and that nothing in the class folder is ever written to.
+after kill -9, and that nothing in the class folder is ever written to.
 
 The mixed folder is graded once per module by the real CLI (about 20-40 s on 2 cores: six
-submissions that reach the checks); the kill and shard tests grade again, for real.
+submissions that reach the checks); the kill test grades again, for real.
 """
 import concurrent.futures
 import csv
 import hashlib
-import io
 import json
 import os
 import random
@@ -253,7 +252,7 @@ def test_a_rerun_regrades_nothing_and_a_changed_entry_only(mixed, tmp_path):
         pytest.skip("grader files were edited since the module's batch ran")
     proc = run_batch(mixed["source"], out, "--jobs", "2")
     assert proc.returncode == 0, proc.stderr
-    assert said("entries", n=9, current=9, todo=0, shard="") in proc.stderr
+    assert said("entries", n=9, current=9, todo=0) in proc.stderr
     assert not any(internal in proc.stderr for internal in ("评分方式", "内存峰值", "相似度"))
     assert (out / "gradebook.csv").read_bytes() == (mixed["out"] / "gradebook.csv").read_bytes()
     # A changed entry (a copy of the class, DIR is never touched) is the only one regraded.
@@ -262,7 +261,7 @@ def test_a_rerun_regrades_nothing_and_a_changed_entry_only(mixed, tmp_path):
     shutil.copy(SUBMISSIONS / "correct" / "einsum.py", source / "bob.py")
     proc = run_batch(source, out)  # default flags: one late file starts one judge, not one per core
     assert proc.returncode == 0, proc.stderr
-    assert said("entries", n=9, current=8, todo=1, shard="") in proc.stderr
+    assert said("entries", n=9, current=8, todo=1) in proc.stderr
     rows = {r["student"]: r for r in read_gradebook(out / "gradebook.csv")}
     assert float(rows["bob"]["total"]) == MAX
 
@@ -312,42 +311,7 @@ def test_kill_minus_9_and_resume_gives_the_same_gradebook(mixed, tmp_path):
     assert (out / "gradebook.csv").read_text(encoding="utf-8").splitlines() == expected
 
 
-def test_shards_merge_into_the_same_gradebook(mixed, tmp_path):
-    shards = [tmp_path / "shard1", tmp_path / "shard2"]
-    procs = [subprocess.Popen([PY, "-m", "grader", "batch", str(mixed["source"]), "--out",
-                               str(out), "--jobs", "1", "--shard", f"{k}/2"], cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for k, out in enumerate(shards, 1)]
-    for p in procs:
-        _, err = p.communicate(timeout=600)
-        assert p.returncode == 0, err
-    parts = [{e["student"] for e in json.loads((s / "batch.json").read_text())["entries"]}
-             for s in shards]
-    assert parts[0] and parts[1] and not parts[0] & parts[1]
-    assert parts[0] | parts[1] == GRADED | set(UNGRADABLE)
-    merged = tmp_path / "merged"
-    proc = subprocess.run([PY, "-m", "grader", "merge", *map(str, shards), "--out", str(merged)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert (merged / "gradebook.csv").read_bytes() == (mixed["out"] / "gradebook.csv").read_bytes()
-    assert json.loads((merged / "summary.json").read_text()) == \
-        json.loads((mixed["out"] / "summary.json").read_text())
-    assert (merged / "students" / "bob" / "feedback.html").exists()
-
-
 # -- small parts, no grading ------------------------------------------------------------------------
-def test_shards_are_a_deterministic_partition():
-    students = [f"s{i:03d}" for i in range(200)]
-    for n in (1, 2, 3, 8):
-        parts = [[s for s in students if entries.shard_of(s, n) == k] for k in range(1, n + 1)]
-        assert sorted(sum(parts, [])) == students
-        assert all(parts) and max(map(len, parts)) < 2.5 * 200 / n
-    assert entries.parse_shard("2/8") == (2, 8)
-    for bad in ("0/2", "3/2", "2", "a/b", ""):
-        with pytest.raises(ValueError):
-            entries.parse_shard(bad)
-
-
 def test_student_ids_from_entry_names():
     ids = entries.assign_ids(["alice.py", "alice.zip", "bob.ipynb", "张三.py", "a b.py", "a_b.py",
                             "carol"])
@@ -386,18 +350,6 @@ def test_out_inside_the_class_folder_is_refused(tmp_path):
     proc = run_batch(tmp_path / "class", tmp_path / "class" / "out", timeout=60)
     assert proc.returncode == 2 and "里面" in proc.stderr and "error" not in proc.stderr
     assert os.listdir(tmp_path / "class") == []
-
-
-def test_merge_refuses_conflicting_shards(tmp_path):
-    for name, digest in (("a", "1" * 64), ("b", "2" * 64)):
-        (tmp_path / name / "students").mkdir(parents=True)
-        (tmp_path / name / "batch.json").write_text(json.dumps(
-            {"format": 1, "grader": "g", "lang": "zh",
-             "entries": [{"student": "x", "entry": "x.py", "digest": digest}]}))
-    proc = subprocess.run([PY, "-m", "grader", "merge", str(tmp_path / "a"), str(tmp_path / "b"),
-                           "--out", str(tmp_path / "m")], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 2 and "内容不同" in proc.stderr  # the shards' language
 
 
 def test_one_judge_grades_each_student_as_if_alone(tmp_path):

@@ -1,9 +1,7 @@
 """What the instructor sees of a class beyond the gradebook: near-copies (grader/batch/similarity.py),
-who made each named mistake (grader/batch/mistakes.py), TA overrides (grader/batch/overrides.py) and the
-shard recipes (grader/batch/recipes.py) run the way GitHub Actions, Slurm and Kubernetes would run them.
+who made each named mistake (grader/batch/mistakes.py), and TA overrides (grader/batch/overrides.py).
 
-The first half grades nothing.  The second grades a small class (four entries) once per module,
-then again per recipe, two shards each.
+The first half grades nothing.  The second grades a small class (four entries) once per module.
 """
 import csv
 import json
@@ -23,7 +21,7 @@ if str(ROOT) not in sys.path:
 
 from grader import words
 from grader.batch import classhtml, classpage, mistakes
-from grader.batch import entries, overrides, recipes, similarity
+from grader.batch import entries, overrides, similarity
 from grader.judge import manifest, submission
 from grader import rubric
 from grader.batch.gradebook import is_named  # noqa: E402
@@ -460,9 +458,6 @@ def run(*args, env=None, cwd=ROOT, timeout=900):
                           text=True, timeout=timeout, env=env)
 
 
-CLASS_FILES = ("gradebook.csv", "mistakes.csv", "similarity.csv", "summary.md")
-
-
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     base = tmp_path_factory.mktemp("small")
@@ -506,7 +501,7 @@ def test_the_class_outputs_name_who_and_the_near_copies(small):
                       reused=0) in small["stderr"]
 
 
-def test_an_override_survives_resume_regrade_and_merge(small, tmp_path):
+def test_an_override_survives_resume_and_regrade(small, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(small["single"], out)
     refused = run("override", out, "bob", "attend.nope", 1, "--why", "x", "--lang", "en")
@@ -541,10 +536,6 @@ def test_an_override_survives_resume_regrade_and_merge(small, tmp_path):
     regraded = run("batch", small["class"], "--out", out, "--jobs", "1")
     assert regraded.returncode == 0 and "3 份已是最新，这次评分 1 份" in regraded.stderr
     check_applied(out)
-    merged = tmp_path / "merged"
-    proc = run("merge", out, "--out", merged)
-    assert proc.returncode == 0, proc.stderr
-    check_applied(merged)
 
 
 def test_an_override_of_a_changed_file_lapses_and_the_ta_is_told_once(small, tmp_path):
@@ -579,114 +570,3 @@ def test_an_override_of_a_changed_file_lapses_and_the_ta_is_told_once(small, tmp
     assert again.returncode == 0 and told not in again.stderr
     assert run("override", out, "bob", "attend.softmax", 1, "--why", "again").returncode == 0
     assert 'class="note stale"' not in (out / "summary.html").read_text(encoding="utf-8")
-
-
-# -- the recipes, run the way their engines would ----------------------------------------------
-def engine_env(tmp_path, extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "JOB_COMPLETION"))}
-    env.update({"PYTHON": PY}, **extra)
-    return env
-
-
-def bash(script, env, cwd):
-    proc = subprocess.run(["bash", "-e", "-c", script], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr
-    return proc
-
-
-def run_github(recipe_dir, class_dir, out):
-    """The matrix's jobs, each with `${{ matrix.shard }}` and `${{ inputs.class_dir }}`
-    substituted and the step's env set, in the checkout (the kit); OUT_DIR points at the test's
-    folder, where upload-artifact (out/shard-K) and download-artifact (pattern shard-*, path out:
-    one folder per artifact) put the shards for the merge job."""
-    import yaml
-
-    workflow = yaml.safe_load((recipe_dir / "github" / "grade-class.yml").read_text())
-    grade, merge = workflow["jobs"]["grade"], workflow["jobs"]["merge"]
-    shards = grade["strategy"]["matrix"]["shard"]
-
-    def expand(text, shard=None):
-        text = str(text).replace("${{ matrix.shard }}", str(shard))
-        return text.replace("${{ inputs.class_dir }}", str(class_dir))
-
-    for shard in shards:
-        step = next(s for s in grade["steps"] if "run" in s and "grader batch" in s["run"])
-        env = dict({k: expand(v, shard) for k, v in step["env"].items()}, OUT_DIR=str(out))
-        bash(expand(step["run"], shard), engine_env(out, env), cwd=ROOT)
-    assert [s["with"]["path"] for s in grade["steps"] if "upload-artifact" in s.get("uses", "")] \
-        == ["out/shard-${{ matrix.shard }}"]
-    step = next(s for s in merge["steps"] if "run" in s and "grader merge" in s["run"])
-    bash(step["run"], engine_env(out, dict(step["env"], OUT_DIR=str(out))), cwd=ROOT)
-    return len(shards)
-
-
-def run_slurm(recipe_dir, class_dir, out):
-    script = recipe_dir / "slurm" / "slurm-grade-class.sbatch"
-    first, last = map(int, re.search(r"#SBATCH --array=(\d+)-(\d+)", script.read_text()).groups())
-    env = {"SLURM_SUBMIT_DIR": str(ROOT), "CLASS_DIR": str(class_dir), "OUT_DIR": str(out),
-           "SLURM_CPUS_PER_TASK": "1"}
-    for task in range(first, last + 1):
-        bash(f"bash {script}", engine_env(out, dict(env, SLURM_ARRAY_TASK_ID=str(task),
-                                                    SLURM_ARRAY_JOB_ID="77")), cwd=ROOT)
-    merge = recipe_dir / "slurm" / "slurm-merge-class.sbatch"
-    bash(f"bash {merge}", engine_env(out, env), cwd=ROOT)
-    submit = (recipe_dir / "slurm" / "slurm-submit.sh").read_text()
-    assert "--dependency=\"afterany:" in submit and "slurm-merge-class.sbatch" in submit
-    return last - first + 1
-
-
-def run_kubernetes(recipe_dir, class_dir, out):
-    """The Indexed Job's pods: JOB_COMPLETION_INDEX 0..completions-1, the container's env (its
-    volume paths pointed at the test's folders), its command; then the merge Job's."""
-    import yaml
-
-    job = yaml.safe_load((recipe_dir / "kubernetes" / "k8s-grade-class.yaml").read_text())
-    assert job["spec"]["completionMode"] == "Indexed"
-    paths = {"CLASS_DIR": str(class_dir), "OUT_DIR": str(out)}
-
-    def pod(container, index=None):
-        env = {e["name"]: paths.get(e["name"], e["value"]) for e in container.get("env", [])}
-        if index is not None:
-            env["JOB_COMPLETION_INDEX"] = str(index)
-        assert container["command"] == ["bash", "-c"]
-        bash(container["args"][0], engine_env(out, env), cwd=ROOT)  # workingDir: the kit
-
-    for index in range(job["spec"]["completions"]):
-        pod(job["spec"]["template"]["spec"]["containers"][0], index)
-    merge = yaml.safe_load((recipe_dir / "kubernetes" / "k8s-merge-class.yaml").read_text())
-    pod(merge["spec"]["template"]["spec"]["containers"][0])
-    return job["spec"]["completions"]
-
-
-@pytest.mark.parametrize("kind,engine", [("github", run_github), ("slurm", run_slurm),
-                                         ("kubernetes", run_kubernetes)])
-def test_each_recipe_merges_to_the_single_run(small, tmp_path, kind, engine):
-    recipe_dir = tmp_path / "recipes"
-    proc = run("recipes", "--shards", 2, "--out", recipe_dir, "--kind", kind)
-    assert proc.returncode == 0, proc.stderr
-    out = tmp_path / "out"
-    out.mkdir()
-    assert engine(recipe_dir, small["class"], out) == 2
-    shards = sorted(p.name for p in out.iterdir() if p.name.startswith("shard-"))
-    assert shards == ["shard-1", "shard-2"]
-    parts = [{e["student"] for e in json.loads((out / s / "batch.json").read_text())["entries"]}
-             for s in shards]
-    assert parts[0] and parts[1] and not parts[0] & parts[1]  # really two machines' worth
-    merged = out / "merged"
-    for name in CLASS_FILES:
-        assert (merged / name).read_bytes() == (small["single"] / name).read_bytes(), name
-    assert json.loads((merged / "summary.json").read_text()) == \
-        json.loads((small["single"] / "summary.json").read_text())
-
-
-def test_recipes_name_the_shards_once():
-    for kind, files in recipes.RECIPES.items():
-        for template, _ in files:
-            text = recipes.render(template, 5, "class2026")
-            assert "@" not in re.sub(r"actions/\S+@v\d|\$\{\{[^}]*\}\}", "", text), template
-    github = recipes.render("github-grade-class.yml", 5, "class2026")
-    assert "shard: [1, 2, 3, 4, 5]" in github and 'SHARDS: "5"' in github
-    assert "#SBATCH --array=1-5" in recipes.render("slurm-grade-class.sbatch", 5, "c")
-    k8s = recipes.render("k8s-grade-class.yaml", 5, "c")
-    assert "completions: 5" in k8s and "JOB_COMPLETION_INDEX + 1" in k8s

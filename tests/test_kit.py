@@ -214,4 +214,4 @@ def test_one_submission_commands_do_not_import_the_batch():
         assert out == expected
     helped = subprocess.run([sys.executable, "-m", "grader", "--help"], capture_output=True,
                             text=True, cwd=ROOT, check=True).stdout
-    assert "batch" in helped and "recipes" in helped
+    assert "batch" in helped and "override" in helped

@@ -3,30 +3,28 @@
 Each entry of DIR is one student (.py, .ipynb, folder, .zip or git repository), its id the
 entry's name (entries.py).  OUTDIR gets students/<id>/ (report.json, feedback.html,
 feedback.md), gradebook.csv, summary.json/md/html, mistakes.csv, similarity.csv and similarity/
-(the code compared, the pairs cache), overrides.json, batch.json (the entries this run or shard
-covers) and batch.log (the judges' stderr).  Nothing is ever written inside DIR.
+(the code compared, the pairs cache), overrides.json, batch.json (the entries this run covers)
+and batch.log (the judges' stderr).  Nothing is ever written inside DIR.
 
 The parent (no torch) lists and hashes the entries, skips those whose report.json carries the same
 content hash and grader fingerprint (records.py), and hands the rest to --jobs judge processes
 (dispatch.py, judge.py), which write report.json last: a batch killed at any moment and run again
 regrades only what is missing or changed.  The class outputs are rebuilt from the report files at
-the end of every run (gradebook.py), so a resumed batch ends as an uninterrupted one.  `merge`
-joins the outputs of shards; `override`, `export` and `recipes` are registered here too.
+the end of every run (gradebook.py), so a resumed batch ends as an uninterrupted one.  `override`
+and `export` are registered here too.
 """
 import hashlib
 import os
 import time
 
 from grader.batch.dispatch import Progress, default_jobs, dispatch
-from grader.batch.entries import hash_file, list_entries, parse_shard, shard_of
-from grader.batch.records import (FORMAT, MANIFEST, MARKDOWN, PAGE, REPORT, STUDENTS, is_current,
-                                  read_manifest, read_record, records_in, remove_leftovers,
-                                  write_manifest)
+from grader.batch.entries import hash_file, list_entries
+from grader.batch.records import (FORMAT, MANIFEST, STUDENTS, is_current, read_manifest,
+                                  read_record, records_in, remove_leftovers, write_manifest)
 from grader.batch import similarity
 from grader.batch.refusal import Refusal, refuse, say
 from grader.batch.similarity import THRESHOLD
 from grader import options, paths, words
-from grader.statefile import write_atomic
 
 ROOT = paths.KIT_ROOT
 LOG = "batch.log"
@@ -60,7 +58,7 @@ def _inside(child, parent):
 
 
 def _check_arguments(args, source, outdir):
-    """(shard, isolation); a Refusal (or the sandbox's RuntimeError) when the command cannot run."""
+    """The isolation; a Refusal (or the sandbox's RuntimeError) when the command cannot run."""
     from grader.sandbox import launch as sandbox
 
     if not os.path.isdir(source):
@@ -69,8 +67,7 @@ def _check_arguments(args, source, outdir):
         raise Refusal("out_inside", out=args.out, dir=args.dir)
     if not 0 < args.similarity <= 1:
         raise Refusal("similarity_range", got=args.similarity)
-    shard = parse_shard(args.shard) if args.shard else None
-    return shard, sandbox.choose_isolation(options.isolation_of(args))
+    return sandbox.choose_isolation(options.isolation_of(args))
 
 
 def run(args):
@@ -79,17 +76,14 @@ def run(args):
 
     source, outdir = os.path.abspath(args.dir), os.path.abspath(args.out)
     try:
-        shard, isolation = _check_arguments(args, source, outdir)
+        isolation = _check_arguments(args, source, outdir)
     except (Refusal, RuntimeError) as exc:
         return refuse(exc, args.lang)
     entries = list_entries(source)
-    if shard:
-        entries = [e for e in entries if shard_of(e.student, shard[1]) == shard[0]]
     os.makedirs(os.path.join(outdir, STUDENTS), exist_ok=True)
     remove_leftovers(outdir)
     fingerprint = grader_fingerprint()
-    manifest = {"format": FORMAT, "source": source, "grader": fingerprint,
-                "shard": args.shard and f"{shard[0]}/{shard[1]}", "lang": args.lang,
+    manifest = {"format": FORMAT, "source": source, "grader": fingerprint, "lang": args.lang,
                 "isolation": isolation, "similarity": args.similarity,
                 "entries": [{"student": e.student, "entry": e.name, "digest": e.digest}
                             for e in entries]}
@@ -100,7 +94,7 @@ def run(args):
               "limits": limits.describe(), "fingerprint": fingerprint,
               "fork_server": not args.cold_workers, "verbose": args.verbose}
     jobs = max(1, args.jobs or default_jobs())  # an explicit --jobs is obeyed
-    _announce(entries, todo, manifest, config, jobs)
+    _announce(entries, todo, config, jobs)
     answers = _grade(todo, config, jobs)
     if answers is None:
         return 130
@@ -117,13 +111,12 @@ def run(args):
     return 1 if errors else 0
 
 
-def _announce(entries, todo, manifest, config, jobs):
+def _announce(entries, todo, config, jobs):
     """How many entries, how many to grade; with --verbose, how they are run."""
     from grader.sandbox import forkserver
 
-    lang, shard = config["lang"], manifest["shard"]
-    say("entries", lang, n=len(entries), current=len(entries) - len(todo), todo=len(todo),
-        shard=words.text("batch", "shard", lang, shard=shard) if shard else "")
+    lang = config["lang"]
+    say("entries", lang, n=len(entries), current=len(entries) - len(todo), todo=len(todo))
     if config["isolation"] != "bubblewrap" and todo:  # safety, not an internal: always said
         say("no_sandbox", lang)
     if config["verbose"] and todo:
@@ -165,97 +158,12 @@ def _cpu_split(stats):
             "threads": max((s.get("threads") or 0) for s in stats)}
 
 
-def _missing(student, entry, digest, why="not_graded"):
-    """The record of an entry with no report: `why` is a [batch] key, said in both languages."""
-    said = words.pair("batch", why)
+def _missing(student, entry, digest):
+    """The record of an entry with no report, its why said in both languages."""
+    said = words.pair("batch", "not_graded")
     return {"format": FORMAT, "student": student, "entry": entry, "digest": digest,
             "status": "missing", "error": said["en"],
             "error_said": said, "score": 0, "max_score": None, "report": None}
-
-
-def _read_manifests(sources):
-    """[(folder, batch.json)] of the inputs; a Refusal when one is no batch output or they were
-    graded by different grader versions."""
-    manifests = []
-    for folder in sources:
-        manifest = read_manifest(folder)
-        if manifest is None:
-            raise Refusal("no_manifest", folder=folder, manifest=MANIFEST)
-        manifests.append((folder, manifest))
-    fingerprints = {m["grader"] for _, m in manifests}
-    if len(fingerprints) > 1:
-        raise Refusal("versions", versions=", ".join(sorted(fingerprints)))
-    return manifests
-
-
-def _choose_entries(manifests):
-    """{student: (folder, entry)}; a Refusal when two inputs hold one student differently."""
-    chosen = {}
-    for folder, manifest in manifests:
-        for item in manifest["entries"]:
-            seen = chosen.get(item["student"])
-            if seen and seen[1]["digest"] != item["digest"]:
-                raise Refusal("two_contents", student=item["student"], a=seen[0], b=folder)
-            chosen.setdefault(item["student"], (folder, item))
-    return chosen
-
-
-def _copy_student(folder, outdir, student):
-    """The student's files (report.json last, as in a run) and the code the near-copies use."""
-    names = [os.path.join(STUDENTS, student, name) for name in (PAGE, MARKDOWN, REPORT)]
-    if similarity.read_source(folder, student) is not None:
-        names.append(os.path.relpath(similarity.source_path(folder, student), folder))
-    for name in names:
-        if os.path.exists(os.path.join(folder, name)):
-            os.makedirs(os.path.dirname(os.path.join(outdir, name)), exist_ok=True)
-            with open(os.path.join(folder, name), "rb") as handle:
-                write_atomic(os.path.join(outdir, name), handle.read())
-
-
-def merge(args):
-    """Join the outputs of shards (or of any batch runs) into one gradebook and summary; the
-    pairs the shards compared are reused, the overrides of every input carried over."""
-    from grader.batch import gradebook, overrides
-
-    outdir = os.path.abspath(args.out)
-    sources = [os.path.abspath(p) for p in args.outdirs]
-    said_in = args.lang or lang_of(sources[0])  # the refusals too: the shards' language
-    if outdir in sources:
-        return refuse(Refusal("merge_new"), said_in)
-    if args.similarity is not None and not 0 < args.similarity <= 1:
-        return refuse(Refusal("similarity_range", got=args.similarity), said_in)
-    try:
-        manifests = _read_manifests(sources)
-        chosen = _choose_entries(manifests)
-        carried, history = overrides.combine([outdir] + sources)
-    except Refusal as exc:
-        return refuse(exc, said_in)
-    os.makedirs(os.path.join(outdir, STUDENTS), exist_ok=True)
-    records = []
-    for student in sorted(chosen):
-        folder, item = chosen[student]
-        record = read_record(folder, student)
-        if record is None or record.get("digest") != item["digest"]:
-            records.append(_missing(student, item["entry"], item["digest"], "not_in_shard"))
-            continue
-        _copy_student(folder, outdir, student)
-        records.append(record)
-    similarity.merge_caches(outdir, sources)
-    if carried or history:
-        overrides.save(outdir, carried, history)
-    lang = args.lang or manifests[0][1].get("lang", "zh")
-    threshold = args.similarity or manifests[0][1].get("similarity") or THRESHOLD
-    manifest = {"format": FORMAT, "merged_from": sources, "grader": manifests[0][1]["grader"],
-                "shard": None, "lang": lang, "similarity": threshold,
-                "entries": [dict(chosen[s][1]) for s in sorted(chosen)]}
-    write_manifest(outdir, manifest)
-    gradebook.write_class_outputs(outdir, records, lang, threshold, verbose=args.verbose)
-    missing = [r for r in records if r["status"] == "missing"]
-    for r in missing:
-        say("missing", lang, student=r["student"], error=r["error_said"][lang])
-    say("merged", lang, out=outdir, rows=len(records), sources=len(sources),
-        not_graded=len(missing))
-    return 1 if missing else 0
 
 
 def lang_of(outdir):
@@ -305,14 +213,14 @@ def rebuild(outdir):
 
 
 def add_arguments(sub):
-    """The `batch` and `merge` subcommands (called from grader/__main__.py)."""
+    """The `batch` subcommand and the TA's commands on its output (called from
+    grader/__main__.py)."""
     p = sub.add_parser("batch", help="a folder of submissions: reports, pages, gradebook (instructors)")
     p.add_argument("dir", help="one entry per student: .py, .ipynb, folder, .zip or git repository")
     p.add_argument("--out", required=True, help="output folder (never inside DIR)")
     p.add_argument("--jobs", type=int, default=0, help="grading processes (default: one per usable core, fewer where memory "
                    "is short or there are few submissions; docs/instructors.md, Speed)")
     options.add_lang(p, help="language of the Markdown and the page's first view")
-    p.add_argument("--shard", help="K/N: grade only the K-th of N deterministic parts")
     options.add_isolation(p)
     p.add_argument("--cold-workers", action="store_true",
                    help="start every worker with its own torch import instead of forking it from a "
@@ -321,18 +229,10 @@ def add_arguments(sub):
     options.add_limits(p)
     p.add_argument("--similarity", type=float, default=THRESHOLD, help=SIMILARITY_HELP)
     p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
-    p = sub.add_parser("merge", help="join batch outputs (shards) into one gradebook")
-    p.add_argument("outdirs", nargs="+", help="batch output folders")
-    p.add_argument("--out", required=True, help="the merged output folder")
-    p.add_argument("--similarity", type=float, help=SIMILARITY_HELP + " (default: the shards')")
-    p.add_argument("--lang", choices=options.LANGS, help="language of the Markdown, the page's "
-                   "first view and the messages (default: the shards')")
-    p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
-    from grader.batch import export, overrides, recipes
+    from grader.batch import export, overrides
 
     overrides.add_arguments(sub)
     export.add_arguments(sub)
-    recipes.add_arguments(sub)
 
 
 VERBOSE_HELP = ("also say how it ran: isolation, worker processes, CPU per submission, "
@@ -342,8 +242,7 @@ SIMILARITY_HELP = (f"flag two submissions as near-copies when this share of one'
 
 
 def main(args):
-    from grader.batch import export, recipes
+    from grader.batch import export
 
-    commands = {"override": override_command, "recipes": recipes.main, "export": export.main,
-                "merge": merge}
+    commands = {"override": override_command, "export": export.main}
     return commands.get(args.command, run)(args)

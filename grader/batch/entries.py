@@ -1,4 +1,4 @@
-"""What a class folder holds: one entry per student, its id, its content hash, its shard.
+"""What a class folder holds: one entry per student, its id, its content hash.
 
 The student id is the entry's name, always: a `make submit` manifest that names another id is a
 flag (manifest.flag_identity), never a rename, so one zip cannot move its grade onto another
@@ -10,7 +10,6 @@ import os
 import re
 import stat
 
-from grader.batch.refusal import Refusal
 
 SKIPPED_NAMES = {"__MACOSX", "__pycache__", "Thumbs.db"}
 GRADABLE_SUFFIXES = (".py", ".ipynb", ".zip")
@@ -107,16 +106,3 @@ def list_entries(folder):
     ids = assign_ids(names)
     return [Entry(readable_name(n), os.path.join(folder, n), ids[n],
                   entry_digest(os.path.join(folder, n))) for n in names]
-
-
-def parse_shard(text):
-    """'K/N' -> (K, N), 1 <= K <= N."""
-    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
-    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
-        raise Refusal("shard_form", got=repr(text))
-    return int(match.group(1)), int(match.group(2))
-
-
-def shard_of(student, n):
-    """1..n, from a hash of the student id: stable when other entries come or go."""
-    return int(hashlib.sha256(student.encode("utf-8")).hexdigest(), 16) % n + 1

@@ -1,6 +1,6 @@
 """The class outputs of a batch: gradebook.csv, mistakes.csv, similarity.csv and the summary
-(JSON, Markdown, HTML), computed from the students' records alone, so a resumed batch, a merge of
-shards and an uninterrupted run give the same files for the same reports.
+(JSON, Markdown, HTML), computed from the students' records alone, so a resumed batch and an
+uninterrupted run give the same files for the same reports.
 """
 import csv
 import io

@@ -153,21 +153,6 @@ def stale_text(event, lang, name=str):
                       why=name(event["why"]), graded=class_points(event["score"]))
 
 
-def combine(folders):
-    """The overrides and history of several output folders (a merge); the same student and check
-    overridden differently in two of them is refused."""
-    chosen, history = {}, []
-    for folder in folders:
-        for o in load(folder):
-            seen = chosen.setdefault(_key(o), o)
-            if (seen["score"], seen["why"]) != (o["score"], o["why"]):
-                raise OverrideError("two_overrides", student=o["student"], check=o["check"],
-                                    a=f"{seen['score']:g}", b=f"{o['score']:g}")
-        history += [e for e in load_history(folder) if e not in history]
-    history.sort(key=lambda e: (e.get("when") or "", e["student"], e["check"]))
-    return sorted(chosen.values(), key=_key), history
-
-
 def apply(record, items):
     """A copy of the record with its overrides applied: each overridden card keeps the grader's
     status and score beside the TA's."""

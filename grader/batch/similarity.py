@@ -10,8 +10,8 @@ only compared within the process that made them; the pairs cache holds figures, 
 A pair's figure is copydetect's: the share of one side's fingerprinted code found in the other.
 A pair is flagged when the larger share reaches the threshold and the shared code is more than an
 idiom (MIN_SHARED characters); flagged pairs chain into groups.  OUTDIR/similarity/pairs.json
-caches the figures by the two code hashes and the settings, so a resumed batch or a merge computes
-only the pairs it lacks.
+caches the figures by the two code hashes and the settings, so a resumed batch or a rebuild
+computes only the pairs it lacks.
 """
 import hashlib
 import io
@@ -209,16 +209,6 @@ def save_pairs(outdir, settings, pairs):
     os.makedirs(os.path.join(outdir, FOLDER), exist_ok=True)
     write_atomic(os.path.join(outdir, FOLDER, PAIRS),
                  json.dumps({"settings": settings, "pairs": dict(sorted(pairs.items()))}) + "\n")
-
-
-def merge_caches(outdir, folders):
-    """The pairs the inputs of a merge already compared, joined into OUTDIR's cache."""
-    settings = settings_key(boilerplate_texts())
-    joined = {}
-    for folder in [outdir] + list(folders):
-        joined.update(load_pairs(folder, settings))
-    if joined:
-        save_pairs(outdir, settings, joined)
 
 
 def pair_keys(hashes):
