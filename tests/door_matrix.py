@@ -35,6 +35,7 @@ worker to need it grades, the others wait for it and read its reports).
 import collections
 import concurrent.futures
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -131,7 +132,10 @@ def shared_folder(tmp_path_factory):
 def batch_of_corpus(folder):
     """`batch` on every file of the corpus, once a test run whoever asks first (the others wait
     for it and read its reports): (its output folder, {name: report data}, what the batch left
-    in its temporary folder, which is a leak)."""
+    in its temporary folder, which is a leak).  Kept under a name of this kit's root, so that a
+    copy of the kit tested from inside a test (test_recipe.py) grades its own corpus."""
+    folder = folder / f"corpus-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]}"
+    folder.mkdir(exist_ok=True)
     entries, out, done = folder / "in", folder / "out", folder / "batched.json"
     with open(folder / "batch.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker grades; the others wait here

@@ -387,15 +387,6 @@ def test_an_override_is_checked_applied_to_a_copy_and_kept_as_history(tmp_path):
         "set", "change", "remove"]
     with pytest.raises(overrides.OverrideError, match="no override to remove"):
         overrides.remove_override(str(tmp_path), "bob", "attend.scale", "again", "ta1", "t")
-    other, third = tmp_path / "other", tmp_path / "third"
-    other.mkdir()
-    third.mkdir()
-    overrides.record_override(str(other), item, 0)
-    overrides.record_override(str(third), dict(item, score=1), 0)
-    with pytest.raises(overrides.OverrideError, match="differently"):
-        overrides.combine([str(other), str(third)])
-    carried, history = overrides.combine([str(tmp_path), str(other)])
-    assert [o["score"] for o in carried] == [2] and len(history) == 3  # the same set, once
 
 
 # -- student strings stay data ------------------------------------------------------------------

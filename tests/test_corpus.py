@@ -13,6 +13,7 @@ by a judge with a cold worker) with isolation="auto" (bubblewrap where it works)
 CORPUS_ISOLATION=process forces the plain subprocess, to prove the suite passes without bubblewrap
 too.
 """
+import atexit
 import fcntl
 import fnmatch
 import hashlib
@@ -124,6 +125,7 @@ def graded(path):
         if name is not None:
             if shared is None and not _batch_folder:
                 _batch_folder.append(tempfile.mkdtemp(prefix="corpus-batch-"))
+                atexit.register(shutil.rmtree, _batch_folder[0], True)
             _, reports, left = door_matrix.batch_of_corpus(Path(shared or _batch_folder[0]))
             _graded[path] = Graded(reports[name], left, True)  # the batch grades a copy
         else:
