@@ -116,8 +116,8 @@ regen: setup
 	$(PY) -m grader.authoring regen
 
 # Four pytest workers on two cores: the tests mostly wait (on workers' timeouts, kernels, nbgrader),
-# pytest with two used 0.85 of a core on average; four took 16.4-18.5 min instead of 20-21.
-# A file is a work unit, the longest handed out first (tests/conftest.py).
+# pytest with two used 0.85 of a core on average.  A file is a work unit, the longest handed out
+# first (tests/conftest.py).  A clean clone's whole run: 24.7 min here (2026-12-07, set-up included).
 test: setup sandbox browser
 	$(PY) -m pytest tests -q -p no:cacheprovider -n 4 --dist loadfile --no-loadscope-reorder
 
