@@ -109,6 +109,7 @@ class Graded:
 
 _graded = {}
 _batch_folder = []
+BATCHED = {path: name for name, path in door_matrix.FILES.items()}  # the batch's name of each file
 
 
 def graded(path):
@@ -121,7 +122,7 @@ def graded(path):
     that asks meanwhile waits for it, the others read its record."""
     if path not in _graded:
         shared = os.environ.get("KIT_TESTS_SHARED")
-        name = {p: n for n, p in door_matrix.FILES.items()}.get(Path(path))
+        name = BATCHED.get(Path(path))
         if name is not None:
             if shared is None and not _batch_folder:
                 _batch_folder.append(tempfile.mkdtemp(prefix="corpus-batch-"))
