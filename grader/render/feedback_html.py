@@ -8,6 +8,7 @@ import itertools
 
 from grader import words
 from grader.inert import html as esc
+from grader.rubric import in_lang
 from grader.render import report
 
 MARKS = report.STATUS_MARK  # a status's mark; its words are words.toml's [status]
@@ -101,10 +102,8 @@ def said_both(section, key, tag="span", cls="", **fields):
 def said(value, key):
     """A value that is data, or said in both languages ({"zh", "en"}), within the zh and the en
     frame of [feedback_html] `key` (its {value}): each language's element holds only its own words."""
-    pair = value if isinstance(value, dict) and set(value) == {"zh", "en"} else \
-        {"zh": str(value), "en": str(value)}
     frame = words.pair("feedback_html", key)
-    return both(frame["zh"].format(value=pair["zh"]), frame["en"].format(value=pair["en"]))
+    return both(*(frame[lang].format(value=in_lang(value, lang)) for lang in words.LANGS))
 
 
 def _page(title, lang, body, head=""):

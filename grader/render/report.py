@@ -1,9 +1,6 @@
 """The report's renderers: text, JSON, Markdown and Gradescope's results.json, in zh or en.
 Scores and verdicts are the model's (model.Report.from_parts); these only format its plain data."""
-import itertools
-
-from grader import inert
-from grader import words
+from grader import inert, words
 
 STATUS_MARK = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱"}
 STATUS_WORDS = words.table("status")
@@ -142,21 +139,13 @@ def part_lines(rubric, result, lang):
 
 def notes(rubric, result, lang):
     """What a passing check could not judge here (it cost nothing), each message once."""
-    said = []
-    for note in result.get("notes") or []:
-        message = rubric.message(note.get("key", ""), lang, **note.get("fields", {}))
-        if message not in said:
-            said.append(message)
-    return "\n".join(said)
+    return "\n".join(dict.fromkeys(rubric.message(note.get("key", ""), lang, **note.get("fields", {}))
+                                   for note in result.get("notes") or []))
 
 
 def import_failure(report):
     """The verdict of a file that could not be imported (every check carries it), or None."""
-    for result in report["checks"]:
-        for verdict in result["verdicts"]:
-            if at_import(verdict):
-                return verdict
-    return None
+    return next((v for r in report["checks"] for v in r["verdicts"] if at_import(v)), None)
 
 
 def at_import(verdict):
@@ -177,8 +166,8 @@ def import_failure_lines(rubric, verdict, lang):
 
 
 def misconception(result):
-    keys = [v["key"] for v in result["verdicts"]]
-    return keys[0] if keys else None
+    """The key of a check's first failing verdict (its named mistake), or None."""
+    return result["verdicts"][0]["key"] if result["verdicts"] else None
 
 
 def card(rubric, result, lang):
@@ -215,6 +204,7 @@ def not_started(checks):
 
 
 def to_text(rubric, report, lang, hidden_not_run=0):
+    """The report as `make check` prints it, inert for a terminal."""
     text = TEXT[lang]
     failure = import_failure(report)
     lines = import_failure_lines(rubric, failure, lang) if failure else stuck_at_top(report, lang)
@@ -222,14 +212,11 @@ def to_text(rubric, report, lang, hidden_not_run=0):
     for r in report["checks"]:
         by_exercise.setdefault(r["exercise"], []).append(r)
     untouched = {} if failure else {ex: not_started(rs) for ex, rs in by_exercise.items()}
-    said = set()  # the untouched exercises already said in their one line
-    for exercise, run in itertools.groupby(report["checks"], key=lambda r: r["exercise"]):
+    for exercise, run in by_exercise.items():
         if untouched.get(exercise):
-            if exercise not in said:
-                said.add(exercise)
-                lines.append(text["exercise_line"].format(
-                    exercise=exercise, what=text[untouched[exercise]],
-                    max_score=points(sum(c["max_score"] for c in by_exercise[exercise]))))
+            lines.append(text["exercise_line"].format(
+                exercise=exercise, what=text[untouched[exercise]],
+                max_score=points(sum(c["max_score"] for c in run))))
             continue
         lines.append(f"\n== {exercise} ==")
         for r in run:
@@ -238,7 +225,16 @@ def to_text(rubric, report, lang, hidden_not_run=0):
                                         status=text["not_run"]))
             else:
                 lines.append(card(rubric, r, lang))
-    lines += _totals(rubric, report, lang, hidden_not_run)
+    passed = sum(1 for r in report["checks"] if r["status"] == "passed")
+    total = len(report["checks"])
+    lines.append("\n" + text["score"].format(score=points(report["score"]),
+                                             max_score=points(report["max_score"]), passed=passed,
+                                             total=total, checks=plural(total, "check", "checks")))
+    if hidden_not_run:
+        lines.append(text["hidden"].format(n=hidden_not_run,
+                                           checks=plural(hidden_not_run, "check", "checks"),
+                                           were=plural(hidden_not_run, "was", "were"),
+                                           what=still_hidden(rubric, lang)))
     # The next step, where every exercise before the first untouched one passes.
     first = next((ex for ex, state in untouched.items() if state), None)
     before = list(by_exercise)[:list(by_exercise).index(first)] if first else []
@@ -276,21 +272,6 @@ def still_hidden(rubric, lang):
     return text["and"].join(
         text["hidden_quiz" if exercise == "quiz" else "hidden_exercise"].format(exercise=exercise, n=n)
         for exercise, n in counts.items())
-
-
-def _totals(rubric, report, lang, hidden_not_run):
-    text = TEXT[lang]
-    passed = sum(1 for r in report["checks"] if r["status"] == "passed")
-    total = len(report["checks"])
-    lines = ["\n" + text["score"].format(score=points(report["score"]),
-                                        max_score=points(report["max_score"]), passed=passed,
-                                        total=total, checks=plural(total, "check", "checks"))]
-    if hidden_not_run:
-        lines.append(text["hidden"].format(n=hidden_not_run,
-                                           checks=plural(hidden_not_run, "check", "checks"),
-                                           were=plural(hidden_not_run, "was", "were"),
-                                           what=still_hidden(rubric, lang)))
-    return lines
 
 
 def to_markdown(rubric, report, lang):

@@ -141,7 +141,7 @@ def grade_one(judge, request):
     from grader.judge import submission
 
     limits = options.limits_from(call_timeout=request.get("call_seconds"),
-                                 budget=request.get("budget_seconds"))
+                                 submission_timeout=request.get("budget_seconds"))
     visibilities = ("public", "hidden") if request.get("hidden") else ("public",)
     exercise = request.get("exercise")
     if exercise is not None and exercise not in rubric.load().exercises():
