@@ -1,9 +1,8 @@
 """The parent's side of a batch: judge processes fed over pipes, and the progress line.
 
 Each of --jobs judges (judge.py) gets one JSON line per task on its stdin and answers one per
-result on its stdout; its stderr goes to the batch's log.  Each judge holds at most two tasks, so
-the next submission's worker can start while one is checked.  A judge that dies has its tasks
-retried once on a new one.
+result on its stdout; its stderr goes to the batch's log.  Each judge holds one task at a time.
+A judge that dies has its task retried once on a new one.
 """
 import collections
 import contextlib
@@ -89,7 +88,7 @@ class _Judge:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=ROOT, env=env,
             text=True, encoding="utf-8")
         self.tasks = self.proc.stdin
-        self.outstanding, self.open = {}, True
+        self.task, self.open = None, True
         threading.Thread(target=self._read, args=(self.proc.stdout, events), daemon=True).start()
 
     def _read(self, answers, events):
@@ -103,7 +102,7 @@ class _Judge:
         events.put((self, None))
 
     def send(self, task):
-        self.outstanding[task["id"]] = task
+        self.task = task
         # where it died, its reader reports EOF and the task is retried
         with contextlib.suppress(BrokenPipeError, OSError, ValueError):
             self.tasks.write(json.dumps(task) + "\n")  # ASCII: a non-UTF-8 path survives
@@ -121,7 +120,7 @@ def dispatch(tasks, jobs, config, progress, log, stats):
     A task that kills two judges is an error."""
     run = _Dispatch(tasks, jobs, config, progress, log, stats)
     try:
-        while run.pending or any(j.outstanding for j in run.judges):
+        while run.pending or any(j.task for j in run.judges):
             run.feed()
             try:
                 judge, answer = run.events.get(timeout=1.0)
@@ -147,27 +146,26 @@ class _Dispatch:
         self.attempts = collections.Counter()
 
     def feed(self):
-        """Start judges up to `jobs`, give each up to two tasks (the one it checks and the one
-        whose worker starts meanwhile), close their inputs once nothing is left to send."""
-        live = [j for j in self.judges if j.proc.poll() is None or j.outstanding]
-        open_judges = [j for j in live if j.open]
-        wanted = min(self.jobs, len(self.pending)) - len(open_judges)
-        for _ in range(max(0, wanted)):
+        """Start judges up to `jobs`, give each idle one a task, close their inputs once nothing
+        is left to send."""
+        open_judges = [j for j in self.judges if j.open and (j.proc.poll() is None or j.task)]
+        for _ in range(max(0, min(self.jobs, len(self.pending)) - len(open_judges))):
             judge = _Judge(self.config, self.events, self.log)
             self.judges.append(judge)
             open_judges.append(judge)
         for judge in open_judges:
-            while self.pending and len(judge.outstanding) < 2:
+            if self.pending and judge.task is None:
                 judge.send(self.pending.popleft())
         if not self.pending:
             for judge in open_judges:
                 judge.close_input()
 
     def judge_ended(self, judge):
-        """Whatever the judge still held is retried once."""
+        """The task the judge still held is retried once."""
         judge.proc.wait()
         judge.open = False
-        for task in judge.outstanding.values():
+        task = judge.task
+        if task is not None:
             self.attempts[task["id"]] += 1
             if self.attempts[task["id"]] < 2:
                 self.pending.appendleft(task)
@@ -177,16 +175,16 @@ class _Dispatch:
                                             "error_said": words.pair("batch", "died_twice"),
                                             "error": words.text("batch", "died_twice", "en")}
                 self.progress.advance(self.answers[task["id"]])
-        judge.outstanding.clear()
+        judge.task = None
         self.judges.remove(judge)
 
     def answered(self, judge, answer):
         if "stats" in answer:
             self.stats.append(answer["stats"])
             return
-        task = judge.outstanding.pop(answer.get("id"), None)
-        if task is not None:
-            self.answers[task["id"]] = answer
+        if judge.task is not None and answer.get("id") == judge.task["id"]:
+            judge.task = None
+            self.answers[answer["id"]] = answer
             self.progress.advance(answer)
 
     def close(self):
@@ -206,8 +204,8 @@ class _Dispatch:
                 self.stats.append(answer["stats"])
 
 
-# What one job holds at its peak: a judge and the two workers forked for it (torch's pages shared
-# with their zygote counted in full).
+# What one job holds at its peak: a judge and the worker forked for it, with room (torch's pages
+# shared with their zygote counted in full).
 JOB_BYTES = 700 * 2 ** 20
 # Where the machine has a GPU, every worker starts CUDA for the device checks (docs/building.md).
 GPU_JOB_BYTES = 2400 * 2 ** 20
