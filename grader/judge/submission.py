@@ -12,9 +12,11 @@ import re
 import stat
 import tempfile
 import time
+import zipfile
 import zlib
 
-from grader import safefs
+from grader import rubric, safefs
+from grader.judge import cells, manifest
 
 STUDENT_FILE = "attention.py"
 MAX_BYTES = safefs.MAX_SOURCE_BYTES
@@ -62,9 +64,8 @@ class Submission:
 
     @property
     def work_dir(self):
-        """The work folder, made on first use: only a worker that reads its file from a folder
-        needs one.  The judge keeps `source` (read once, at load) and never reads the folder
-        again; the worker, another uid in the sandbox, may read the folder but not write it."""
+        """The work folder, made on first use (a forked or spare worker never needs one).  The
+        judge keeps `source` and never reads it; the worker, another uid, may read but not write."""
         if self._work_dir is None:
             if self._cleaned:
                 raise RuntimeError("the submission is cleaned up: it has no work folder")
@@ -125,8 +126,6 @@ def keep_definitions(chunks):
     a stray cell (a training loop, `while True:`) cannot stop the definitions from being graded.
     Every line stays where it was (left-out lines become comments), so an error names the
     notebook's own line; `left_out` lists each statement dropped as "line N: first line"."""
-    from grader.judge import cells  # a notebook's only (ast): a .py's worker starts before it
-
     chunks = [chunks] if isinstance(chunks, str) else list(chunks)
     out, left_out = [], []
     for number, chunk in enumerate(chunks):
@@ -146,8 +145,6 @@ GUARD_OPEN, GUARD_CLOSE = "try: ", "except Exception: pass  # (kept as the kerne
 def _kept_lines(lines, body):
     """The cell's lines with left-out statements commented out and guarded assignments opened
     with `try:`; (lines, [(first, last) of each dropped statement])."""
-    from grader.judge import cells
-
     if body is None:  # a cell that does not parse: the kernel ran none of it either
         return ["# (left out) " + line for line in lines], ([(1, len(lines))] if lines else [])
     kept, dropped = list(lines), []
@@ -278,8 +275,6 @@ def _zip_candidates(archive):
 
 def _packaged_work(archive, package):
     """The work file a `make submit` manifest names, if the zip has it as a plain file."""
-    from grader.judge import manifest
-
     name = package.get("work") if package else None
     if not name or name.split("/")[-1] not in manifest.WORK_NAMES:
         return None
@@ -307,11 +302,6 @@ def load_zip(path):
     """The attention file of a .zip, read in memory (nothing is extracted to disk).  A package
     made by `make submit` gives the file its manifest names, and `sub.package` says whether the
     zip still holds what the manifest lists (grader/judge/manifest.py)."""
-    import zipfile  # here, not at the top: a .py's worker starts before it (~5 ms)
-
-    from grader import rubric
-    from grader.judge import manifest
-
     try:
         data = safefs.read_regular(path, MAX_ZIP_BYTES)  # a FIFO named .zip cannot block us
     except safefs.TooLarge:
