@@ -66,6 +66,7 @@ def corpus():
 
 
 FILES = corpus()
+SELECTED = set()  # the paths this run's selected tests take as `path` (tests/conftest.py)
 # The slow doors' sample: full marks, nothing, a named mistake in each piece, a timeout-prone
 # file and a block without the library.
 SAMPLE = ["reference", "stub", "correct-einsum", "wrong-split_no_transpose",
@@ -129,12 +130,15 @@ def shared_folder(tmp_path_factory):
     return Path(shared) if shared else tmp_path_factory.getbasetemp()
 
 
-def batch_of_corpus(folder):
-    """`batch` on every file of the corpus, once a test run whoever asks first (the others wait
-    for it and read its reports): (its output folder, {name: report data}, what the batch left
-    in its temporary folder, which is a leak).  Kept under a name of this kit's root, so that a
-    copy of the kit tested from inside a test (test_recipe.py) grades its own corpus."""
-    folder = folder / f"corpus-{hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]}"
+def batch_of_corpus(folder, names=None):
+    """`batch` on the corpus's files `names` (all of FILES by default), once a test run whoever
+    asks first (the others wait for it and read its reports): (its output folder, {name: report
+    data}, what the batch left in its temporary folder, which is a leak).  Kept under a name of
+    this kit's root and of `names`, so that a copy of the kit tested from inside a test
+    (test_recipe.py) grades its own corpus."""
+    names = sorted(names or FILES)
+    key = hashlib.sha256("\n".join([str(ROOT)] + names).encode()).hexdigest()[:12]
+    folder = folder / f"corpus-{key}"
     folder.mkdir(exist_ok=True)
     entries, out, done = folder / "in", folder / "out", folder / "batched.json"
     with open(folder / "batch.lock", "w") as lock:
@@ -143,8 +147,8 @@ def batch_of_corpus(folder):
             for stale in (entries, out, folder / "batch-tmp"):
                 shutil.rmtree(stale, ignore_errors=True)
             entries.mkdir()
-            for name, path in FILES.items():
-                shutil.copy(path, entries / f"{name}.py")
+            for name in names:
+                shutil.copy(FILES[name], entries / f"{name}.py")
             scratch = folder / "batch-tmp"
             scratch.mkdir()
             proc = run([PY, "-m", "grader", "batch", str(entries), "--out", str(out),
@@ -154,7 +158,7 @@ def batch_of_corpus(folder):
             left = sorted(str(p.relative_to(scratch)) for p in scratch.rglob("*"))
             done.write_text(json.dumps(left), encoding="utf-8")
     reports = {}
-    for name in FILES:
+    for name in names:
         record = json.loads((out / "students" / name / "report.json").read_text(encoding="utf-8"))
         reports[name] = record["report"]
     return out, reports, json.loads(done.read_text(encoding="utf-8"))
