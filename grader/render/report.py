@@ -87,20 +87,19 @@ def verdict_lines(rubric, verdicts, lang):
 
 
 def line_said(verdict, lang):
-    """(what the line is, its code) of a verdict whose `where` names a line of the student's file
-    ("attention.py:N: code"): the line a timeout was running or an import stopped at; or None."""
+    """[what the line is, "| " its code] of a verdict whose `where` names a line of the student's
+    file ("attention.py:N: code"): the line a timeout was running or an import stopped at; or []."""
     head, _, code = verdict.get("fields", {}).get("where", "").partition(": ")
     number = head.rpartition(":")[2]
     if not (code and number.isdigit()):
-        return None
+        return []
     said = TEXT[lang]["stuck_line" if verdict.get("key") == "timeout" else "import_line"]
-    return said.format(line=number), code
+    return [said.format(line=number), f"| {code}"]
 
 
 def stuck_lines(verdict, lang):
     """Under a call's timeout: the student's line it was running when time ran out."""
-    said = line_said(verdict, lang) if verdict.get("key") == "timeout" else None
-    return [said[0], f"| {said[1]}"] if said else []
+    return line_said(verdict, lang) if verdict.get("key") == "timeout" else []
 
 
 def stuck_at_top(report, lang):
@@ -158,11 +157,8 @@ def at_import(verdict):
 def import_failure_lines(rubric, verdict, lang):
     """Said once, at the top: what stopped the import and the line itself, indentation kept
     (an IndentationError is about its spaces)."""
-    lines = [rubric.message(verdict["key"], lang, **verdict.get("fields", {}))]
-    said = line_said(verdict, lang)
-    if said:
-        lines += ["    " + said[0], f"    | {said[1]}"]
-    return lines + [""]
+    return [rubric.message(verdict["key"], lang, **verdict.get("fields", {}))] + \
+        ["    " + line for line in line_said(verdict, lang)] + [""]
 
 
 def misconception(result):
