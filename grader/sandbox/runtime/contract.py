@@ -277,12 +277,9 @@ def layout(module, d_model):
                   for names in PROJECTIONS.values() for n in names}
 
 
-def _unblocks(kind, matrices):
-    if kind == "fused":
-        q, k, v = matrices["qkv"].chunk(3)
-        return {"q": q, "k": k, "v": v, "o": matrices["out_proj"]}
-    return {"q": matrices["q_proj"], "k": matrices["k_proj"], "v": matrices["v_proj"],
-            "o": matrices["out_proj"]}
+def _unblocks(kind, m):
+    q, k, v = m["qkv"].chunk(3) if kind == "fused" else (m["q_proj"], m["k_proj"], m["v_proj"])
+    return {"q": q, "k": k, "v": v, "o": m["out_proj"]}
 
 
 # -- what the judge asks ---------------------------------------------------------------------------

@@ -55,12 +55,6 @@ class Opaque:
         return f"<{self.type_name}>"
 
 
-def _torch():
-    import torch  # imported lazily: the worker's first frame goes out before torch is loaded
-
-    return torch
-
-
 # json.dumps(tree, ensure_ascii=True, allow_nan=True), its encoder made at import: `json.dumps`,
 # a name any code can rebind, is not looked up per frame.
 _DUMPS = json.JSONEncoder(ensure_ascii=True, allow_nan=True).encode
@@ -73,15 +67,17 @@ def arm():
     The worker calls it before the student's import; elsewhere the first tensor sent does."""
     if _TENSORS:
         return _TENSORS[0]
-    torch = _torch()
+    import torch  # imported lazily: the worker's first frame goes out before torch is loaded
+
     base = torch._C.TensorBase
-    found = {"Tensor": torch.Tensor, "bfloat16": torch.bfloat16,
+    found = {"Tensor": torch.Tensor, "bfloat16": torch.bfloat16, "torch": torch,
              "no_function": torch._C.DisableTorchFunction,
              "no_dispatch": torch._C._DisableTorchDispatch,
              "dtype": base.__dict__["dtype"].__get__, "shape": base.__dict__["shape"].__get__}
     for name in ("detach", "cpu", "as_subclass", "float", "contiguous", "numpy"):
         found[name] = getattr(base, name)
     found["names"] = {getattr(torch, name): name for name in DTYPES}  # the dtypes that may cross
+    found["dtypes"] = {name: dtype for dtype, name in found["names"].items()}
     _TENSORS.append(found)
     return found
 
@@ -241,16 +237,11 @@ def _rebuild(value, payload, depth, room):
     return out
 
 
-_DTYPE_OF = {}  # name -> torch dtype, for the names in DTYPES (filled on the first tensor)
-
-
 def _tensor(spec, payload, room):
     """A tensor marker (exactly its three keys: _rebuild made sure) -> an exact Tensor."""
     span, dtype_name, shape = spec["$tensor"], spec["dtype"], spec["shape"]
-    if not _DTYPE_OF:
-        torch = _torch()
-        _DTYPE_OF.update((name, getattr(torch, name)) for name in DTYPES)
-    dtype = _DTYPE_OF.get(dtype_name) if type(dtype_name) is str else None
+    t = arm()
+    dtype = t["dtypes"].get(dtype_name) if type(dtype_name) is str else None
     if dtype is None:
         raise ProtocolError(f"dtype not allowed: {str(dtype_name)[:20]}")
     if not (type(span) is list and len(span) == 2 and _counts(span)):
@@ -266,13 +257,12 @@ def _tensor(spec, payload, room):
     room[0] -= nbytes
     if room[0] < 0:
         raise ProtocolError("tensors claim more bytes than the frame carries")
-    torch = _torch()
     if nbytes == 0:
-        return torch.zeros(shape, dtype=dtype)
+        return t["torch"].zeros(shape, dtype=dtype)
     # bytearray copies the bytes once (a memoryview slice is no copy), so the tensor owns writable
     # memory; the result is an exact Tensor.
     raw = bytearray(memoryview(payload)[start:start + nbytes])
-    return torch.frombuffer(raw, dtype=dtype).reshape(shape)
+    return t["torch"].frombuffer(raw, dtype=dtype).reshape(shape)
 
 
 def _counts(numbers):
