@@ -352,19 +352,15 @@ class Student:
         self.start()
         if self.hello_pending:
             self._await_hello()
-        began = time.monotonic()
-        try:
-            frame = wire.encode({"id": self.next_id + 1, "op": op, "args": args})
-            self.worker.channel.sendall(frame)
-        except OSError:
-            self._exited()
-        finally:
-            self._charge(time.monotonic() - began)
-        self.round_trips += 1
         self.next_id += 1
-        began = time.monotonic()
-        self.stuck_line = None
+        began, self.stuck_line = time.monotonic(), None
         try:
+            frame = wire.encode({"id": self.next_id, "op": op, "args": args})
+            try:
+                self.worker.channel.sendall(frame)
+            except OSError:
+                self._exited()
+            self.round_trips += 1
             seconds = max(min(timeout or self.limits.call_seconds, self._left()), 0.1)
             overtime = Overtime(self, min(MEMORY_GRACE_SECONDS, self._left() - seconds))
             reply = self._receive(seconds, expect_id=self.next_id, overtime=overtime)
