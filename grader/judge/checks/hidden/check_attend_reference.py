@@ -14,15 +14,9 @@ from grader.judge.secret.reference import ref
 from grader.judge.secret.variants import ATTEND_VARIANTS, attend_variant
 from grader.judge.checks.public.check_attend import T, fresh_qkv
 from grader.judge.checks.support import (Verdict, causal_mask, close, expect_close, first_slice,
-                                         fresh_randn, leak_map, tensor)
+                                         fresh_randn, leak_map, observed, tensor)
 
 RANKS = {"2-D": 2, "3-D": 3, "4-D": 4}
-
-
-def attend_both(student, q, k, v, mask=None, own=None):
-    """(context, weights) of attend(q, k, v, mask, return_weights=True), asked once per grading;
-    `own`: the hidden check whose own question it is (questions.attend)."""
-    return both(questions.attend(student, q, k, v, mask=mask, return_weights=True, own=own))
 
 
 def both(out):
@@ -32,22 +26,21 @@ def both(out):
     return tensor(out[0]), tensor(out[1])
 
 
-def attend_mistakes(q, k, v, mask, part):
-    """(name, context or weights: `part` 0 or 1) of every named mistake of attend on q, k, v."""
-    return [(name, attend_variant(name, q, k, v, mask)[part]) for name in ATTEND_VARIANTS]
-
-
 def expect_reference(context, weights, q, k, v, mask=None):
     """Context and weights (None: not asked) equal the reference's for this mask, or a Verdict
     naming the variant they equal."""
+    def mistakes(part):
+        """(name, context or weights: `part` 0 or 1) of every named mistake of attend here."""
+        return [(name, attend_variant(name, q, k, v, mask)[part]) for name in ATTEND_VARIANTS]
+
     expected, expected_w = ref.attend(q, k, v, mask, return_weights=True)
     allowed = causal_mask(q.shape[-2]) if mask is None else first_slice(mask)
     heat = leak_map(weights, allowed, q, k) \
         if weights is not None and weights.shape == expected_w.shape else ""
     try:
         if weights is not None:
-            expect_close(weights, expected_w, "weights", lambda: attend_mistakes(q, k, v, mask, 1))
-        expect_close(context, expected, "context", lambda: attend_mistakes(q, k, v, mask, 0))
+            expect_close(weights, expected_w, "weights", lambda: mistakes(1))
+        expect_close(context, expected, "context", lambda: mistakes(0))
     except Verdict as verdict:
         verdict.heatmap = heat
         raise
@@ -71,7 +64,7 @@ def ordinary_answers(student, seed, rank):
     last.  The drawn questions are asked here where the public checks did not ask them."""
     for q, k, v in check_attend.drawn_questions(seed):
         if q.dim() == rank:
-            questions.ask_quietly(lambda: questions.attend(student, q, k, v, return_weights=True))
+            observed(lambda: questions.attend(student, q, k, v, return_weights=True))
     kept = [e for e in questions.entries(student, "attend", own=None) if e.args[0].dim() == rank]
     example = questions.fingerprint(check_attend.EXAMPLE_Q)
     return sorted(kept, key=lambda e: (e.form["masked"] or not e.form["return_weights"],
@@ -108,7 +101,8 @@ def test_zero_scores(student, seed):
     q, k, v = fresh_qkv(seed, 800)
     q[..., ZERO_ROWS, :] = 0.0
     expected, expected_w = ref.attend(q, k, v, return_weights=True)
-    context, weights = attend_both(student, q, k, v, own="attend.zero_scores")
+    context, weights = both(questions.attend(student, q, k, v, return_weights=True,
+                                             own="attend.zero_scores"))
     if not (close(weights, expected_w) and close(context, expected)):
         other_rows = [i for i in range(T) if i not in ZERO_ROWS]
         if weights.shape == expected_w.shape and close(weights[..., other_rows, :],
@@ -138,16 +132,11 @@ def test_non_contiguous_input(student, seed):
         raise
     expect_close(got, expected, "merge_heads(x)")
     # A strided view is a question a submission can recognise: the point needs merge_heads's
-    # ordinary answers (contiguous heads) to be the reference's as well.
-    for entry in ordinary_merges(student, seed):
-        entry.compared.add("merge_heads.non_contiguous")
-        x = entry.args[0]
-        expect_close(entry.outcome(), ref.merge_heads(x), "merge_heads(x)")
-
-
-def ordinary_merges(student, seed):
-    """The kept answers of merge_heads on contiguous heads (asked here where the public checks
-    did not ask them)."""
+    # ordinary answers (contiguous heads, asked here where the public checks did not) to be the
+    # reference's as well.
     for x in check_merge_heads.drawn_questions(seed):
-        questions.ask_quietly(lambda: questions.merge_heads(student, x))
-    return questions.entries(student, "merge_heads", strided=False)
+        observed(lambda: questions.merge_heads(student, x))
+    for entry in questions.entries(student, "merge_heads", strided=False):
+        entry.compared.add("merge_heads.non_contiguous")
+        expect_close(entry.outcome(), ref.merge_heads(entry.args[0]), "merge_heads(x)")
+

@@ -12,11 +12,11 @@ from grader.judge.student import StudentError, WorkerFailure
 from grader.judge.secret.variants import (block, module_candidates, module_variant_blocks,
                                           reference_for)
 from grader.judge.checks import questions
-from grader.judge.checks.public.check_module import (B, D, H, MAX_LEN, T, fresh_weights, inject,
-                                                     randomness_first, run, run_weights, shaped,
-                                                     slice_fields, unknown_layout, y_and_weights)
-from grader.judge.checks.support import (Verdict, close, expect_close, fmt, fresh, fresh_randn,
-                                         tensor)
+from grader.judge.checks.public.check_module import (B, D, FOUR, H, MAX_LEN, T, fresh_weights,
+                                                     inject, randomness_first, run, run_weights,
+                                                     shaped, unknown_layout, y_and_weights)
+from grader.judge.checks.support import (Verdict, close, differing, expect_close, fmt, fresh,
+                                         fresh_randn, tensor)
 
 
 def biases(learned):
@@ -38,23 +38,18 @@ def candidates(module, x, w, part):
     return [(name, out[part]) for name, out in named]
 
 
-def causal_question(student, seed):
-    """module.causal's question, asked here as it asks it (the judge's weights written strictly),
-    where the public checks kept no answer of a block holding the judge's weights."""
-    module = student.module(D, H, MAX_LEN)
-    inject(module, fresh_weights(seed, 85))
-    x = fresh_randn(B, T, D, seed=seed, salt=80)
-    randomness_first(student, module, x)
-    run_weights(module, x, keep=True)
-
-
 def ordinary_forwards(student, seed, return_weights):
     """The kept answers of forward with (or without) its weights on blocks holding the judge's
-    weights, in the order given; module.causal's question is asked here only where none was."""
-    wanted = [f for f in questions.forwards(student) if f.return_weights == return_weights]
-    if not wanted:
-        causal_question(student, seed)
-        wanted = [f for f in questions.forwards(student) if f.return_weights == return_weights]
+    weights, in the order given.  Where none was kept, module.causal's question is asked here as
+    it asks it (the judge's weights written strictly)."""
+    forwards = questions.book(student).forwards
+    if not any(f.return_weights == return_weights for f in forwards.values()):
+        module = student.module(D, H, MAX_LEN)
+        inject(module, fresh_weights(seed, 85))
+        x = fresh_randn(B, T, D, seed=seed, salt=80)
+        randomness_first(student, module, x)
+        run_weights(module, x, keep=True)
+    wanted = [f for f in forwards.values() if f.return_weights == return_weights]
     # Blocks that still hold the weights they answered with first: a mistake is named from what
     # the block holds now (its biases), and a block redrawn since holds other biases.
     return sorted(wanted, key=lambda f: getattr(f.module, "holding", None) is not f.weights)
@@ -232,4 +227,4 @@ def _is_attention(trained, h, out):
         with torch.no_grad():
             if close(out, variant(h), atol=1e-4, rtol=1e-3):
                 return  # a named mistake, scored where it is named
-    raise Verdict("learn_not_attention", **slice_fields(out, expected, "y"))
+    raise Verdict("learn_not_attention", **differing(out, expected, "y", number=FOUR))
