@@ -96,8 +96,8 @@ def _anchor(key):
 
 def _heads(*columns):
     """<tr> of headings: ([classhtml] key of the words, sort key or None)."""
-    return "<tr>" + "".join(f'<th{f" data-sort={chr(34)}{key}{chr(34)}" if key else ""}>'
-                            f"{said_both(name)}</th>" for name, key in columns) + "</tr>"
+    return "<tr>" + "".join((f'<th data-sort="{key}">' if key else "<th>") + said_both(name)
+                            + "</th>" for name, key in columns) + "</tr>"
 
 
 # -- the students ---------------------------------------------------------------------------------

@@ -127,9 +127,8 @@ def overrides_markdown(summary, lang):
 
 def _shared_text(code, regions):
     """The whole lines that hold a shared region, '# ...' where lines are left out."""
-    starts = [0] + [i + 1 for i, ch in enumerate(code) if ch == "\n"]
-    line_of = lambda at: max(n for n, s in enumerate(starts) if s <= at)  # noqa: E731
-    keep = sorted({n for s, e in regions for n in range(line_of(s), line_of(max(s, e - 1)) + 1)})
+    keep = sorted({n for s, e in regions
+                   for n in range(code.count("\n", 0, s), code.count("\n", 0, max(s, e - 1)) + 1)})
     lines, out, last = code.split("\n"), [], None
     for n in keep:
         if last is not None and n != last + 1:

@@ -144,18 +144,13 @@ def _grade(todo, config, jobs):
     seconds = time.monotonic() - began
     say("graded", config["lang"], count=len(tasks), seconds=f"{seconds:.1f}",
         rate=f"{len(tasks) / seconds * 60:.1f}")
-    if config["verbose"] and stats:
-        say("verbose_speed", config["lang"], **_cpu_split(stats))
+    if config["verbose"] and stats:  # the judges' and workers' CPU, each judge's start apart
+        graded = sum(s["graded"] for s in stats) or 1
+        say("verbose_speed", config["lang"], processes=len(stats),
+            judge_cpu=f"{sum(s['judge_cpu'] for s in stats) / graded:.3f}",
+            worker_cpu=f"{sum(s['worker_cpu'] for s in stats) / graded:.3f}",
+            threads=max((s.get("threads") or 0) for s in stats))
     return answers
-
-
-def _cpu_split(stats):
-    """The judges' and workers' CPU per submission, each judge's start apart."""
-    graded = sum(s["graded"] for s in stats) or 1
-    return {"processes": len(stats),
-            "judge_cpu": f"{sum(s['judge_cpu'] for s in stats) / graded:.3f}",
-            "worker_cpu": f"{sum(s['worker_cpu'] for s in stats) / graded:.3f}",
-            "threads": max((s.get("threads") or 0) for s in stats)}
 
 
 def _missing(student, entry, digest):
@@ -166,12 +161,6 @@ def _missing(student, entry, digest):
             "error_said": said, "score": 0, "max_score": None, "report": None}
 
 
-def lang_of(outdir):
-    """The language a batch output was made in (its batch.json), else zh."""
-    lang = (read_manifest(outdir) or {}).get("lang")
-    return lang if lang in options.LANGS else "zh"
-
-
 def override_command(args):
     """`override`: record the override (set, change or remove), then rebuild the gradebook, the
     summary and the student's page; or list the overrides and their history."""
@@ -180,8 +169,9 @@ def override_command(args):
     from grader.batch.roster import ACTION_WORDS
 
     outdir = args.out = os.path.abspath(args.out)
-    lang = args.lang or lang_of(outdir)
     manifest = read_manifest(outdir)
+    lang = args.lang or (manifest or {}).get("lang")  # the batch's language, else zh
+    lang = lang if lang in options.LANGS else "zh"
     if manifest is None:
         return refuse(Refusal("no_manifest", folder=outdir, manifest=MANIFEST), lang)
     if args.list:
@@ -227,18 +217,16 @@ def add_arguments(sub):
                         "warm zygote (slower; the fork server is off anyway for bubblewrap as a "
                         "non-root user)")
     options.add_limits(p)
-    p.add_argument("--similarity", type=float, default=THRESHOLD, help=SIMILARITY_HELP)
-    p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
+    p.add_argument("--similarity", type=float, default=THRESHOLD,
+                   help=f"flag two submissions as near-copies when this share of one's own code "
+                        f"(given code left out) is found in the other (default {THRESHOLD})")
+    p.add_argument("--verbose", action="store_true",
+                   help="also say how it ran: isolation, worker processes, CPU per submission, "
+                        "compute threads, pairs compared")
     from grader.batch import export, overrides
 
     overrides.add_arguments(sub)
     export.add_arguments(sub)
-
-
-VERBOSE_HELP = ("also say how it ran: isolation, worker processes, CPU per submission, "
-                "compute threads, pairs compared")
-SIMILARITY_HELP = (f"flag two submissions as near-copies when this share of one's own code "
-                   f"(given code left out) is found in the other (default {THRESHOLD})")
 
 
 def main(args):

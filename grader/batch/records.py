@@ -18,13 +18,19 @@ REPORT, PAGE, MARKDOWN = "report.json", "feedback.html", "feedback.md"
 FORMAT = 1
 
 
-def read_record(outdir, student):
+def read_json(path):
+    """The JSON object at `path`, or None where it is missing, garbled or no object."""
     try:
-        with open(os.path.join(outdir, STUDENTS, student, REPORT), encoding="utf-8") as handle:
-            record = json.load(handle)
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
     except (OSError, ValueError):
         return None
-    if not (isinstance(record, dict) and record.get("format") == FORMAT):
+    return data if isinstance(data, dict) else None
+
+
+def read_record(outdir, student):
+    record = read_json(os.path.join(outdir, STUDENTS, student, REPORT))
+    if record is None or record.get("format") != FORMAT:
         return None
     if record.get("report") is not None:  # a record whose report is no report is regraded
         from grader.render.model import Report
@@ -38,12 +44,8 @@ def read_record(outdir, student):
 
 def read_manifest(outdir):
     """OUTDIR's batch.json, or None where it is missing or no batch manifest."""
-    try:
-        with open(os.path.join(outdir, MANIFEST), encoding="utf-8") as handle:
-            manifest = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return manifest if isinstance(manifest, dict) and "entries" in manifest else None
+    manifest = read_json(os.path.join(outdir, MANIFEST))
+    return manifest if manifest is not None and "entries" in manifest else None
 
 
 def write_manifest(outdir, manifest):

@@ -22,6 +22,7 @@ import os
 import re
 
 from grader import paths
+from grader.batch.records import read_json
 from grader.inert import json_text
 from grader.statefile import write_atomic
 
@@ -166,12 +167,8 @@ def source_path(outdir, student):
 
 
 def read_source(outdir, student):
-    try:
-        with open(source_path(outdir, student), encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and "source" in data else None
+    data = read_json(source_path(outdir, student))
+    return data if data is not None and "source" in data else None
 
 
 def keep_source(outdir, entry):
@@ -197,11 +194,7 @@ def keep_source(outdir, entry):
 
 
 def load_pairs(outdir, settings):
-    try:
-        with open(os.path.join(outdir, FOLDER, PAIRS), encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return {}
+    data = read_json(os.path.join(outdir, FOLDER, PAIRS)) or {}
     return data.get("pairs", {}) if data.get("settings") == settings else {}
 
 
