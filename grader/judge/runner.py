@@ -20,7 +20,7 @@ from pytest_jsonreport.plugin import Hooks as JSONReportHooks, JSONReport
 
 from grader.judge.checks.support import Verdict, judged_maps
 from grader.judge.student import StudentError, WorkerFailure
-from grader import paths, process
+from grader import paths, process, rubric
 
 CHECKS_DIR = paths.CHECKS
 STUDENT = pytest.StashKey()  # () -> the judge-side proxy of the submission being graded
@@ -123,9 +123,7 @@ def pytest_json_runtest_metadata(item, call):
 
 def shares(items):
     """{nodeid: (check id, points carried)}: each test's share of its rubric check's points."""
-    from grader import rubric as rubric_module
-
-    points = {check.id: check.points for check in rubric_module.load().checks}
+    points = {check.id: check.points for check in rubric.load().checks}
     tests = {}
     for item in items:
         tests.setdefault(check_of(item), []).append(item.nodeid)

@@ -437,25 +437,16 @@ class Student:
         return self.request("call_on", fn=fn, device=device, dtype=dtype, args=list(args),
                             kwargs=kwargs)
 
-    def constants(self, names, along=()):
+    def constants(self, names):
         """{name: value} of the module's names (a value the file lacks: {"$missing": True}).  Each
-        name is asked once per submission and kept.  `along`: names asked in the same round trip
-        where not kept yet; where that wider request fails, `names` are asked alone, so one name
-        that cannot be read never fails another's check."""
+        name is asked once per submission and kept."""
         names = list(names)
         wanted = [n for n in dict.fromkeys(names) if n not in self.known_constants]
         if wanted:
-            extra = [n for n in dict.fromkeys(along) if n not in self.known_constants
-                     and n not in wanted]
-            try:
-                values = self.request("constants", names=wanted + extra)
-            except StudentError:
-                if not extra:
-                    raise
-                values = self.request("constants", names=wanted)
+            values = self.request("constants", names=wanted)
             if not isinstance(values, dict):
                 return values  # judged as it came (a well-behaved worker always answers a dict)
-            self.known_constants.update((n, values[n]) for n in wanted + extra if n in values)
+            self.known_constants.update((n, values[n]) for n in wanted if n in values)
         return {n: copy.deepcopy(self.known_constants[n]) for n in names
                 if n in self.known_constants}
 
