@@ -190,17 +190,12 @@ def _graded(judge, target, the_rubric, root, lang):
     from grader.judge.submission import SubmissionError
 
     try:
-        data = judge.grade(target)
-        text = report.to_gradescope(the_rubric, data, lang)
-        code = 0
+        return 0, report.to_gradescope(the_rubric, judge.grade(target), lang)
     except SubmissionError as exc:
-        text = not_graded_results(the_rubric, str(exc).replace(root, ""), lang)
-        code = 0
+        return 0, not_graded_results(the_rubric, str(exc).replace(root, ""), lang)
     except Exception as exc:  # the grader's own failure: say so, score 0, never silence
-        text = not_graded_results(the_rubric, f"internal grader error, please tell your TA "
-                                  f"({type(exc).__name__}: {str(exc)[:200]})", lang)
-        code = 1
-    return code, text
+        return 1, not_graded_results(the_rubric, f"internal grader error, please tell your TA "
+                                     f"({type(exc).__name__}: {str(exc)[:200]})", lang)
 
 
 def main(argv=None):

@@ -13,24 +13,25 @@ import os
 import re
 
 from grader.authoring.course import ASSIGNMENT, COURSE, NOTEBOOK
-from grader.render.report import points
 from grader.authoring.notebook_build import (HIDDEN_BEGIN, HIDDEN_END, cell_grade_id, cell_text,
                                              dumps, grade_id_of)
+from grader.render.report import card, points
+
 
 def _stream(name, text):
     return {"output_type": "stream", "name": name, "text": text}
 
 
-def sandbox_outputs(check, result, rubric, lang, note=""):
-    from grader.render import report
-
+def sandbox_outputs(check, result, rubric, lang, note):
+    """A regraded cell's outputs: the kit's card (or why there is none), and a ✗ line on
+    stderr where it scored nothing."""
     if result is None:
         text = f"✗ {check.id}: 评分器没能运行这项检查 · the grader could not run this check"
-        return [_stream("stdout", text + note + "\n"),
-                _stream("stderr", f"✗ {check.id}: 0/{report.points(check.points)}\n")]
-    outputs = [_stream("stdout", report.card(rubric, result, lang) + note + "\n")]
-    if result["score"] <= 0:
-        outputs.append(_stream("stderr", f"✗ {check.id}: 0/{report.points(check.points)}\n"))
+    else:
+        text = card(rubric, result, lang)
+    outputs = [_stream("stdout", text + note + "\n")]
+    if result is None or result["score"] <= 0:
+        outputs.append(_stream("stderr", f"✗ {check.id}: 0/{points(check.points)}\n"))
     return outputs
 
 

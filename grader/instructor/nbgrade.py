@@ -11,7 +11,6 @@ nbgrader's kernel disagrees (its docstring says why); nbfeedback.py rewrites the
 generate_feedback renders and scans the feedback for hidden tests.
 """
 import argparse
-import concurrent.futures
 import os
 import sys
 import time
@@ -19,7 +18,6 @@ import time
 from grader import options
 from grader.authoring.course import (ASSIGNMENT, COURSE, assignment_known, generate_assignment,
                                     nbgrader)
-from grader.authoring.notebook_build import build
 from grader.instructor import nbfeedback, nbregrade
 from grader.render.report import points
 
@@ -30,31 +28,21 @@ CELL_TIMEOUT = 120
 
 
 def autograde(course=COURSE, timeout=None, jobs=1, lang="zh"):
-    """nbgrader autograde (all submissions, --force) and, at the same time, the kit's regrade;
-    then the fix-up.  Returns (records, timings)."""
+    """nbgrader autograde (all submissions, --force), then the kit's regrade and the fix-up.
+    Returns (records, timings)."""
     started = time.monotonic()
     if not assignment_known(course):
         generate_assignment(course)
-    found = nbregrade.submissions(course)
     args = ["autograde", ASSIGNMENT, "--force", f"--Execute.timeout={int(timeout or CELL_TIMEOUT)}"]
     log = os.path.join(course, "autograde.log")
     if os.path.exists(log):
         os.remove(log)
-    source = build()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        # nbgrader executes the notebooks one after the other on about one core; the regrade
-        # uses what is left meanwhile, at a lower priority: the kernels' own judges (which
-        # have a cell timeout to meet) go first.
-        plain = pool.submit(nbgrader, args, course, log)
-        regrade_started = time.monotonic()
-        results = nbregrade.regrade_all(found, source, jobs, nice=10)
-        regrade_seconds = time.monotonic() - regrade_started
-        code, output, nbgrader_seconds = plain.result()
-    fix_started = time.monotonic()
-    records = nbregrade.regrade(course, jobs, output, results, lang)
-    timings = {"notebooks": len(found), "nbgrader_autograde": round(nbgrader_seconds, 1),
-               "nbgrader_exit_code": code, "regrade_alongside": round(regrade_seconds, 1),
-               "fix_up": round(time.monotonic() - fix_started, 1),
+    code, output, nbgrader_seconds = nbgrader(args, course, log)
+    regrade_started = time.monotonic()
+    records = nbregrade.regrade(course, jobs, output, lang=lang)
+    timings = {"notebooks": len(records), "nbgrader_autograde": round(nbgrader_seconds, 1),
+               "nbgrader_exit_code": code,
+               "regrade_and_fix_up": round(time.monotonic() - regrade_started, 1),
                "make_autograde_total": round(time.monotonic() - started, 1)}
     nbregrade.write_report(course, records, timings)
     return records, timings

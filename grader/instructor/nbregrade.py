@@ -68,9 +68,9 @@ def clean_submission(raw, source):
     return {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
 
 
-def regrade_all(found, source, jobs=2, nice=0):
+def regrade_all(found, source, jobs=2):
     """{student: report data, or {"error": why}} for the notebooks `found`, cleaned into one
-    class folder and graded by `python -m grader batch`; `nice` lowers its priority."""
+    class folder and graded by `python -m grader batch`."""
     results = {}
     with tempfile.TemporaryDirectory(prefix="attn-regrade-") as folder:
         notebooks, out = os.path.join(folder, "notebooks"), os.path.join(folder, "graded")
@@ -87,22 +87,21 @@ def regrade_all(found, source, jobs=2, nice=0):
             with open(os.path.join(notebooks, names[student]), "w", encoding="utf-8") as handle:
                 json.dump(clean_submission(raw, source), handle, ensure_ascii=False)
         if names:
-            code = _batch(notebooks, out, jobs, nice, os.path.join(folder, "batch.stderr"))
+            code = _batch(notebooks, out, jobs, os.path.join(folder, "batch.stderr"))
             ids = assign_ids(list(names.values()))
             for student, name in names.items():
                 results[student] = _report_of(read_record(out, ids[name]), code)
     return {student: results[student] for student in found}
 
 
-def _batch(notebooks, out, jobs, nice, log):
+def _batch(notebooks, out, jobs, log):
     """`python -m grader batch NOTEBOOKS --out OUT`: its exit code; what it said is shown only
     where it did not grade every notebook (its class outputs are of no use here)."""
     with open(log, "w+", encoding="utf-8", errors="replace") as said:
         code = subprocess.run(
             [sys.executable, "-m", "grader", "batch", notebooks, "--out", out,
              "--jobs", str(max(1, jobs))], cwd=paths.KIT_ROOT, stdin=subprocess.DEVNULL,
-            stdout=said, stderr=said,
-            preexec_fn=(lambda: os.nice(nice)) if nice else None).returncode
+            stdout=said, stderr=said).returncode
         if code != 0:
             said.seek(0)
             sys.stderr.write(f"the regrade's batch exited {code}:\n" + said.read()[-3000:])
@@ -234,15 +233,14 @@ def _why(check, kernel, score, result, record, rubric, lang):
     return "failed in the kernel (the cell errored or timed out) but passed in the sandbox"
 
 
-def regrade(course=COURSE, jobs=2, log_text="", results=None, lang="zh"):
-    """Regrade every submission (unless `results` are given) and fix up gradebook + notebooks."""
+def regrade(course=COURSE, jobs=2, log_text="", lang="zh"):
+    """Regrade every submission and fix up gradebook + notebooks; `log_text`: nbgrader's log."""
     from grader import rubric as rubric_module
 
     the_rubric = rubric_module.load()
     source = build()
     found = submissions(course)
-    if results is None:
-        results = regrade_all(found, source, jobs)
+    results = regrade_all(found, source, jobs)
     log = os.path.join(course, "autograde.log")
     if not log_text and os.path.exists(log):
         with open(log, encoding="utf-8", errors="replace") as handle:
