@@ -145,13 +145,14 @@ def bench_watch(floor, start):
 def student_notebook(folder):
     """A freshly built student bundle's notebook with the reference in its solution cells."""
     from grader.authoring import notebook_build, release
+    from handed_in import handed_in
 
     bundle = release.build_release(os.path.join(folder, "bundle"))
     with open(os.path.join(bundle, "attention.ipynb"), encoding="utf-8") as handle:
         released = json.load(handle)
     with open(release.SOLUTION, encoding="utf-8") as handle:
         pieces = dict(notebook_build.split_source(handle.read())[2])
-    return bundle, notebook_build.handed_in(released, pieces)
+    return bundle, handed_in(released, pieces)
 
 
 def notebook_seconds(bundle, nb):
@@ -246,6 +247,7 @@ def run_nbgrader(paths, folder):
     """`nbgrader autograde` of the same submissions as notebooks, in a throw-away course."""
     from grader.authoring import course as nbgrade
     from grader.authoring import notebook_build
+    from handed_in import handed_in
 
     course = os.path.join(folder, "course")
     os.makedirs(course)
@@ -256,7 +258,7 @@ def run_nbgrader(paths, folder):
         target = os.path.join(course, "submitted", os.path.basename(path)[:-3], nbgrade.ASSIGNMENT)
         os.makedirs(target)
         with open(os.path.join(target, "attention.ipynb"), "w", encoding="utf-8") as handle:
-            handle.write(notebook_build.dumps(notebook_build.handed_in(released, pieces)))
+            handle.write(notebook_build.dumps(handed_in(released, pieces)))
     code, output, seconds = nbgrade.nbgrader(["autograde", nbgrade.ASSIGNMENT, "--force"], course)
     graded = len(glob.glob(os.path.join(course, "autograded", "*", nbgrade.ASSIGNMENT)))
     if code != 0 or graded != len(paths):

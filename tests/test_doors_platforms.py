@@ -12,6 +12,7 @@ import yaml
 
 from door_matrix import (FILES, PUBLIC, PY, ROOT, SAMPLE, baseline, batched, public,  # noqa: F401
                          run, verdict)
+from handed_in import handed_in
 from grader.authoring import notebook_build
 from grader.instructor import nbregrade
 
@@ -86,7 +87,7 @@ def test_the_nbgrader_regrade_gives_grades_verdict(baseline, tmp_path):
         text = FILES[name].read_text(encoding="utf-8")
         pieces = dict(notebook_build.split_source(text)[2])
         path = tmp_path / f"{name}.ipynb"
-        path.write_text(json.dumps(notebook_build.handed_in(released, pieces)), encoding="utf-8")
+        path.write_text(json.dumps(handed_in(released, pieces)), encoding="utf-8")
         found[name] = str(path)
     # as `make autograde` regrades: long-lived judges, each grading notebook after notebook
     results = nbregrade.regrade_all(found, notebook_build.build(), jobs=2)

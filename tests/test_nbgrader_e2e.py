@@ -27,6 +27,7 @@ import sys
 import pytest
 
 from grader.authoring import course as nbcourse, stubs as authoring, notebook_build
+from handed_in import handed_in
 from grader.instructor import nbgrade
 from grader import rubric
 
@@ -73,7 +74,7 @@ def pieces_of(spec):
 
 def student_notebook(release, spec, extra=None, after=None):
     """The released notebook as a student hands it in: solution cells filled, maybe one more cell."""
-    return notebook_build.handed_in(release, pieces_of(spec), extra, after)
+    return handed_in(release, pieces_of(spec), extra, after)
 
 
 def write_json(path, data):

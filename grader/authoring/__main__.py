@@ -5,7 +5,6 @@
   python -m grader.authoring release [OUT]      the student bundle (default: release/)
   python -m grader.authoring notebook           course/source/attention/attention.ipynb
   python -m grader.authoring assignment         nbgrader generate_assignment in course/
-  python -m grader.authoring student-notebook OUT   the student notebook, from a throw-away course
   python -m grader.authoring regen              all of the above that is committed, in order
                                                 (make regen): stub, notebook, workflow,
                                                 release, nbgrader course
@@ -33,8 +32,6 @@ def main(argv):
             main([step])
     elif command in steps:
         print(steps[command]())
-    elif command == "student-notebook" and rest:
-        print(course.release_notebook(rest[0]))
     else:
         print(__doc__)
         return 2

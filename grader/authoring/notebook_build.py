@@ -8,7 +8,6 @@ magics, so the kit's own grader skips them like any magic.  A hidden check's cal
 nbgrader's hidden-test markers, so `nbgrader generate_assignment` strips it from the student's copy.
 """
 import ast
-import copy
 import json
 import os
 
@@ -161,23 +160,6 @@ def split_source(source):
     return header, import_text, pieces + [("quiz", quiz)]
 
 
-def handed_in(release, pieces, extra=None, after=None):
-    """The released notebook as a student hands it in: the cells named in `pieces` ({grade id:
-    source}, e.g. from split_source of a .py) filled in, and maybe one `extra` cell after `after`."""
-    nb = copy.deepcopy(release)
-    cells = []
-    for cell in nb["cells"]:
-        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
-        if grade_id in pieces:
-            cell["source"] = _lines(pieces[grade_id])
-        cells.append(cell)
-        if extra and grade_id == after:
-            cells.append({"cell_type": "code", "execution_count": None, "id": "student-cell",
-                          "metadata": {}, "outputs": [], "source": _lines(extra)})
-    nb["cells"] = cells
-    return nb
-
-
 def _block_end(lines, end):
     """A def's last line, counting the indented comments after its last statement (an end marker)."""
     while end < len(lines) and (not lines[end].strip() or lines[end][:1].isspace()):
@@ -212,7 +194,7 @@ def build():
             raise ValueError(f"two checks map to the grade id {grade_id}")
         ids.add(grade_id)
         points = int(check.points) if check.points == int(check.points) else check.points
-        text = autograde_cell_text(check, points, f"%autograde {check.id}")
+        text = autograde_cell_text(check, points)
         cells.append(_cell("code", text, _meta(grade_id, grade=True, points=points),
                            grade_id.replace("_", "-")))
     return {
@@ -228,9 +210,10 @@ def build():
     }
 
 
-def autograde_cell_text(check, points, call):
+def autograde_cell_text(check, points):
     """An autograder cell: what it checks and its points, one line in each language."""
     plural = "point" if points == 1 else "points"
+    call = f"%autograde {check.id}"
     if check.visibility == "public":
         return (f"# {check.id}：{check.title['zh']}（{points} 分）\n"
                 f"# {check.id}: {check.title['en']} ({points} {plural})\n{call}")
