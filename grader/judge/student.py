@@ -171,10 +171,9 @@ class Student:
             raise self._budget_used()
 
     def _await_hello(self):
-        """Wait for the worker's greeting: its import time counts against the one budget.  Before
-        it come the worker's signing key and the lines its import was at (the latest kept for a
-        timeout to show).  A cold worker first says its own preparation is over: the time until
-        then is the kit's, not the student's."""
+        """Wait for the worker's greeting, after its signing key: its import time counts against
+        the one budget.  A cold worker first says its own preparation is over: the time until then
+        is the kit's, not the student's."""
         began, prepared, first = time.monotonic(), 0.0, True
         left = self._left()
         seconds = max(min(self.startup_seconds, left), 0.1)
@@ -187,9 +186,7 @@ class Student:
                 elif self.key is None:
                     self._take_key(hello)
                 else:
-                    first = False
-                    if not self._stuck(hello):
-                        break
+                    break
         except WorkerFailure as failure:
             if failure.kind == "timeout":
                 failure = self._budget_used() if left < self.startup_seconds else WorkerFailure(
@@ -213,15 +210,6 @@ class Student:
         self.names = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
         self.memory_at_hello = self.worker.memory()
         self.refused_at_import = hello.get("refused")
-
-    def _stuck(self, message):
-        """A report of the line the student's code is at ({"stuck": line}), kept for a timeout
-        to name.  False for any other message."""
-        if not (isinstance(message, dict) and set(message) == {"stuck"}):
-            return False
-        if isinstance(message["stuck"], int) and not isinstance(message["stuck"], bool):
-            self.stuck_line = message["stuck"]
-        return True
 
     def _take_key(self, message):
         """The worker's first word, before any student code ran: the key every frame after it is
@@ -275,12 +263,15 @@ class Student:
         try:
             while True:
                 header, payload = self.frames.read_frame(fill, key=self.key)
-                if expect_id is wire._NO_ID or payload or not header.startswith(STUCK):
+                if payload or not header.startswith(STUCK):
                     return wire.decode(header, payload, expect_id=expect_id)
-                # where the call is, told while it runs: kept, and the reply read on within
-                # the same deadline (and overtime)
-                if not self._stuck(wire.decode(header, payload)):
-                    raise wire.ProtocolError("a malformed report of where the call is")
+                # the line the student's code is at, told while it runs: kept for a timeout to
+                # name, and the answer read on within the same deadline (and overtime)
+                stuck = wire.decode(header, payload)
+                if not (isinstance(stuck, dict) and set(stuck) == {"stuck"}):
+                    raise wire.ProtocolError("a malformed report of where the code is")
+                if isinstance(stuck["stuck"], int) and not isinstance(stuck["stuck"], bool):
+                    self.stuck_line = stuck["stuck"]
         except socket.timeout:
             if overtime is not None and overtime.out_of_memory():  # the limit's, not a hang
                 limit = f"{self.limits.memory_bytes / 2 ** 30:g} GiB"
