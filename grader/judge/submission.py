@@ -179,13 +179,17 @@ def _notebook_submission(origin, text):
     return Submission(origin, source, "notebook", left_out)
 
 
+def _too_large(name):
+    return SubmissionError(f"{name}: larger than {MAX_BYTES // 1024} KiB",
+                           f"{name}：超过 {MAX_BYTES // 1024} KiB")
+
+
 def _read(path):
     """The file's text: a regular file (not a FIFO or a device) of at most MAX_BYTES."""
     try:
         raw = safefs.read_regular(path, MAX_BYTES)
     except safefs.TooLarge:
-        raise SubmissionError(f"{path}: larger than {MAX_BYTES // 1024} KiB",
-                              f"{path}：超过 {MAX_BYTES // 1024} KiB") from None
+        raise _too_large(path) from None
     except safefs.NotRegular:
         raise SubmissionError(f"{path}: not a regular file", f"{path}：不是普通文件") from None
     except OSError as exc:
@@ -317,10 +321,12 @@ def load_zip(path):
                                        deadline=time.monotonic() + ZIP_SECONDS)
             info = _packaged_work(archive, package) or _zip_candidates(archive)
             if info.file_size > MAX_BYTES:
-                raise SubmissionError(f"{info.filename}: larger than {MAX_BYTES // 1024} KiB",
-                                      f"{info.filename}：超过 {MAX_BYTES // 1024} KiB")
+                raise _too_large(info.filename)
             with archive.open(info) as handle:
                 raw = handle.read(MAX_BYTES + 1)
+            if len(raw) > MAX_BYTES:  # the size a member declares may be a lie
+                raise _too_large(info.filename)
+            text = decoded(raw, info.filename)
     except SubmissionError as exc:
         raise SubmissionError(f"{path}: {exc}", f"{path}：{exc.said('zh')}") from None
     except manifest.ZipTooSlow as exc:
@@ -330,14 +336,6 @@ def load_zip(path):
         raise SubmissionError(f"{path}: not a readable zip ({type(exc).__name__}: "
                               f"{str(exc)[:120]})", f"{path}：不是可读取的 zip 文件"
                               f"（`{type(exc).__name__}: {str(exc)[:120]}`）") from None
-    if len(raw) > MAX_BYTES:
-        raise SubmissionError(f"{path}: {info.filename} is larger than {MAX_BYTES // 1024} KiB",
-                              f"{path}：其中的 {info.filename} 超过 {MAX_BYTES // 1024} KiB")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise SubmissionError(f"{path}: {info.filename} is not UTF-8 text",
-                              f"{path}：其中的 {info.filename} 不是 UTF-8 文本") from None
     sub = _notebook_submission(path, text) if has_suffix(info.filename, ".ipynb") else \
         Submission(path, text, "python")
     sub.container = "zip"
