@@ -221,16 +221,7 @@ def to_text(rubric, report, lang, hidden_not_run=0):
                                         status=text["not_run"]))
             else:
                 lines.append(card(rubric, r, lang))
-    passed = sum(1 for r in report["checks"] if r["status"] == "passed")
-    total = len(report["checks"])
-    lines.append("\n" + text["score"].format(score=points(report["score"]),
-                                             max_score=points(report["max_score"]), passed=passed,
-                                             total=total, checks=plural(total, "check", "checks")))
-    if hidden_not_run:
-        lines.append(text["hidden"].format(n=hidden_not_run,
-                                           checks=plural(hidden_not_run, "check", "checks"),
-                                           were=plural(hidden_not_run, "was", "were"),
-                                           what=still_hidden(rubric, lang)))
+    lines += _totals(rubric, report, lang, hidden_not_run)
     # The next step, where every exercise before the first untouched one passes.
     first = next((ex for ex, state in untouched.items() if state), None)
     before = list(by_exercise)[:list(by_exercise).index(first)] if first else []
@@ -268,6 +259,21 @@ def still_hidden(rubric, lang):
     return text["and"].join(
         text["hidden_quiz" if exercise == "quiz" else "hidden_exercise"].format(exercise=exercise, n=n)
         for exercise, n in counts.items())
+
+
+def _totals(rubric, report, lang, hidden_not_run):
+    text = TEXT[lang]
+    passed = sum(1 for r in report["checks"] if r["status"] == "passed")
+    total = len(report["checks"])
+    lines = ["\n" + text["score"].format(score=points(report["score"]),
+                                        max_score=points(report["max_score"]), passed=passed,
+                                        total=total, checks=plural(total, "check", "checks"))]
+    if hidden_not_run:
+        lines.append(text["hidden"].format(n=hidden_not_run,
+                                           checks=plural(hidden_not_run, "check", "checks"),
+                                           were=plural(hidden_not_run, "was", "were"),
+                                           what=still_hidden(rubric, lang)))
+    return lines
 
 
 def to_markdown(rubric, report, lang):
