@@ -19,6 +19,12 @@ from grader.judge.checks.support import (Verdict, causal_mask, close, expect_clo
 RANKS = {"2-D": 2, "3-D": 3, "4-D": 4}
 
 
+def attend_both(student, q, k, v, mask=None, own=None):
+    """(context, weights) of attend(q, k, v, mask, return_weights=True), asked once per grading;
+    `own`: the hidden check whose own question it is (questions.attend)."""
+    return both(questions.attend(student, q, k, v, mask=mask, return_weights=True, own=own))
+
+
 def both(out):
     """An answer of attend(..., return_weights=True) as (context, weights), or a Verdict."""
     if not (isinstance(out, tuple) and len(out) == 2):
@@ -101,8 +107,7 @@ def test_zero_scores(student, seed):
     q, k, v = fresh_qkv(seed, 800)
     q[..., ZERO_ROWS, :] = 0.0
     expected, expected_w = ref.attend(q, k, v, return_weights=True)
-    context, weights = both(questions.attend(student, q, k, v, return_weights=True,
-                                             own="attend.zero_scores"))
+    context, weights = attend_both(student, q, k, v, own="attend.zero_scores")
     if not (close(weights, expected_w) and close(context, expected)):
         other_rows = [i for i in range(T) if i not in ZERO_ROWS]
         if weights.shape == expected_w.shape and close(weights[..., other_rows, :],
@@ -132,11 +137,15 @@ def test_non_contiguous_input(student, seed):
         raise
     expect_close(got, expected, "merge_heads(x)")
     # A strided view is a question a submission can recognise: the point needs merge_heads's
-    # ordinary answers (contiguous heads, asked here where the public checks did not) to be the
-    # reference's as well.
-    for x in check_merge_heads.drawn_questions(seed):
-        observed(lambda: questions.merge_heads(student, x))
-    for entry in questions.entries(student, "merge_heads", strided=False):
+    # ordinary answers (contiguous heads) to be the reference's as well.
+    for entry in ordinary_merges(student, seed):
         entry.compared.add("merge_heads.non_contiguous")
         expect_close(entry.outcome(), ref.merge_heads(entry.args[0]), "merge_heads(x)")
 
+
+def ordinary_merges(student, seed):
+    """The kept answers of merge_heads on contiguous heads (asked here where the public checks
+    did not ask them)."""
+    for x in check_merge_heads.drawn_questions(seed):
+        observed(lambda: questions.merge_heads(student, x))
+    return questions.entries(student, "merge_heads", strided=False)

@@ -172,7 +172,13 @@ def test_learns_the_copy_task(student, seed):
                     not bool(torch.isfinite(v).all()))
     if broken:  # every comparison after this would be NaN against NaN: say what happened
         raise Verdict("learn_diverged", got=", ".join(broken[:4]))
-    lm = _kit_model(state)
+    lm = copytask.TinyLM(None)  # the kit's, with the trained embeddings and head (shapes checked)
+    kit = {n: p.shape for n, p in lm.named_parameters()}
+    if any(name not in state or state[name].shape != shape for name, shape in kit.items()):
+        raise Verdict("wrong_shape", expected=sorted(kit), got=sorted(state))
+    with torch.no_grad():
+        for name in kit:
+            lm.get_parameter(name).copy_(state[name])
     # The worker's losses are not trusted: the judge recomputes the loss on a batch of every id
     # (each counts once), in an order drawn for this grading, with the kit's embeddings and head
     # around a fresh instance of the student's block holding the trained weights, and checks that
@@ -195,18 +201,6 @@ def test_learns_the_copy_task(student, seed):
         text = fmt(torch.tensor(losses)) if isinstance(losses, list) and all(
             isinstance(v, (int, float)) for v in losses) else "?"
         raise Verdict("learn_failed", got=f"{loss:.3f}", losses=text)
-
-
-def _kit_model(state):
-    """The kit's TinyLM with the trained embeddings and head (shapes checked)."""
-    lm = copytask.TinyLM(None)
-    kit = {n: p.shape for n, p in lm.named_parameters()}
-    if any(name not in state or state[name].shape != shape for name, shape in kit.items()):
-        raise Verdict("wrong_shape", expected=sorted(kit), got=sorted(state))
-    with torch.no_grad():
-        for name in kit:
-            lm.get_parameter(name).copy_(state[name])
-    return lm
 
 
 def _is_attention(trained, h, out):
