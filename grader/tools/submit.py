@@ -128,8 +128,8 @@ def summary_lines(the_rubric, data, lang):
             title = the_rubric.by_id[c["id"]].title[lang]
             lines.append("    " + check_line(c, title, lang, mark="✗", status=""))
         lines.append(words["full_feedback"])
-    if s["hidden_not_run"]:
-        n = s["hidden_not_run"]
+    n = s["hidden_not_run"]
+    if n:
         lines.append(words["hidden"].format(n=n, checks=plural(n, "check", "checks"),
                                             are=plural(n, "is", "are"),
                                             what=still_hidden(the_rubric, lang)))
