@@ -217,6 +217,8 @@ def test_the_scan_leaves_false_friends_alone(source):
     # a name computed at run time, through getattr's other spellings
     ("f = lambda obj, name: obj.__getattribute__(name)", ["__getattribute__(…)"]),
     ("import sys\nf = object.__getattribute__(sys, name)", ["__getattribute__(…)"]),
+    # the bare name, called (the scan once failed on it, an error of the kit on three checks)
+    ("import sys\nf = __getattribute__(sys, name)", ["__getattribute__(…)"]),
     ("import operator\nf = operator.attrgetter(name)(sys)", ["attrgetter(…)"]),
     ("from operator import methodcaller\nf = methodcaller(name)(sys)", ["methodcaller(…)"]),
     ("fetch = getattr\nm = fetch(sys, name)", ["getattr(…)"]),

@@ -295,8 +295,8 @@ def _name_getter(node, name, constants, names):
         yield f"{name}(…)"
     elif name == "__getattribute__":
         # super() without arguments is the student's own object (the two-argument form reaches any)
-        own = isinstance(node.value, ast.Call) and not node.value.args \
-            and _called_name(node.value.func) == "super"
+        own = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Call) \
+            and not node.value.args and _called_name(node.value.func) == "super"
         yield from ("__getattribute__(…)",) if not own and _unfolded(call.args[-1:], constants) \
             else ()
     elif name in ("attrgetter", "methodcaller"):
