@@ -6,7 +6,8 @@
       # expect-key: <message key>    (one or more; each must be among the verdict keys of the
                                       expect-fail checks: the feedback names the mistake)
 - correct/: solutions in different styles (a .py, an .ipynb, a folder); each gets full marks.
-- hostile/*.py: submissions that attack the grader; HOSTILE below says what must come out.
+- hostile/*.py: submissions that attack the grader (test_corpus_hostile.py, a file of its own so
+  that make test's workers grade them beside the rest).
 
 Every submission is graded once a test run (`graded`: the single files by one batch, the rest each
 by a judge with a cold worker) with isolation="auto" (bubblewrap where it works).
@@ -21,7 +22,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -62,7 +62,7 @@ def ids(paths):
     return [p.name for p in paths]
 
 
-WRONG, CORRECT, HOSTILE_FILES = corpus("wrong"), corpus("correct"), corpus("hostile")
+WRONG, CORRECT = corpus("wrong"), corpus("correct")
 
 
 # -- grading, once per submission ------------------------------------------------------------
@@ -187,7 +187,6 @@ def test_corpus_is_big_enough():
     assert len(WRONG) >= 20, ids(WRONG)
     assert len(CORRECT) >= 8, ids(CORRECT)
     assert {p.suffix for p in CORRECT} >= {".py", ".ipynb"} and any(p.is_dir() for p in CORRECT)
-    assert HOSTILE_FILES and set(ids(HOSTILE_FILES)) == {f"{name}.py" for name in HOSTILE}
 
 
 def header_problems(path):
@@ -275,154 +274,6 @@ def test_isolation_is_recorded():
     g = graded(CORRECT[0])
     expected = sandbox.choose_isolation(ISOLATION)
     assert g.data["metadata"]["isolation"] == expected
-
-
-# -- hostile submissions ---------------------------------------------------------------------
-# Checks that score the module's forward (and so attend, split_heads and merge_heads).
-FORWARD = ["module.shapes", "module.causal", "module.reference", "module.gradients",
-           "module.learns"]
-# Checks of pieces built in __init__ (the parameters, the mask) and of the source: a crash, hang
-# or memory bomb in forward must not cost them (forward's behaviour only adds where it runs).
-MODULE_BUILD = ["module.no_library_attention", "module.param_count", "module.mask_buffer"]
-ALL = ["*"]
-
-# name -> zero: patterns of checks that must score 0 and not pass; full: patterns of checks that
-# must pass with full points (the hostile part must not cost them); status: allowed statuses;
-# keys: a message key each matching check's verdicts must hold.
-HOSTILE = {
-    "exit_at_import": dict(zero=ALL, keys={"quiz.*": "import_failed", "attend.*": "import_failed"}),
-    "import_grader": dict(zero=ALL, keys={"quiz.*": "import_failed", "attend.*": "import_failed"}),
-    "os_exit_in_attend": dict(
-        zero=["attend.*"] + FORWARD,
-        full=["split_heads.*", "merge_heads.*", "quiz.*"] + MODULE_BUILD,
-        status={"attend.*": {"error"}}, keys={"attend.*": "crashed"}),
-    "infinite_loop_in_attend": dict(
-        zero=["attend.*"] + FORWARD,
-        full=["split_heads.*", "merge_heads.*", "quiz.*"] + MODULE_BUILD,
-        status={"attend.*": {"timeout"}}, keys={"attend.*": "timeout"}),
-    "memory_hog_in_split": dict(
-        zero=["split_heads.*"] + FORWARD,
-        full=["merge_heads.*", "attend.*", "quiz.*"] + MODULE_BUILD,
-        status={"split_heads.*": {"error"}}, keys={"split_heads.*": "memory_limit"}),
-    # a memory bomb is named by the memory limit, however slowly it reaches it (student.Overtime)
-    "memory_bomb_in_attend": dict(
-        zero=["attend.*"] + FORWARD,
-        full=["split_heads.*", "merge_heads.*", "quiz.*"] + MODULE_BUILD,
-        status={"attend.*": {"error"}}, keys={"attend.*": "memory_limit",
-                                              "module.shapes": "memory_limit"}),
-    # a worker that ignores SIGTERM is killed all the same (SIGKILL); the count, read from torch's
-    # registries before forward runs, keeps its points
-    "forward_ignores_sigterm": dict(
-        zero=FORWARD,
-        full=["split_heads.*", "merge_heads.*", "attend.*", "quiz.*"] + MODULE_BUILD,
-        status={"module.shapes": {"timeout"}}, keys={"module.shapes": "timeout",
-                                                     "module.causal": "timeout"}),
-    "patch_allclose": dict(zero=ALL),
-    "fake_json_stdout": dict(zero=ALL),
-    "lying_tensor": dict(zero=ALL, keys={"split_heads.shape": "wrong_shape",
-                                         "split_heads.transpose": "wrong_shape"}),
-    # attend.device judges only attention it has seen on the CPU: the impostor is the other
-    # attend cards' to name, that card says it could not observe (and costs what it is worth)
-    "fake_shape_object": dict(zero=ALL, keys={"merge_heads.*": "wrong_type",
-                                              "attend.[!d]*": "wrong_type",
-                                              "attend.device": "device_unobserved"}),
-    "write_results_json": dict(zero=ALL),
-    # nothing defined is nothing attempted: every check says which name is missing
-    "defines_nothing": dict(zero=ALL, keys={"split_heads.*": "not_defined",
-                                            "merge_heads.*": "not_defined",
-                                            "attend.*": "not_defined", "module.*": "not_defined",
-                                            "quiz.*": "quiz_missing"}),
-}
-
-
-def _matching(g, patterns):
-    found = [c for pattern in patterns for c in g.select(pattern)]
-    assert found, f"no check matches {patterns}"
-    return found
-
-
-@pytest.mark.parametrize("name", sorted(HOSTILE))
-def test_hostile_submission(name):
-    spec = HOSTILE[name]
-    g = graded(SUBMISSIONS / "hostile" / f"{name}.py")
-    assert within_budget(g.data)
-    assert g.unchanged, "the original submission was written to"
-    assert len(g.data["checks"]) == len(RUBRIC.checks)
-    # The work and runtime folders are removed.  In bubblewrap nothing else is writable; a plain
-    # subprocess can write beside its work folder (here: the fake results.json), a known limit.
-    allowed = ["results.json"] if (name == "write_results_json"
-                                   and g.data["metadata"]["isolation"] == "process") else []
-    assert g.leftovers == allowed
-    for result in _matching(g, spec["zero"]):
-        assert result["status"] != "passed" and result["score"] == 0, result["id"]
-    for result in _matching(g, spec["full"]) if "full" in spec else []:
-        assert result["status"] == "passed", (result["id"], result["verdicts"])
-        assert result["score"] == result["max_score"], result["id"]
-    for pattern, statuses in spec.get("status", {}).items():
-        for result in _matching(g, [pattern]):
-            assert result["status"] in statuses, (result["id"], result["status"])
-    for pattern, key in spec.get("keys", {}).items():
-        for result in _matching(g, [pattern]):
-            assert key in {v["key"] for v in result["verdicts"]}, (result["id"], result["verdicts"])
-    expected_total = sum(c["max_score"] for c in _matching(g, spec["full"])) if "full" in spec else 0
-    if spec["zero"] == ALL:
-        assert g.data["score"] == 0
-    else:
-        assert g.data["score"] < g.data["max_score"]
-        assert g.data["score"] >= expected_total
-
-
-@pytest.mark.parametrize("name", ["exit_at_import", "import_grader"])
-def test_import_failure_is_named_by_every_check(name):
-    g = graded(SUBMISSIONS / "hostile" / f"{name}.py")
-    wrong = {c["id"]: sorted(g.keys(c["id"])) for c in g.data["checks"]
-             if g.keys(c["id"]) != {"import_failed"}}
-    assert wrong == {}
-
-
-def test_import_grader_fails_for_want_of_grader():
-    g = graded(SUBMISSIONS / "hostile" / "import_grader.py")
-    verdict = next(v for v in g.by_id["split_heads.shape"]["verdicts"] if v["key"] == "import_failed")
-    assert verdict["fields"]["type"] == "ModuleNotFoundError"
-    assert "grader" in verdict["fields"]["message"]
-
-
-def test_student_output_is_captured_not_reported_as_a_grade():
-    g = graded(SUBMISSIONS / "hostile" / "fake_json_stdout.py")
-    assert '"score": 39' in g.data["metadata"]["student_output"]
-    assert g.data["score"] == 0
-
-
-@pytest.mark.parametrize("fmt", ["json", "gradescope"])
-def test_fake_json_on_stdout_does_not_reach_the_cli(fmt):
-    path = SUBMISSIONS / "hostile" / "fake_json_stdout.py"
-    done = subprocess.run([sys.executable, "-m", "grader", "grade", str(path), "--format", fmt,
-                           "--lang", "en", "--isolation", ISOLATION],
-                          cwd=ROOT, capture_output=True, text=True, timeout=GRADE_SECONDS)
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout)  # the whole of stdout is the one real report
-    assert out["score"] == 0
-    assert '"score": 39' not in done.stderr
-
-
-def test_results_json_is_not_written_beside_the_submission(tmp_path, monkeypatch):
-    course = tmp_path / "course"
-    (course / "alice").mkdir(parents=True)
-    submission = course / "alice" / "attention.py"
-    shutil.copy(SUBMISSIONS / "hostile" / "write_results_json.py", submission)
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # the grader's work folders go here
-    before = submission.read_bytes()
-    data = service.grade(str(submission), isolation=ISOLATION)
-    assert within_budget(data)
-    assert data["score"] == 0
-    assert submission.read_bytes() == before
-    assert sorted(p.name for p in course.rglob("*")) == ["alice", "attention.py"]
-    assert not (tmp_path / "results.json").exists()
-    if data["metadata"]["isolation"] == "bubblewrap":
-        # In the sandbox only the work folder is writable, and it is removed afterwards.
-        assert list(scratch.rglob("results.json")) == []
 
 
 # -- determinism -----------------------------------------------------------------------------
