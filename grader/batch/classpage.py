@@ -19,16 +19,16 @@ def percent(x):
     return f"{round(100 * x)}%"
 
 
-def _said(lang):
-    """words.toml's [classpage] in `lang`: said(key, **fields)."""
-    return lambda key, **fields: words.text("classpage", key, lang, **fields)
+def said_in(section, lang):
+    """words.toml's [section] in `lang`: said(key, **fields)."""
+    return lambda key, **fields: words.text(section, key, lang, **fields)
 
 
 def outcome_sentence(item, lang, name=str, check=str):
     """An outcome that names no cause (summary["outcomes"]'s item) as one sentence of `lang`: what
     happened, to whom, on which cards; `name` and `check` make a student id and a check id safe
     for the medium (plain text: the page escapes it whole)."""
-    said = lambda key, **fields: words.text("outcome", key, lang, **fields)  # noqa: E731
+    said = said_in("outcome", lang)
     join = words.text("report", "and", lang).join
     checks = [check(c) for c in item["checks"]]
     shown = join(checks[:SHOWN_CHECKS])
@@ -56,7 +56,7 @@ def flag_items(flags):
 # -- Markdown -----------------------------------------------------------------------------------
 def students_markdown(summary, lang):
     """The students, neediest first (the page's first table)."""
-    said = _said(lang)
+    said = said_in("classpage", lang)
     lines = [f"## {said('students_head')}", "", said("students_table"),
              "|---:|---|---|---:|---|---|"]
     for n, row in enumerate(summary["roster"], 1):
@@ -76,7 +76,7 @@ def _flag_words(flags, lang):
 
 def reteach_markdown(summary, lang):
     """Every cause to reteach with how many, who and the lesson section."""
-    said = _said(lang)
+    said = said_in("classpage", lang)
     lines = [f"## {said('reteach_head')}", "", said("reteach_note"), ""]
     if not summary["mistakes"]:
         return lines + [said("none")]
@@ -88,7 +88,7 @@ def reteach_markdown(summary, lang):
 
 
 def near_copies_markdown(near, lang):
-    said = _said(lang)
+    said = said_in("classpage", lang)
     lines = ["", f"## {said('near_head')}", "",
              said("near_note", threshold=percent(near["threshold"])), ""]
     lines += [f"- {said('group')} {n}: " + ", ".join(md_inline(s) for s in g["members"])
@@ -105,7 +105,7 @@ def near_copies_markdown(near, lang):
 
 
 def overrides_markdown(summary, lang):
-    said = _said(lang)
+    said = said_in("classpage", lang)
     history = summary.get("override_history", [])
     if not summary["overrides"] and not history:
         return []

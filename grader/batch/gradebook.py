@@ -181,15 +181,10 @@ def _percent(n, total):
     return round(100 * n / total) if total else 0
 
 
-def _said(lang):
-    """words.toml's [gradebook] in `lang`: said(key, **fields)."""
-    return lambda key, **fields: words.text("gradebook", key, lang, **fields)
-
-
 def summary_markdown(summary, lang):
     """summary.md: the counts, the students and what to reteach (classpage), the histogram, the
     checks, the outcomes that name no cause, then the near-copies and the overrides."""
-    said = _said(lang)
+    said = classpage.said_in("gradebook", lang)
     lines = [f"# {said('title')}", ""]
     m = class_points(summary["max_score"])
     mean, median = class_points(summary["mean"]), class_points(summary["median"])
@@ -210,7 +205,7 @@ def summary_markdown(summary, lang):
 
 
 def _checks_markdown(summary, lang):
-    said = _said(lang)
+    said = classpage.said_in("gradebook", lang)
     lines = ["", f"## {said('checks')}", "", said("checks_table"), "|---|---:|---:|---:|---:|"]
     for c in summary["checks"]:
         lines.append(f"| `{c['id']}` {c['title'][lang]} | {class_points(c['points'])} | {c['passed']} | "
