@@ -192,16 +192,16 @@ def test_a_kit_error_in_a_class_goes_to_batch_log(tmp_path, capsys, monkeypatch)
                       "fields": {"message": "RuntimeError: broken variant"},
                       "traceback": "Traceback (most recent call last):\n  ...\n"
                                    "RuntimeError: broken variant\n"}]}]}
-    judge = types.SimpleNamespace(finish=lambda sub, student, entry: report)
+    judge = types.SimpleNamespace(begin=lambda path: (types.SimpleNamespace(),
+                                                      types.SimpleNamespace()),
+                                  finish=lambda sub, student, entry: report)
     written = []
     monkeypatch.setattr(batch_judge, "write_student", lambda outdir, record, lang:
                         written.append(record))
     monkeypatch.setattr(batch_judge, "attention_maps", lambda student: None)
-    started = batch_judge._Started({"id": 1, "student": "ann", "entry": "ann.py",
-                                    "digest": "d", "path": "ann.py"})
-    started.sub = started.student = types.SimpleNamespace()
-    batch_judge._complete(started, {"fingerprint": "f", "outdir": str(tmp_path), "lang": "en"},
-                          judge)
+    batch_judge._grade({"id": 1, "student": "ann", "entry": "ann.py", "digest": "d",
+                        "path": "ann.py"},
+                       {"fingerprint": "f", "outdir": str(tmp_path), "lang": "en"}, judge)
     err = capsys.readouterr().err
     assert "kit error grading ann.py, attend.scale: RuntimeError: broken variant" in err
     assert "Traceback (most recent call last)" in err
