@@ -1,9 +1,8 @@
 """Student strings made inert for the medium they are written to: one rule per medium.
 
-Output, exception messages, file and member names, ids and manifest fields come from the student.
-Every writer passes them through one of these before they reach a terminal, a Markdown file, a CSV
-cell, an HTML page or a JSON file.  Every function takes any `str` (lone surrogates included, as a
-worker's JSON can carry "\\ud800") and returns text that encodes as UTF-8.
+Every writer passes student strings (output, messages, file and member names, ids, manifest
+fields) through one of these.  Each takes any `str`, lone surrogates included, and returns text
+that encodes as UTF-8.
 """
 import html as _html
 import json
@@ -62,14 +61,11 @@ def html(text):
 
 
 def json_text(obj, lines=None, **options):
-    """json.dumps whose text is safe to print and to encode: with ensure_ascii=False, lone
-    surrogates, DEL, C1 and bidirectional controls are written as \\uXXXX escapes (the same
-    string to a JSON reader; json itself escapes the C0 controls), so the text encodes as UTF-8
-    and shows no control character on a terminal.
+    """json.dumps whose text is safe to print and encode: lone surrogates, DEL, C1 and
+    bidirectional controls written as \\uXXXX escapes (the same string to a JSON reader).
 
-    `lines` (a depth, with `indent`): the dicts and lists of the first `lines` levels laid out
-    one member a line, anything deeper on the line of its member (a student's report at 3: one
-    check a line): the same JSON to a reader."""
+    `lines` (a depth, with `indent`): the first `lines` levels laid out one member a line, anything
+    deeper on its member's line (the same JSON to a reader)."""
     if lines is None:
         text = json.dumps(obj, **options)
     else:

@@ -40,13 +40,11 @@ _LIMIT_OPTIONS = {
     "call_timeout": ("call_seconds", float),
     "memory_mb": ("memory_bytes", lambda mb: int(mb) * 2 ** 20),
     "submission_timeout": ("submission_seconds", float),
-    "budget": ("submission_seconds", float),
 }
 
 
 def limits_from(args=None, **values):
-    """The Limits the parsed `args` (or the options given by keyword, as a judge's request names
-    them) ask for: every limit option present and set; the rest default."""
+    """The Limits the parsed `args` (or the same options by keyword) ask for; the rest default."""
     fields = {}
     for option, (field, convert) in _LIMIT_OPTIONS.items():
         value = values.get(option, getattr(args, option, None))

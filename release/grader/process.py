@@ -1,16 +1,14 @@
 """How a kit process is set up and left: one compute thread, the garbage collector held while a
 judge imports, and an exit without torch's teardown.
 
-One compute thread wherever the kit runs torch (never a student's own kernel): every tensor the
-kit computes is tiny, and a pool of threads only fights the other processes of a batch for the
-cores.  Both settings are needed: the environment before torch is imported (OpenMP reads
-OMP_NUM_THREADS once, as every thread's default), and torch.set_num_threads(1) on the computing
-thread for a process that imported torch before the kit could set the environment.
+One compute thread wherever the kit runs torch (never a student's own kernel): its tensors are
+tiny, and a pool only fights a batch's other processes for the cores.  Both settings are needed:
+the environment before torch is imported (OpenMP reads it once), and torch.set_num_threads(1) on
+the computing thread for a process that imported torch first.
 
-The collector: automatic collections walking a judge's imports (torch, pytest, the checks) are
-about a fifth of its start's CPU.  hold_gc stops them at a judge's entry; release_gc, once the
-checks are collected, freezes what is alive (later collections never walk it) and turns the
-collector back on.
+The collector: collections walking a judge's imports are about a fifth of its start's CPU.
+hold_gc stops them at a judge's entry; release_gc, once the checks are collected, freezes what is
+alive and turns the collector back on.
 """
 import contextlib
 import gc
@@ -25,16 +23,14 @@ _gc_held = False
 
 
 def pin_environment(env=None):
-    """Set one compute thread in `env` (default: this process's environment, so call it before
-    torch is imported); returns `env`, for a child process's environment."""
+    """Set one compute thread in `env` (default: this process's, before torch is imported)."""
     env = os.environ if env is None else env
     env.update(ONE_THREAD)
     return env
 
 
 def one_thread_here():
-    """torch on one compute thread on the calling thread (and, once per process, its inter-op
-    pool); returns the count the thread had before (the batch reports it)."""
+    """torch on one compute thread here (and its inter-op pool); returns the count before."""
     import torch
 
     before = torch.get_num_threads()
@@ -69,16 +65,14 @@ def gc_held():
 
 
 def run_judge(main):
-    """A judge process's entry: one compute thread and the collector held before torch is
-    imported, then main() and the exit without teardown."""
+    """A judge process's entry: pin_environment and hold_gc, then main() and exit_now."""
     pin_environment()
     hold_gc()  # until the judge's checks are collected
     exit_now(main())
 
 
 def exit_now(code):
-    """Leave a command without the interpreter's teardown of torch (about half a second, and it
-    changes nothing): by then everything is written and every worker is gone."""
+    """Leave without the interpreter's teardown of torch (about half a second, changing nothing)."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

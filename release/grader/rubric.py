@@ -4,6 +4,7 @@ import functools
 import hashlib
 import os
 import tomllib
+from urllib.parse import quote
 
 RUBRIC_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rubric.toml")
 LANGS = ("zh", "en")
@@ -85,8 +86,6 @@ class Rubric:
     def addresses(self, key):
         """The address of each title `key` names, in section()'s order: its book's page ([course])
         and the title's anchor there ([course.anchors], else the title); none where no page is set."""
-        from urllib.parse import quote
-
         where, anchors = self.sections.get(key, {}), self.course.get("anchors", {})
         return [f"{self.course[book]}#{quote(anchors.get(name, name), safe='')}"
                 for book in ("lesson", "chapter") if self.course.get(book)

@@ -1,10 +1,9 @@
 """Touching files a student could have made: read as regular files with a cap, removed without
 following links and without raising.
 
-A student's code may replace its file by a FIFO (a read blocks for ever), a link to /dev/zero (a
-read never ends) or build a directory tree 1500 levels deep (shutil.rmtree recurses and raises
-RecursionError, which ignore_errors does not catch).  These two functions are the only way the
-judge reads or removes such files.
+A student's code may leave a FIFO (a read blocks for ever), a link to /dev/zero (a read never
+ends) or a tree 1500 levels deep (shutil.rmtree raises RecursionError, which ignore_errors does
+not catch).  These two functions are the only way the judge reads or removes such files.
 """
 import contextlib
 import os
@@ -23,10 +22,8 @@ class TooLarge(OSError):
 
 
 def read_regular(path, cap):
-    """The bytes of `path`, which must be a regular file of at most `cap` bytes.
-
-    Opened with O_NONBLOCK (a FIFO cannot block the open) and checked with fstat on the open
-    descriptor, so what is read is what was checked; never more than cap + 1 bytes are read."""
+    """The bytes of `path`, a regular file of at most `cap` bytes: opened with O_NONBLOCK (a FIFO
+    cannot block the open) and checked on the open descriptor; never more than cap + 1 read."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         info = os.fstat(fd)
@@ -50,10 +47,9 @@ def read_regular(path, cap):
 
 
 def remove_tree(path):
-    """Remove `path` and everything under it; never follows a link, never recurses, never raises.
-
-    Each folder's content is moved up into the top folder before the folder is removed, so the
-    depth of the tree costs neither stack nor open descriptors.  Returns True when it is gone."""
+    """Remove `path` and everything under it; never follows a link, recurses or raises.  Each
+    folder's content is moved up into the top folder first, so depth costs neither stack nor
+    descriptors.  True when it is gone."""
     try:
         info = os.lstat(path)
     except OSError:

@@ -1,5 +1,4 @@
-"""Writing files so that a crash never leaves half of one, and the small JSON state files that
-the student's tools keep beside their work (hints reached, the remembered student id)."""
+"""Files written so that a crash never leaves half of one, and the student's tools' JSON state."""
 import contextlib
 import json
 import os

@@ -3,6 +3,7 @@ words are the rubric's).  A section per tool or renderer; each entry `key = { zh
 """
 import functools
 import os
+import tomllib
 
 WORDS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "words.toml")
 LANGS = ("zh", "en")
@@ -11,8 +12,6 @@ LANGS = ("zh", "en")
 @functools.lru_cache(maxsize=None)
 def load(path=WORDS_PATH):
     """{section: {key: {"zh": ..., "en": ...}}}, read once."""
-    import tomllib  # here, not at the top: a `grade`'s worker starts before it (~10 ms)
-
     with open(path, "rb") as handle:
         return tomllib.load(handle)
 

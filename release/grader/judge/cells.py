@@ -17,12 +17,6 @@ import ast
 KEPT = ("import", "definition", "assignment")
 
 
-def _is_kit_import(node):
-    if isinstance(node, ast.ImportFrom):
-        return (node.module or "").split(".")[0] == "grader"
-    return any(alias.name.split(".")[0] == "grader" for alias in node.names)
-
-
 def calls_at_import(node):
     """Does evaluating this expression call something?  (A lambda's body runs later.)"""
     stack = [node]
@@ -51,7 +45,9 @@ def target_names(node):
 def classify(node):
     """"import", "kit", "definition", "assignment" or "statement" (left out)."""
     if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return "kit" if _is_kit_import(node) else "import"
+        modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+            [alias.name for alias in node.names]
+        return "kit" if any(m.split(".")[0] == "grader" for m in modules) else "import"
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return "definition"
     if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None \

@@ -12,10 +12,8 @@ SEED = 20261129
 
 
 def start(path, isolation="auto", limits=None, workers=None):
-    """Load the submission and start its worker at once (nothing heavy imported yet).
-
-    `workers` (a long-lived judge's workers.WorkerSource: service.Judge) forks the worker from a
-    warm zygote or hands it a spare; without it, the worker starts cold."""
+    """Load the submission and start its worker at once (nothing heavy imported yet), from
+    `workers` (a long-lived judge's workers.WorkerSource) or cold."""
     sub = submission.load(path)
     student = Student(lambda: sub.work_dir, limits=limits, isolation=isolation, workers=workers,
                       source=sub.source)
@@ -28,9 +26,8 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
     """Run the checks against a started worker; return the report data, complete.
 
     `session`: a runner.CheckSession for these visibilities, kept across submissions.  `entry`
-    names the submission in the report instead of its path.  `exercises` (the notebook's `%check
-    attend`) runs only those exercises' checks: each check judges its own piece, so their
-    verdicts are the ones a whole grading gives them."""
+    names the submission instead of its path.  `exercises` (the notebook's `%check attend`) runs
+    only their checks: each judges its own piece, so verdicts are a whole grading's."""
     import torch
 
     from grader import rubric as rubric_module
@@ -52,7 +49,7 @@ def finish(sub, student, visibilities=("public", "hidden"), session=None, entry=
         "submission": entry or sub.origin, "kind": sub.kind, "seed": sub.seed,
         "left_out": list(sub.left_out), "torch": torch.__version__,
         "python": platform.python_version(), "rubric_version": rubric.version,
-        "rubric_hash": rubric.hash, "isolation": student.isolation,
+        "rubric_hash": rubric.hash, "isolation": student.workers.isolation,
         "limits": student.limits.describe(), "worker_starts": student.starts,
         "worker_start": student.workers.kind,
         "worker_events": student.events, "student_output": student.student_output()[:4000],

@@ -1,11 +1,10 @@
 """Run the checks (ordinary pytest files) in the judge process; each student's result is
 pytest-json-report's document of its tests, and the rubric's parts are read from it.
 
-pytest collects the checks once per judge; the kit's plugin then runs them through pytest's own
-protocol for each student handed over, with a fresh pytest-json-report plugin for that student's
-tests.  Each test's metadata holds its rubric id, the points it carries and earned, and the
-verdict made of whatever ended it.  A rubric check passes only if every test that carries its id
-ran and passed; one that did not run at all is an `error`, never a pass.
+pytest collects the checks once per judge, then runs them through its own protocol for each
+student handed over.  Each test's metadata holds its rubric id, the points it carries and earned,
+and the verdict made of whatever ended it.  A rubric check passes only if every test that carries
+its id ran and passed; one that did not run at all is an `error`, never a pass.
 
 This module is also the plugin that gives the checks their fixtures and metadata, in the kit's
 session and when pytest is run by hand on the checks (checks/conftest.py registers it).
@@ -21,7 +20,7 @@ from pytest_jsonreport.plugin import Hooks as JSONReportHooks, JSONReport
 
 from grader.judge.checks.support import Verdict, judged_maps
 from grader.judge.student import StudentError, WorkerFailure
-from grader import paths, process
+from grader import paths, process, rubric
 
 CHECKS_DIR = paths.CHECKS
 STUDENT = pytest.StashKey()  # () -> the judge-side proxy of the submission being graded
@@ -41,9 +40,8 @@ def plain(value):
 
 
 def classify(exc):
-    """Plain data describing why a check ended: status, message key and its fields.  An
-    exception that is not the submission's is the kit's own ("internal"): its traceback is kept
-    under `traceback`, which the student's card does not show (`grade` prints it)."""
+    """Why a check ended, as plain data: status, message key and its fields.  An exception that
+    is not the submission's is the kit's own ("internal"), its traceback kept for `grade` only."""
     if isinstance(exc, Verdict):
         fields = {k: plain(v) for k, v in exc.fields.items()}
         return {"status": "failed", "key": exc.key, "fields": fields,
@@ -73,8 +71,7 @@ def classify(exc):
 
 
 def kit_traceback(exc):
-    """The exception's traceback from the check's own frame: the frames of pytest and pluggy
-    (installed where pytest is), which ran the check, left out."""
+    """The exception's traceback from the check's own frame (pytest's and pluggy's left out)."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith(LIBRARIES):
         tb = tb.tb_next
@@ -97,15 +94,14 @@ def student(request):
 
 @pytest.fixture(scope="session")
 def seed(request):
-    """The submission's own seed (recorded in the report): checks draw fresh inputs from it
-    with `support.fresh(seed, salt)`, so a regrade reproduces them."""
+    """The submission's own seed: checks draw fresh inputs from it (`support.fresh(seed, salt)`),
+    so a regrade reproduces them."""
     return request.config.stash[STUDENT]().seed
 
 
 @pytest.fixture
 def record_note(request):
-    """What a passing check could not judge here (support.note): kept with the test's
-    report, said on its card, costing nothing."""
+    """What a passing check could not judge here (support.note): said on its card, free."""
     return lambda name, value: request.node.user_properties.append((name, value))
 
 
@@ -127,9 +123,7 @@ def pytest_json_runtest_metadata(item, call):
 
 def shares(items):
     """{nodeid: (check id, points carried)}: each test's share of its rubric check's points."""
-    from grader import rubric as rubric_module
-
-    points = {check.id: check.points for check in rubric_module.load().checks}
+    points = {check.id: check.points for check in rubric.load().checks}
     tests = {}
     for item in items:
         tests.setdefault(check_of(item), []).append(item.nodeid)
@@ -148,16 +142,20 @@ def check_of(item):
     return marker.args[0] if marker else None
 
 
-def carried(document):
-    """The pytest-json-report document as every report carries it (`pytest` in its data): the
-    summary and, per test of a check, its node id, outcome and metadata (rubric id, points
-    carried and earned, the verdict's status and key); timings and the verdict's fields (said
-    on the cards already) stay out."""
-    tests = []
+def _checked(document):
+    """(test, a copy of its metadata) of each test of a rubric check in the document."""
     for test in document["tests"]:
         metadata = dict(test.get("metadata") or {})
-        if metadata.get("check") is None:
-            continue
+        if metadata.get("check") is not None:
+            yield test, metadata
+
+
+def carried(document):
+    """The pytest-json-report document as every report carries it (`pytest` in its data): the
+    summary and, per test of a check, its node id, outcome and metadata; timings and the
+    verdict's fields (said on the cards already) stay out."""
+    tests = []
+    for test, metadata in _checked(document):
         if metadata.get("verdict") is not None:
             metadata["verdict"] = {k: metadata["verdict"].get(k) for k in ("status", "key")}
         tests.append({"nodeid": test["nodeid"], "outcome": test["outcome"],
@@ -170,10 +168,7 @@ def parts_of(document):
     """{check_id: [part, ...]}, part = {name, status, verdict[, note]}, from a pytest-json-report
     document: a test that did not pass has its verdict's status, or `error` where it has none."""
     parts = {}
-    for test in document["tests"]:
-        metadata = test.get("metadata") or {}
-        if metadata.get("check") is None:
-            continue
+    for test, metadata in _checked(document):
         verdict = metadata.get("verdict")
         status = "passed" if test["outcome"] == "passed" and verdict is None else \
             (verdict or {}).get("status", "error")
@@ -188,18 +183,15 @@ def parts_of(document):
 # -- the kit's long-lived session --------------------------------------------------------------
 
 class StudentReport(JSONReport):
-    """pytest-json-report's plugin for one student's tests: registered before them, its
-    document made after them.  The kit's session configured pytest once: the plugin's hook
-    specs are added once (KitPlugin.pytest_addhooks) and its configure step is not replayed at
-    each registration (it would make this student's plugin the one pytest unregisters at the
-    session's end)."""
+    """pytest-json-report's plugin for one student's tests.  Its hook specs are added once
+    (KitPlugin.pytest_addhooks), and its configure step is not replayed at each registration (it
+    would make this student's plugin the one pytest unregisters at the session's end)."""
     pytest_addhooks = None
     pytest_configure = None
 
 
 class KitPlugin:
-    """Runs the collected checks once per student that the CheckSession hands over, each
-    through pytest's protocol, and keeps the call a failing check's heatmap was drawn from."""
+    """Runs the collected checks for each student the CheckSession hands over."""
 
     def __init__(self, owner):
         self.owner = owner
@@ -224,9 +216,8 @@ class KitPlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item, call):
-        """The judged call a failing check's heatmap text was drawn from, kept for the feedback
-        page under the check's id (the first failing part's), so the page's drawing and the
-        card's text are the same numbers."""
+        """The judged call a failing check's heatmap text was drawn from, kept under the check's
+        id (the first failing part's): the feedback page draws the card's own numbers."""
         if call.excinfo is None or call.when not in ("setup", "call"):
             return
         drawn = getattr(getattr(call.excinfo.value, "heatmap", None), "call", None)
@@ -241,8 +232,8 @@ class KitPlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session):
-        """Instead of running the items once: run them for each student handed over, until
-        None comes.  A check module that could not be collected ends the session here."""
+        """Run the items for each student handed over, until None comes.  A check module that
+        could not be collected ends the session here."""
         owner = self.owner
         # This thread computes: OpenMP keeps the thread count per thread (process.py).
         owner.threads_given = process.one_thread_here()
@@ -259,11 +250,9 @@ class KitPlugin:
             owner.results.put(self._run_items(session, *request))
 
     def _run_items(self, session, student, only=None):
-        """Every collected check against `student` (only those whose id is in `only`, where it
-        is given), each through pytest's protocol: the document of their pytest-json-report, or
-        the exception that stopped them.  The last one runs with nextitem=None, which tears
-        every fixture down (the session-scoped `student` included), so each student starts
-        from nothing, as in a fresh session."""
+        """The collected checks (those in `only`, where given) against `student`: their
+        pytest-json-report document, or the exception that stopped them.  The last one runs with
+        nextitem=None, which tears every fixture down: each student starts as in a fresh session."""
         items = [item for item in session.items if only is None or check_of(item) in only]
         report, manager = StudentReport(session.config), session.config.pluginmanager
         self.current = student
@@ -289,12 +278,9 @@ def check_files(visibilities):
 
 
 class CheckSession:
-    """One pytest session whose checks are collected once and run against student after student.
-
-    pytest.main runs in a thread of its own and waits in pytest_runtestloop for the next
-    student; `run` hands one over and returns its pytest-json-report document.  One student at
-    a time.
-    """
+    """One pytest session whose checks are collected once and run against student after student:
+    pytest.main runs in a thread of its own, waiting in pytest_runtestloop for the next student
+    that `run` hands over, one at a time."""
 
     def __init__(self, visibilities=("public", "hidden")):
         self.requests, self.results = queue.Queue(), queue.Queue()
@@ -320,9 +306,8 @@ class CheckSession:
         self.thread.start()
 
     def _main(self):
-        # The kit's fixtures are this module's plain functions, which find the student through
-        # the session's config (pytest deprecates session-scoped fixtures written as a plugin
-        # object's methods): the module is handed to pytest as a plugin beside it.
+        # The fixtures are this module's functions (pytest deprecates session-scoped fixtures as
+        # a plugin object's methods): the module is a plugin beside KitPlugin.
         try:
             pytest.main(self.args, plugins=[self.plugin, sys.modules[__name__]])
             failure = self.failure or RuntimeError("the check session ended early (see stderr)")
@@ -334,8 +319,7 @@ class CheckSession:
         self.results.put(failure)
 
     def run(self, student, only=None):
-        """Run every check (or those whose id is in `only`) against `student`; return the
-        pytest-json-report document of their tests."""
+        """The pytest-json-report document of every check (or those in `only`) on `student`."""
         if not self.thread.is_alive():
             raise self.failure or RuntimeError("the check session is closed")
         self.requests.put((student, None if only is None else frozenset(only)))

@@ -1,12 +1,9 @@
 """One judge, kept for many gradings: the only way the kit grades, from one file to a class.
 
 A Judge holds where its workers come from (workers.WorkerSource) and one pytest check session per
-set of visibilities (runner.CheckSession: collecting the checks is paid once).  Every door
-(`grade`, the batch's judges, the notebook kernel's judge, `watch`) begins and finishes a
-submission through it, so a file's verdict cannot depend on the door it came through.
-
-Nothing heavy is imported before `begin` has started the first worker: the worker's torch import
-then overlaps with the judge's own (torch, pytest).
+set of visibilities (runner.CheckSession).  Every door begins and finishes a submission through
+it, so a file's verdict cannot depend on the door it came through.  Nothing heavy is imported
+before `begin` has started the first worker: its torch import overlaps with the judge's own.
 """
 from grader.judge.student import Student
 from grader.judge.workers import WorkerSource
@@ -23,15 +20,15 @@ class Judge:
         self.sessions = {}
 
     def begin(self, path):
-        """Load the submission at `path` and start its worker at once: (sub, student).  Raises
-        submission.SubmissionError for what cannot be graded."""
+        """(sub, student) for the submission at `path`, its worker started; SubmissionError for
+        what cannot be graded."""
         from grader import process
         from grader.judge import grading
 
         try:
             return grading.start(path, self.isolation, self.limits, self.workers)
-        except BaseException:  # no checks to collect for it: the held start is over (watch and
-            process.release_gc()  # the notebook's judge go on waiting for the next file)
+        except BaseException:  # no checks for it: the held start is over (watch and the
+            process.release_gc()  # notebook's judge go on waiting for the next file)
             raise
 
     def student(self, sub, limits=None):
@@ -46,15 +43,14 @@ class Judge:
         # Before the first check, which is when large answers come: their memory goes back when
         # freed.  Not in __init__: ctypes would be imported before a `grade`'s worker starts.
         memory.return_large_blocks()
-        key = tuple(sorted(visibilities))
-        if key not in self.sessions:  # e.g. a course notebook's %check (public) and its
-            self.sessions[key] = runner.CheckSession(visibilities)  # autograder cells (all)
+        key = tuple(sorted(visibilities))  # a notebook's %check (public), its autograder (all)
+        if key not in self.sessions:
+            self.sessions[key] = runner.CheckSession(visibilities)
         return self.sessions[key]
 
     def finish(self, sub, student, visibilities=("public", "hidden"), entry=None,
                exercises=None):
-        """The report data of a begun submission (its worker is closed); `exercises`: only
-        their checks (grading.finish)."""
+        """The report data of a begun submission (grading.finish); its worker is closed."""
         from grader.judge import grading
 
         try:
@@ -85,7 +81,6 @@ class Judge:
 
 
 def grade(path, visibilities=("public", "hidden"), isolation="auto", limits=None):
-    """One submission, start to finish, through a judge of its own with cold workers: the report
-    data.  Gradescope, the nbgrader regrade (the notebook judge), Classroom and hints grade so."""
+    """One submission's report data, through a judge of its own with cold workers."""
     with Judge(limits, isolation) as judge:
         return judge.grade(path, visibilities)

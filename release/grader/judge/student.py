@@ -12,11 +12,13 @@ import socket
 import threading
 import time
 
+from grader import safefs
 from grader.sandbox import launch as sandbox
 from grader.sandbox.runtime.limits import SANDBOX_FAILED
 from grader.sandbox.launch import WorkerFailure
 from grader.sandbox.runtime import wire
 from grader.judge.submission import STUDENT_FILE
+from grader.judge.workers import WorkerSource, interrupt
 
 # Calls that run the module's forward inside the worker cannot succeed once forward hangs; the
 # contract's readers (describe, inject, read, scramble) never run it, so a hang leaves them be.
@@ -79,15 +81,12 @@ class StudentError(Exception):
 
 class Student:
     def __init__(self, work_dir, limits=None, isolation="auto", workers=None, source=None):
-        from grader.judge.workers import WorkerSource
-
         # `work_dir`: the folder of the student's file, or a function that makes it on first
         # need (Submission.work_dir): a worker handed the text (forked, a spare) never needs one.
         self._folder = work_dir if callable(work_dir) else (lambda: work_dir)
         self.source_text = source  # the judge's own copy, read once before any worker started
         self.limits = limits or sandbox.Limits()
         self.workers = workers or WorkerSource(isolation, self.limits, start="exec")
-        self.isolation = self.workers.isolation
         self.startup_seconds = self.workers.startup_seconds(self.limits)
         self.worker, self.starts, self.next_id, self.spent = None, 0, 0, 0.0
         self.round_trips = 0  # requests sent, one call each
@@ -113,15 +112,9 @@ class Student:
         # main thread, possibly inside start().
         self.cancelled, self.adopted, self.lock = False, [], threading.RLock()
 
-    @property
-    def work_dir(self):
-        return self._folder()
-
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self):
         """Start a worker now (its torch import then overlaps with the judge's own work)."""
-        from grader.judge.workers import interrupt
-
         with self.lock:
             if self.worker is not None or self.import_error is not None:
                 return self
@@ -144,8 +137,6 @@ class Student:
 
     def cancel(self):
         """End this grading early, from any thread: the thread using the worker sees it die."""
-        from grader.judge.workers import interrupt
-
         with self.lock:
             self.cancelled = True
             for worker in self.adopted:
@@ -180,21 +171,33 @@ class Student:
             raise self._budget_used()
 
     def _await_hello(self):
-        """Wait for the worker's greeting: its import time counts against the one budget."""
-        began, self.prepared_seconds = time.monotonic(), 0.0
+        """Wait for the worker's greeting, after its signing key: its import time counts against
+        the one budget.  A cold worker first says its own preparation is over: the time until then
+        is the kit's, not the student's."""
+        began, prepared, first = time.monotonic(), 0.0, True
         left = self._left()
+        seconds = max(min(self.startup_seconds, left), 0.1)
+        deadline, self.stuck_line = began + seconds, None
         try:
-            hello = self._receive_hello(max(min(self.startup_seconds, left), 0.1))
+            while True:
+                hello = self._receive(max(deadline - time.monotonic(), 0.01))
+                if first and hello == {"prepared": True}:  # sent before any student code ran
+                    prepared, first = time.monotonic() - began, False
+                elif self.key is None:
+                    self._take_key(hello)
+                else:
+                    break
         except WorkerFailure as failure:
-            if failure.kind == "timeout" and left < self.startup_seconds:  # the budget cut it
-                failure = self._budget_used()
+            if failure.kind == "timeout":
+                failure = self._budget_used() if left < self.startup_seconds else WorkerFailure(
+                    "timeout", f"no answer within {seconds:g} s", f"{seconds:g} 秒内没有完成")
             self.import_error = WorkerFailure(
                 failure.kind, "while importing attention.py: " + failure.message,
                 "导入 attention.py 时，" + failure.zh, during="import", **self._stuck_at())
             self.close()
             raise self.import_error from None
         finally:
-            self._charge(time.monotonic() - began - self.prepared_seconds)
+            self._charge(time.monotonic() - began - prepared)
         self.hello_pending = False
         if not isinstance(hello, dict) or "hello" not in hello:
             self.close()
@@ -208,43 +211,9 @@ class Student:
         self.memory_at_hello = self.worker.memory()
         self.refused_at_import = hello.get("refused")
 
-    def _receive_hello(self, seconds):
-        """The worker's hello, after its signing key and the lines its import was at (the latest
-        kept for a timeout to show).  A cold worker first says its own preparation is over: the
-        time until then is the kit's, not the student's (self.prepared_seconds)."""
-        deadline, self.stuck_line = time.monotonic() + seconds, None
-        began, first = time.monotonic(), True
-        while True:
-            try:
-                message = self._receive(max(deadline - time.monotonic(), 0.01))
-            except WorkerFailure as failure:
-                if failure.kind != "timeout":
-                    raise
-                raise WorkerFailure("timeout", f"no answer within {seconds:g} s",
-                                    f"{seconds:g} 秒内没有完成") from None
-            if first and message == {"prepared": True}:  # sent before any student code ran
-                self.prepared_seconds = time.monotonic() - began
-                first = False
-                continue
-            if self.key is None:
-                self._take_key(message)
-                continue
-            first = False
-            if not self._stuck(message):
-                return message
-
-    def _stuck(self, message):
-        """A report of the line the student's code is at ({"stuck": line}), kept for a timeout
-        to name.  False for any other message."""
-        if not (isinstance(message, dict) and set(message) == {"stuck"}):
-            return False
-        if isinstance(message["stuck"], int) and not isinstance(message["stuck"], bool):
-            self.stuck_line = message["stuck"]
-        return True
-
     def _take_key(self, message):
-        """The worker's first word in serve(), before any student code ran: the key every frame
-        after it is signed with (wire.py), which the student's code cannot reach."""
+        """The worker's first word, before any student code ran: the key every frame after it is
+        signed with (wire.py), which the student's code cannot reach."""
         key = message.get("key") if isinstance(message, dict) and len(message) == 1 else None
         try:
             self.key = bytes.fromhex(key)
@@ -253,8 +222,8 @@ class Student:
                        "运行你代码的进程没有按约定应答")
 
     def _stuck_at(self):
-        """{"where": "attention.py:N: code"} for the line the import or the call was last seen at
-        (the code from the judge's own copy: the worker only names a line)."""
+        """{"where": "attention.py:N: code"} for the line the import or call was last seen at (the
+        code from the judge's own copy: the worker only names a line)."""
         line = getattr(self, "stuck_line", None)
         if line is None:
             return {}
@@ -294,15 +263,22 @@ class Student:
         try:
             while True:
                 header, payload = self.frames.read_frame(fill, key=self.key)
-                if expect_id is wire._NO_ID or payload or not header.startswith(STUCK):
+                if payload or not header.startswith(STUCK):
                     return wire.decode(header, payload, expect_id=expect_id)
-                # where the call is, told while it runs: kept, and the reply read on within
-                # the same deadline (and overtime)
-                if not self._stuck(wire.decode(header, payload)):
-                    raise wire.ProtocolError("a malformed report of where the call is")
+                # the line the student's code is at, told while it runs: kept for a timeout to
+                # name, and the answer read on within the same deadline (and overtime)
+                stuck = wire.decode(header, payload)
+                if not (isinstance(stuck, dict) and set(stuck) == {"stuck"}):
+                    raise wire.ProtocolError("a malformed report of where the code is")
+                if isinstance(stuck["stuck"], int) and not isinstance(stuck["stuck"], bool):
+                    self.stuck_line = stuck["stuck"]
         except socket.timeout:
-            if overtime is not None and overtime.out_of_memory():
-                self._out_of_memory()
+            if overtime is not None and overtime.out_of_memory():  # the limit's, not a hang
+                limit = f"{self.limits.memory_bytes / 2 ** 30:g} GiB"
+                op, _, fn = (self.kind or "").partition(":")
+                self._fail("memory_limit", f"still allocating near the memory limit of {limit}",
+                           f"接近 {limit} 内存限制时仍在分配内存", limit=limit,
+                           where=fn if op == "call" else CALLED.get(op, op))
             self._fail("timeout", f"no answer within {seconds:g} s", f"{seconds:g} 秒内没有回答",
                        **self._stuck_at())
         except (EOFError, ConnectionError, OSError):
@@ -341,8 +317,7 @@ class Student:
             if blocker in self.poisoned:
                 raise self.poisoned[blocker]
         try:
-            self._send(op, args)
-            return self._reply(timeout)
+            return self._round_trip(op, args, timeout)
         except StudentError as error:
             if error.memory_limit:
                 # Every question is tiny: code that fills the memory limit on one fills it on
@@ -361,28 +336,22 @@ class Student:
                     **{k: v for k, v in failure.fields.items() if k != "where"})
             raise
 
-    def _send(self, op, args):
-        """The request of one call, sent to a worker that has said hello."""
+    def _round_trip(self, op, args, timeout):
+        """The request of one call, sent to a worker that has said hello, and its answer, waited
+        for with its own timeout."""
         self._check_budget()
         self.start()
         if self.hello_pending:
             self._await_hello()
-        began = time.monotonic()
-        try:
-            frame = wire.encode({"id": self.next_id + 1, "op": op, "args": args})
-            self.worker.channel.sendall(frame)
-        except OSError:
-            self._exited()
-        finally:
-            self._charge(time.monotonic() - began)
-        self.round_trips += 1
-
-    def _reply(self, timeout):
-        """The answer to the call just sent, waited for with its own timeout."""
         self.next_id += 1
-        began = time.monotonic()
-        self.stuck_line = None
+        began, self.stuck_line = time.monotonic(), None
         try:
+            frame = wire.encode({"id": self.next_id, "op": op, "args": args})
+            try:
+                self.worker.channel.sendall(frame)
+            except OSError:
+                self._exited()
+            self.round_trips += 1
             seconds = max(min(timeout or self.limits.call_seconds, self._left()), 0.1)
             overtime = Overtime(self, min(MEMORY_GRACE_SECONDS, self._left() - seconds))
             reply = self._receive(seconds, expect_id=self.next_id, overtime=overtime)
@@ -401,14 +370,6 @@ class Student:
         if "ok" not in reply:
             self._fail("protocol", "reply without a result", "应答里没有结果")
         return reply["ok"]
-
-    def _out_of_memory(self):
-        """Fail the call that overran while growing toward the memory limit, as the limit's."""
-        limit = f"{self.limits.memory_bytes / 2 ** 30:g} GiB"
-        op, _, fn = (self.kind or "").partition(":")
-        self._fail("memory_limit", f"still allocating near the memory limit of {limit}",
-                   f"接近 {limit} 内存限制时仍在分配内存", limit=limit,
-                   where=fn if op == "call" else CALLED.get(op, op))
 
     # -- what the checks call -----------------------------------------------------------------
     def call(self, fn, *args, views=(), **kwargs):
@@ -445,7 +406,7 @@ class Student:
 
     def devices(self):
         """The devices other than the CPU the worker can try (its claim: it only chooses where
-        the device checks run).  Asked once; a start of CUDA may take a while."""
+        the device checks run).  Asked once."""
         if self.devices_seen is None:
             found = self.request("devices", timeout=60)
             self.devices_seen = [d for d in found if d in ("meta", "cuda")] \
@@ -453,9 +414,8 @@ class Student:
         return self.devices_seen
 
     def refused(self):
-        """The routes into the grading process that the worker's audit hook refused to the
-        student's code so far (isolation.py), as event names: the worker's claim.  Where the
-        worker cannot answer (it crashed or hangs), what it said at import."""
+        """The event names the worker's audit hook refused to the student's code so far
+        (isolation.py; the worker's claim), or, where it cannot answer, what it said at import."""
         try:
             found = self.request("refused", timeout=10)
         except (StudentError, WorkerFailure):
@@ -468,25 +428,16 @@ class Student:
         return self.request("call_on", fn=fn, device=device, dtype=dtype, args=list(args),
                             kwargs=kwargs)
 
-    def constants(self, names, along=()):
+    def constants(self, names):
         """{name: value} of the module's names (a value the file lacks: {"$missing": True}).  Each
-        name is asked once per submission and kept.  `along`: names asked in the same round trip
-        where not kept yet; where that wider request fails, `names` are asked alone, so one name
-        that cannot be read never fails another's check."""
+        name is asked once per submission and kept."""
         names = list(names)
         wanted = [n for n in dict.fromkeys(names) if n not in self.known_constants]
         if wanted:
-            extra = [n for n in dict.fromkeys(along) if n not in self.known_constants
-                     and n not in wanted]
-            try:
-                values = self.request("constants", names=wanted + extra)
-            except StudentError:
-                if not extra:
-                    raise
-                values = self.request("constants", names=wanted)
+            values = self.request("constants", names=wanted)
             if not isinstance(values, dict):
                 return values  # judged as it came (a well-behaved worker always answers a dict)
-            self.known_constants.update((n, values[n]) for n in wanted + extra if n in values)
+            self.known_constants.update((n, values[n]) for n in wanted if n in values)
         return {n: copy.deepcopy(self.known_constants[n]) for n in names
                 if n in self.known_constants}
 
@@ -495,12 +446,10 @@ class Student:
             "train_copy", timeout=timeout, seed=seed, n_heads=n_heads))
 
     def source(self):
-        """The student's file as text, for static checks: the judge's own copy, read before any
-        worker ran (a worker may have replaced the file since), else the file, read once."""
+        """The student's file as text: the judge's own copy, read before any worker ran (a worker
+        may have replaced the file since), else the file, read once."""
         if self.source_text is None:
-            from grader import safefs
-
-            path = os.path.join(self.work_dir, STUDENT_FILE)
+            path = os.path.join(self._folder(), STUDENT_FILE)
             self.source_text = safefs.read_regular(path, 2 * 1024 * 1024).decode("utf-8", "replace")
         return self.source_text
 
@@ -523,10 +472,10 @@ class Overtime:
         self.last, self.growing, self.let_go, self.reached = None, False, False, False
 
     def more(self):
-        """Seconds more to wait for the answer: a first step where the worker holds more than at
-        its hello (under load memory fills slowly), one per step while it keeps growing, and one
-        the first time it lets memory go (the limit stopped it: its error is on its way); 0 once
-        it holds still (a hang that holds memory: a timeout), or the time allowed is given."""
+        """Seconds more to wait: a first step where the worker holds more than at its hello (under
+        load memory fills slowly), one per step while it grows, and one the first time it lets
+        memory go (the limit stopped it: its error is on its way); 0 once it holds still (a hang
+        that holds memory: a timeout), or the time allowed is given."""
         held = self.student.worker.memory()
         if held is None:
             self.growing = False

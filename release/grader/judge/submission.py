@@ -12,9 +12,11 @@ import re
 import stat
 import tempfile
 import time
+import zipfile
 import zlib
 
-from grader import safefs
+from grader import rubric, safefs
+from grader.judge import cells, manifest
 
 STUDENT_FILE = "attention.py"
 MAX_BYTES = safefs.MAX_SOURCE_BYTES
@@ -62,9 +64,8 @@ class Submission:
 
     @property
     def work_dir(self):
-        """The work folder, made on first use: only a worker that reads its file from a folder
-        needs one.  The judge keeps `source` (read once, at load) and never reads the folder
-        again; the worker, another uid in the sandbox, may read the folder but not write it."""
+        """The work folder, made on first use (a forked or spare worker never needs one).  The
+        judge keeps `source` and never reads it; the worker, another uid, may read but not write."""
         if self._work_dir is None:
             if self._cleaned:
                 raise RuntimeError("the submission is cleaned up: it has no work folder")
@@ -125,8 +126,6 @@ def keep_definitions(chunks):
     a stray cell (a training loop, `while True:`) cannot stop the definitions from being graded.
     Every line stays where it was (left-out lines become comments), so an error names the
     notebook's own line; `left_out` lists each statement dropped as "line N: first line"."""
-    from grader.judge import cells  # a notebook's only (ast): a .py's worker starts before it
-
     chunks = [chunks] if isinstance(chunks, str) else list(chunks)
     out, left_out = [], []
     for number, chunk in enumerate(chunks):
@@ -146,8 +145,6 @@ GUARD_OPEN, GUARD_CLOSE = "try: ", "except Exception: pass  # (kept as the kerne
 def _kept_lines(lines, body):
     """The cell's lines with left-out statements commented out and guarded assignments opened
     with `try:`; (lines, [(first, last) of each dropped statement])."""
-    from grader.judge import cells
-
     if body is None:  # a cell that does not parse: the kernel ran none of it either
         return ["# (left out) " + line for line in lines], ([(1, len(lines))] if lines else [])
     kept, dropped = list(lines), []
@@ -182,13 +179,17 @@ def _notebook_submission(origin, text):
     return Submission(origin, source, "notebook", left_out)
 
 
+def _too_large(name):
+    return SubmissionError(f"{name}: larger than {MAX_BYTES // 1024} KiB",
+                           f"{name}：超过 {MAX_BYTES // 1024} KiB")
+
+
 def _read(path):
     """The file's text: a regular file (not a FIFO or a device) of at most MAX_BYTES."""
     try:
         raw = safefs.read_regular(path, MAX_BYTES)
     except safefs.TooLarge:
-        raise SubmissionError(f"{path}: larger than {MAX_BYTES // 1024} KiB",
-                              f"{path}：超过 {MAX_BYTES // 1024} KiB") from None
+        raise _too_large(path) from None
     except safefs.NotRegular:
         raise SubmissionError(f"{path}: not a regular file", f"{path}：不是普通文件") from None
     except OSError as exc:
@@ -278,8 +279,6 @@ def _zip_candidates(archive):
 
 def _packaged_work(archive, package):
     """The work file a `make submit` manifest names, if the zip has it as a plain file."""
-    from grader.judge import manifest
-
     name = package.get("work") if package else None
     if not name or name.split("/")[-1] not in manifest.WORK_NAMES:
         return None
@@ -307,11 +306,6 @@ def load_zip(path):
     """The attention file of a .zip, read in memory (nothing is extracted to disk).  A package
     made by `make submit` gives the file its manifest names, and `sub.package` says whether the
     zip still holds what the manifest lists (grader/judge/manifest.py)."""
-    import zipfile  # here, not at the top: a .py's worker starts before it (~5 ms)
-
-    from grader import rubric
-    from grader.judge import manifest
-
     try:
         data = safefs.read_regular(path, MAX_ZIP_BYTES)  # a FIFO named .zip cannot block us
     except safefs.TooLarge:
@@ -327,10 +321,12 @@ def load_zip(path):
                                        deadline=time.monotonic() + ZIP_SECONDS)
             info = _packaged_work(archive, package) or _zip_candidates(archive)
             if info.file_size > MAX_BYTES:
-                raise SubmissionError(f"{info.filename}: larger than {MAX_BYTES // 1024} KiB",
-                                      f"{info.filename}：超过 {MAX_BYTES // 1024} KiB")
+                raise _too_large(info.filename)
             with archive.open(info) as handle:
                 raw = handle.read(MAX_BYTES + 1)
+            if len(raw) > MAX_BYTES:  # the size a member declares may be a lie
+                raise _too_large(info.filename)
+            text = decoded(raw, info.filename)
     except SubmissionError as exc:
         raise SubmissionError(f"{path}: {exc}", f"{path}：{exc.said('zh')}") from None
     except manifest.ZipTooSlow as exc:
@@ -340,14 +336,6 @@ def load_zip(path):
         raise SubmissionError(f"{path}: not a readable zip ({type(exc).__name__}: "
                               f"{str(exc)[:120]})", f"{path}：不是可读取的 zip 文件"
                               f"（`{type(exc).__name__}: {str(exc)[:120]}`）") from None
-    if len(raw) > MAX_BYTES:
-        raise SubmissionError(f"{path}: {info.filename} is larger than {MAX_BYTES // 1024} KiB",
-                              f"{path}：其中的 {info.filename} 超过 {MAX_BYTES // 1024} KiB")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise SubmissionError(f"{path}: {info.filename} is not UTF-8 text",
-                              f"{path}：其中的 {info.filename} 不是 UTF-8 文本") from None
     sub = _notebook_submission(path, text) if has_suffix(info.filename, ".ipynb") else \
         Submission(path, text, "python")
     sub.container = "zip"

@@ -1,14 +1,9 @@
-"""Where a grading's workers come from: one interface (`WorkerSource.spawn`) for all three.
-
-    "exec"   each worker a new sandboxed process that imports torch itself (one submission per
-             judge: `grade`, `make check`, Gradescope)
-    "fork"   forked from a zygote that imported torch once (sandbox/forkserver.py), for every
-             long-lived judge where the fork server works (Linux; bubblewrap as root, or plain)
-    "spare"  started ahead and waiting for go (worker.py --wait-go), where no fork server works
-             and a judge keeps spares (watch, the kernel)
-
-Every worker is its own fresh sandboxed process; the source only decides how much of torch's
-import it has done before the student's file is handed over.
+"""Where a grading's workers come from, one interface (`WorkerSource.spawn`) for all three:
+"exec" (a new sandboxed process that imports torch itself: one submission per judge), "fork"
+(from a zygote that imported torch once: sandbox/forkserver.py) and "spare" (started ahead,
+waiting for go: where no fork server works and a judge keeps spares).  Every worker is its own
+fresh sandboxed process; the source only decides how much of torch's import it has done before
+the student's file is handed over.
 
 The spares are made on a thread of their own that lives as long as the pool: bubblewrap's
 --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that forked the process ends, so a
@@ -71,8 +66,7 @@ class SparePool:
         self.maker.start()
 
     def fill(self):
-        """Ask the maker thread to top the pool up (returns at once; a take() from now on waits
-        for the spare it starts)."""
+        """Ask the maker thread to top the pool up (a take() from now on waits for its spare)."""
         self._short()
         self.wanted.set()
 
@@ -143,8 +137,7 @@ TAKEN_KEPT = 256  # workers remembered in WorkerSource.taken
 class WorkerSource:
     """The workers of one judge.  `start`: "auto" or "fork" (fork where it works, else spares
     where `spares` > 0, else exec), "spare" (never fork), "exec" (every worker cold).  `server`:
-    a fork server already started.  `refill`: replace the spares taken once a grading is over.
-    `taken`: the last TAKEN_KEPT workers handed out, how each started and whether it was warm."""
+    a fork server already started.  `refill`: replace the spares taken once a grading is over."""
 
     def __init__(self, isolation, limits=None, start="auto", spares=0, server=None, refill=True):
         if start not in STARTS:
@@ -160,7 +153,7 @@ class WorkerSource:
         self.spares = spares if start in ("auto", "spare") else 0
         self.refill = refill
         self.pool = None if self.server else self._pool()
-        self.taken = []
+        self.taken = []  # the latest workers handed out: how each started, warm or not (--stats)
 
     def _pool(self):
         return SparePool(self.limits, self.isolation, self.spares) if self.spares else None
@@ -196,9 +189,8 @@ class WorkerSource:
             self.pool.fill()
 
     def spawn(self, folder, limits, source):
-        """A new worker for the submission whose file is in `folder()` (a function: the folder
-        is made on first need); `source()` is its file's text.  A spare is handed the text, a
-        fork in its namespaces a copy of it; the others read the file in their sandbox."""
+        """A new worker for the submission whose file is in `folder()` (made on first need) and
+        whose text is `source()`: a spare is handed the text, a fork a copy, a cold one reads the file."""
         if self.server is not None:
             worker = self.server.spawn(folder, STUDENT_FILE, limits, source)
             self.taken.append({"pid": worker.id, "warm": True, "start": "fork"})
@@ -212,8 +204,8 @@ class WorkerSource:
         return worker
 
     def startup_seconds(self, limits):
-        """How long a worker's hello may take: a spare's may include the rest of its torch import
-        (a cold worker's all of it), which the student must not be blamed for."""
+        """How long a worker's hello may take: it may include some or all of torch's import, which
+        the student must not be blamed for."""
         return max(30.0, 3 * limits.call_seconds) if self.pool is not None else 60.0
 
     def close(self):
@@ -233,5 +225,5 @@ def interrupt(worker):
 
 
 def forked(server):
-    """The workers of a fork server started elsewhere (a test's, a bench's own zygote)."""
+    """The workers of a fork server started elsewhere (a test's own zygote)."""
     return WorkerSource(server.isolation, server=server)

@@ -1,9 +1,6 @@
 """The report's renderers: text, JSON, Markdown and Gradescope's results.json, in zh or en.
 Scores and verdicts are the model's (model.Report.from_parts); these only format its plain data."""
-import itertools
-
-from grader import inert
-from grader import words
+from grader import inert, words
 
 STATUS_MARK = {"passed": "✓", "failed": "✗", "error": "!", "timeout": "⏱"}
 STATUS_WORDS = words.table("status")
@@ -90,20 +87,19 @@ def verdict_lines(rubric, verdicts, lang):
 
 
 def line_said(verdict, lang):
-    """(what the line is, its code) of a verdict whose `where` names a line of the student's file
-    ("attention.py:N: code"): the line a timeout was running or an import stopped at; or None."""
+    """[what the line is, "| " its code] of a verdict whose `where` names a line of the student's
+    file ("attention.py:N: code"): the line a timeout was running or an import stopped at; or []."""
     head, _, code = verdict.get("fields", {}).get("where", "").partition(": ")
     number = head.rpartition(":")[2]
     if not (code and number.isdigit()):
-        return None
+        return []
     said = TEXT[lang]["stuck_line" if verdict.get("key") == "timeout" else "import_line"]
-    return said.format(line=number), code
+    return [said.format(line=number), f"| {code}"]
 
 
 def stuck_lines(verdict, lang):
     """Under a call's timeout: the student's line it was running when time ran out."""
-    said = line_said(verdict, lang) if verdict.get("key") == "timeout" else None
-    return [said[0], f"| {said[1]}"] if said else []
+    return line_said(verdict, lang) if verdict.get("key") == "timeout" else []
 
 
 def stuck_at_top(report, lang):
@@ -142,21 +138,13 @@ def part_lines(rubric, result, lang):
 
 def notes(rubric, result, lang):
     """What a passing check could not judge here (it cost nothing), each message once."""
-    said = []
-    for note in result.get("notes") or []:
-        message = rubric.message(note.get("key", ""), lang, **note.get("fields", {}))
-        if message not in said:
-            said.append(message)
-    return "\n".join(said)
+    return "\n".join(dict.fromkeys(rubric.message(note.get("key", ""), lang, **note.get("fields", {}))
+                                   for note in result.get("notes") or []))
 
 
 def import_failure(report):
     """The verdict of a file that could not be imported (every check carries it), or None."""
-    for result in report["checks"]:
-        for verdict in result["verdicts"]:
-            if at_import(verdict):
-                return verdict
-    return None
+    return next((v for r in report["checks"] for v in r["verdicts"] if at_import(v)), None)
 
 
 def at_import(verdict):
@@ -169,16 +157,13 @@ def at_import(verdict):
 def import_failure_lines(rubric, verdict, lang):
     """Said once, at the top: what stopped the import and the line itself, indentation kept
     (an IndentationError is about its spaces)."""
-    lines = [rubric.message(verdict["key"], lang, **verdict.get("fields", {}))]
-    said = line_said(verdict, lang)
-    if said:
-        lines += ["    " + said[0], f"    | {said[1]}"]
-    return lines + [""]
+    return [rubric.message(verdict["key"], lang, **verdict.get("fields", {}))] + \
+        ["    " + line for line in line_said(verdict, lang)] + [""]
 
 
 def misconception(result):
-    keys = [v["key"] for v in result["verdicts"]]
-    return keys[0] if keys else None
+    """The key of a check's first failing verdict (its named mistake), or None."""
+    return result["verdicts"][0]["key"] if result["verdicts"] else None
 
 
 def card(rubric, result, lang):
@@ -215,6 +200,7 @@ def not_started(checks):
 
 
 def to_text(rubric, report, lang, hidden_not_run=0):
+    """The report as `make check` prints it, inert for a terminal."""
     text = TEXT[lang]
     failure = import_failure(report)
     lines = import_failure_lines(rubric, failure, lang) if failure else stuck_at_top(report, lang)
@@ -222,14 +208,11 @@ def to_text(rubric, report, lang, hidden_not_run=0):
     for r in report["checks"]:
         by_exercise.setdefault(r["exercise"], []).append(r)
     untouched = {} if failure else {ex: not_started(rs) for ex, rs in by_exercise.items()}
-    said = set()  # the untouched exercises already said in their one line
-    for exercise, run in itertools.groupby(report["checks"], key=lambda r: r["exercise"]):
+    for exercise, run in by_exercise.items():
         if untouched.get(exercise):
-            if exercise not in said:
-                said.add(exercise)
-                lines.append(text["exercise_line"].format(
-                    exercise=exercise, what=text[untouched[exercise]],
-                    max_score=points(sum(c["max_score"] for c in by_exercise[exercise]))))
+            lines.append(text["exercise_line"].format(
+                exercise=exercise, what=text[untouched[exercise]],
+                max_score=points(sum(c["max_score"] for c in run))))
             continue
         lines.append(f"\n== {exercise} ==")
         for r in run:

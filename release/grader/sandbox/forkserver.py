@@ -1,9 +1,6 @@
-"""The judge's side of the fork server (zygote.py): each judge starts a zygote of its own, which
-imports torch once and forks every submission's worker, isolated before the student's file is
-imported.  A ForkedWorker looks like launch.WorkerProcess to the Student proxy.
-
-The fork server is used where it isolates as well as one process per submission: bubblewrap when
-the grader is root (the children build their own namespaces) and plain processes (`supported`).
+"""The judge's side of the fork server (zygote.py): a zygote of the judge's own imports torch
+once and forks every submission's worker.  A ForkedWorker looks like launch.WorkerProcess to the
+Student proxy.  Used where it isolates as well as a cold worker (`supported`).
 """
 import contextlib
 import itertools
@@ -15,11 +12,11 @@ import sys
 import tempfile
 import threading
 
-from grader.sandbox import launch as sandbox
-from grader.sandbox.runtime.limits import UNPRIVILEGED
-from grader.sandbox.launch import WorkerFailure
 from grader import safefs
+from grader.sandbox import launch as sandbox
 from grader.sandbox import uidpool
+from grader.sandbox.launch import WorkerFailure
+from grader.sandbox.runtime.limits import UNPRIVILEGED
 
 READY_SECONDS = 120.0
 
@@ -64,10 +61,9 @@ class ForkedWorker:
         self.fds = [worker_end.detach(), out_write, err_write]
 
     def kill(self, grace=0.2):
-        """End the child.  Closing the channel lets a worker that waits for a request exit by
-        itself; the zygote kills it, with its process group, if it is still there after `grace`.
-        Returns once its output is complete; its exit status and the removal of its copy of the
-        work folder follow (ForkServer._read): the judge never waits for namespaces to go."""
+        """End the child: closing the channel lets a waiting worker exit by itself; the zygote
+        kills its process group after `grace`.  Returns once its output is complete; its exit
+        status and cleanup follow (ForkServer._read): the judge never waits for namespaces."""
         self.channel.close()
         self.server.send({"op": "end", "id": self.id, "grace": grace})
         for reader in (self.stdout, self.stderr):
@@ -90,8 +86,7 @@ class ForkedWorker:
         return sandbox.describe_exit(self.proc.poll(), lang)
 
     def memory(self):
-        """The memory its largest process holds (sandbox.tree_memory), or None where it has ended
-        or cannot be found (a zygote in namespaces numbers its children one PID namespace down)."""
+        """As WorkerProcess.memory (a zygote in namespaces numbers its children one level down)."""
         if self.pid is None or self.proc.poll() is not None:
             return None
         pid = self.pid if self.server.mode == "plain" else \
@@ -100,8 +95,8 @@ class ForkedWorker:
 
 
 class ForkServer:
-    """A judge's fork server: a zygote of its own, reached through a control socket (a zygote
-    that dies is replaced at the next spawn)."""
+    """A judge's zygote, reached through a control socket (one that dies is replaced at the next
+    spawn)."""
 
     def __init__(self, isolation):
         self.isolation, self.mode = isolation, supported(isolation)
@@ -185,8 +180,7 @@ class ForkServer:
             socket.send_fds(control, [json.dumps(message).encode()], list(fds))
 
     def wait_ready(self):
-        """Block until the zygote has imported torch (and probed its namespaces); RuntimeError
-        with the reason when it cannot serve."""
+        """Block until the zygote is ready; RuntimeError with the reason when it cannot serve."""
         if not self.ready.wait(READY_SECONDS):
             raise RuntimeError(f"the fork server did not start within {READY_SECONDS:g} s")
         if self.ready_error is not None or not self.alive():
@@ -198,9 +192,9 @@ class ForkServer:
         return self.control is not None and not self.gone.is_set() and self.proc.poll() is None
 
     def spawn(self, folder, student_name, limits, source=None):
-        """A fresh worker for one submission (restarts the zygote if it died).  `folder`: the
-        folder of the student's file, or a function that makes it; `source`: None, or a function
-        giving the file's text, which a child in its namespaces gets a copy of (no folder made)."""
+        """A fresh worker for one submission.  `folder`: the folder of the student's file, or a
+        function that makes it; `source`: None, or a function giving the file's text, which a
+        child in its namespaces gets a copy of (no folder made)."""
         if not callable(folder):  # a path: the folder is there already
             path, folder = folder, (lambda: path)
         if not self.alive():
@@ -240,8 +234,7 @@ class ForkServer:
         return worker
 
     def _copy_in(self, spawn_id, folder, student_name, source=None):
-        """The student's file in a read-only folder of the spool: `source()` where given, else the
-        file in `folder()` (a regular file, capped)."""
+        """The student's file (`source()`, else read from `folder()`) in a read-only spool folder."""
         copy_dir = os.path.join(self.spool, str(spawn_id))
         os.mkdir(copy_dir, 0o755)
         try:

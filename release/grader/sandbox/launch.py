@@ -1,12 +1,10 @@
 """Start the worker behind a process boundary: bubblewrap where it works, else a plain subprocess.
 
 Either way the worker gets resource limits, a minimal environment, `python -I`, its own process
-group (so everything it starts is killed with it) and a private copy of the runtime folder.  In
-bubblewrap it also gets no network, a read-only view of the Python runtime, an empty /tmp, an
-unprivileged uid, its own PID namespace and its submission, read-only; the repo, solutions/ and
-the hidden checks are not there.  On a machine with an NVIDIA GPU the worker also gets its device
-nodes, and its memory cap counts the memory it writes (RLIMIT_DATA) instead of its address space,
-which CUDA reserves by the hundred GiB.
+group and a private copy of the runtime folder.  In bubblewrap also no network, a read-only view
+of the Python runtime, an empty /tmp, an unprivileged uid, its own PID namespace and its
+submission, read-only.  On a machine with an NVIDIA GPU the worker gets its device nodes, and its
+memory cap counts RLIMIT_DATA instead of the address space, which CUDA reserves by the hundred GiB.
 """
 import contextlib
 import dataclasses
@@ -31,10 +29,9 @@ SANDBOX_RUNTIME = "/grader-runtime"
 
 
 class WorkerFailure(Exception):
-    """The worker did not answer properly: kind is timeout, memory_limit (a call that overran while
-    growing toward the memory limit), crashed, protocol, budget or sandbox (the grader's own
-    sandbox could not be set up).  `message` is English, `zh` the same in Chinese; `fields` fill
-    the rubric message."""
+    """The worker did not answer properly: kind is timeout, memory_limit, crashed, protocol, budget
+    or sandbox (the grader's own could not be set up).  `message` is English, `zh` Chinese;
+    `fields` fill the rubric message."""
 
     def __init__(self, kind, message, zh=None, **fields):
         self.kind, self.message, self.zh, self.fields = kind, message, zh or message, fields
@@ -77,8 +74,7 @@ def _bubblewrap_runs(path):
 
 
 def bubblewrap_works():
-    """bwrap may be installed but refused by the kernel (no user namespaces): tried once for
-    each bwrap found."""
+    """bwrap is installed and the kernel lets it run (tried once for each bwrap found)."""
     path = bubblewrap_path()
     return path is not None and _bubblewrap_runs(path)
 
@@ -102,16 +98,14 @@ def make_runtime_dir():
     return runtime
 
 
-# Where the machine has a GPU: how its driver is found (a driver mounted outside the loader's
-# cache, /usr/local/nvidia/lib64 in NVIDIA's containers, is named by LD_LIBRARY_PATH alone) and
-# which GPUs this grader was given.  Without them CUDA never starts in the worker.
+# Where the machine has a GPU: how its driver is found (NVIDIA's containers name it by
+# LD_LIBRARY_PATH alone) and which GPUs this grader was given.
 ACCELERATOR_ENV = ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
                    "CUDA_DEVICE_ORDER")
 
 
 def minimal_env(home):
-    """The worker's whole environment: nothing of the judge's leaks in but the kit's compute
-    settings (process.py) and, on a machine with a GPU, what its driver needs (ACCELERATOR_ENV)."""
+    """The worker's whole environment: the kit's compute settings and, with a GPU, ACCELERATOR_ENV."""
     env = {"PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
     if accelerator_nodes():
@@ -120,8 +114,7 @@ def minimal_env(home):
 
 
 def driver_folders():
-    """The absolute folders of LD_LIBRARY_PATH, where the machine has a GPU (else none): bubblewrap
-    shows them read-only, so that the driver the worker is told of is there."""
+    """The absolute folders of LD_LIBRARY_PATH where the machine has a GPU, shown read-only."""
     if not accelerator_nodes():
         return []
     found = os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
@@ -129,9 +122,8 @@ def driver_folders():
 
 
 def _python_roots():
-    """Folders the worker's Python needs, read-only: the venv, the interpreter it points to, and
-    the folder torch is imported from where it lies outside them (the student's own torch, lent
-    to the bundle's venv by a .pth: grader/tools/install.py)."""
+    """Folders the worker's Python needs: the venv, its interpreter, and torch's folder where it
+    lies outside them (the student's own torch, lent by grader/tools/install.py)."""
     roots = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), sys.prefix}
     spec = importlib.util.find_spec("torch")  # found, not imported
     if spec is not None and spec.origin:
@@ -146,8 +138,7 @@ def runs_as_root():
 
 
 def _system_and_python_binds():
-    """bwrap arguments that show /lib, /lib64, /bin, the Python installation and a GPU driver's
-    folders outside /usr (driver_folders), read-only."""
+    """bwrap arguments that show /lib, /lib64, /bin, Python and a GPU driver's folders, read-only."""
     argv = []
     for link in ("lib", "lib64", "bin"):
         if os.path.islink("/" + link):
@@ -174,16 +165,14 @@ def _system_and_python_binds():
 
 def bubblewrap_argv(work_dir, runtime_dir, spool=None, uid=UNPRIVILEGED,
                     tmp_bytes=Limits.tmp_bytes):
-    """bwrap, then (when the grader is root) setpriv to a real unprivileged uid inside it.
+    """bwrap, then (as root) setpriv to a real unprivileged uid inside it.
 
     As root, a user namespace would map the sandbox's uid back to real root, which escapes
-    RLIMIT_NPROC; so the namespaces are unshared without a user namespace and the worker drops to
-    `uid` (its own, uidpool.py) with no capabilities.  As an ordinary user, bwrap needs a user
-    namespace instead.  The work folder is bound read-only; /tmp is a tmpfs of `tmp_bytes`.
+    RLIMIT_NPROC; so no user namespace, and the worker drops to `uid` (its own, uidpool.py) with
+    no capabilities.  As an ordinary user, bwrap needs a user namespace instead.
 
-    With `spool` (root only) the sandbox is the fork server's: it stays root so that each forked
-    child can build its own mount table (zygote.py), and sees the spool of submissions at /spool
-    instead of one work folder; the children drop to uid 65534 before any student code runs.
+    With `spool` (root only) the sandbox is the fork server's: it stays root so that each child
+    can build its own mount table (zygote.py), and sees the spool at /spool.
     """
     as_root = runs_as_root()
     if spool is not None and not as_root:
@@ -210,10 +199,8 @@ def bubblewrap_argv(work_dir, runtime_dir, spool=None, uid=UNPRIVILEGED,
 
 
 def _preexec(limits):
-    """What the child does between fork and exec: its own session, the limits and, as root, System
-    V IPC objects and a network namespace of its own (no connection to another worker, nor out;
-    an ordinary user's plain subprocess shares the user's: docs/security.md).  Everything is
-    resolved here, in the parent: nothing is imported or looked up between fork and exec."""
+    """Between fork and exec: its own session, the limits and, as root, IPC and network namespaces
+    of its own.  Everything is resolved here: nothing is looked up between fork and exec."""
     unshare = None
     if os.geteuid() == 0:
         import ctypes
@@ -230,8 +217,7 @@ def _preexec(limits):
 
 
 class CappedReader(threading.Thread):
-    """Drain a pipe until its end and keep only the first `cap` bytes (a 200 MB print cannot fill
-    memory)."""
+    """Drain a pipe until its end, keeping only the first `cap` bytes."""
 
     def __init__(self, stream, cap):
         super().__init__(daemon=True)
@@ -293,8 +279,7 @@ class WorkerProcess:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
         self.channel.close()
-        # bubblewrap (or the worker itself) is reaped: what the worker wrote is in the pipes.  At
-        # most a second each: a process it started may have escaped its group, the pipe open.
+        # at most a second each: a process it started may have escaped its group, the pipe open
         self.stdout.join(1.0)
         self.stderr.join(1.0)
         safefs.remove_tree(self.runtime_dir)
@@ -309,7 +294,7 @@ class WorkerProcess:
         return tree_memory(self.proc.pid) if self.proc.poll() is None else None
 
 
-# -- the memory a worker holds, read from /proc (Student: a call that overran while it grew) ------
+# -- the memory a worker holds, read from /proc ---------------------------------------------------
 def process_tree(pid):
     """`pid` and every process below it, as this judge's /proc numbers them."""
     found, waiting = [], [pid]
@@ -329,14 +314,14 @@ def process_tree(pid):
 
 def tree_memory(pid):
     """(counted, resident) bytes of the process under `pid` (itself included) that holds the most
-    counted memory (the memory limit is each process's own), or None where none can be read."""
+    counted memory (the limit is each process's own), or None."""
     held = [m for m in map(memory_held, process_tree(pid)) if m is not None]
     return max(held) if held else None
 
 
 def pid_below(root, pid):
     """This judge's number of the process under `root` that is `pid` one PID namespace below
-    root's own (the pid a zygote in bubblewrap reports for its child), or None."""
+    root's (as a zygote in bubblewrap reports its child), or None."""
     def numbers(of):
         try:
             with open(f"/proc/{of}/status", encoding="ascii") as status:

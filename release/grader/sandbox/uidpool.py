@@ -1,11 +1,9 @@
 """A uid of its own for every running worker (when the grader is root), so that RLIMIT_NPROC, which
-the kernel counts per real uid across the machine, is one worker's budget and not all of theirs.
+the kernel counts per real uid, is one worker's budget: one submission that fills it cannot stop
+another student's worker from starting.
 
-With one uid for all, one submission that filled the process limit would make every other worker
-that started meanwhile fail ("could not fork"), graded as a crash.  A slot is claimed by
-holding an exclusive flock on a file named after its uid; the lock dies with the process that
-holds it, so a killed judge never leaks a slot.  Judges of several batches on one machine share
-the pool.  The uids are numbers without a name, unused by any account.
+A slot is an exclusive flock on a file named after its uid; the lock dies with its process, so a
+killed judge never leaks a slot.  The uids are numbers no account uses.
 """
 import contextlib
 import fcntl
@@ -40,8 +38,8 @@ class Slot:
 
 
 def claim():
-    """A free uid, starting at a random slot so that a just-freed uid (whose processes the
-    kernel may still be tearing down) is seldom the next one handed out."""
+    """A free uid, from a random slot: a just-freed uid (whose processes the kernel may still be
+    tearing down) is seldom the next one."""
     folder = _lock_dir()
     start = random.randrange(SLOTS)
     for step in range(SLOTS):

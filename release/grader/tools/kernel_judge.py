@@ -59,7 +59,7 @@ class KernelJudge:
         request = {"path": os.path.abspath(path), "hidden": bool(hidden),
                    "call_seconds": call_seconds, "budget_seconds": budget_seconds,
                    "exercise": exercise}
-        for attempt in (1, 2):
+        for _ in range(2):
             self.start()
             try:
                 data = self._ask(request, timeout)
@@ -67,12 +67,11 @@ class KernelJudge:
                 return data
             except JudgeDied as died:
                 self.stop()
-                if attempt == 2:
-                    return {"error": f"the judge process failed: {died}"}
+                failed = f"the judge process failed: {died}"
             except BaseException:  # the kernel was interrupted (or a timeout): the judge is
                 self.stop(wait=0)  # busy with this grading; the next cell gets a new one
                 raise
-        return {"error": "unreachable"}
+        return {"error": failed}
 
     def _ask(self, request, timeout):
         try:
@@ -141,7 +140,7 @@ def grade_one(judge, request):
     from grader.judge import submission
 
     limits = options.limits_from(call_timeout=request.get("call_seconds"),
-                                 budget=request.get("budget_seconds"))
+                                 submission_timeout=request.get("budget_seconds"))
     visibilities = ("public", "hidden") if request.get("hidden") else ("public",)
     exercise = request.get("exercise")
     if exercise is not None and exercise not in rubric.load().exercises():

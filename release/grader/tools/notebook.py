@@ -23,7 +23,6 @@ from grader.judge.submission import comment_out_magics
 from grader.render import report
 from grader.tools.kernel_judge import KernelJudge
 
-KIT_ROOT = paths.KIT_ROOT
 # The feedback's language: Chinese unless the notebook's first code cell says `%lang en` (or one
 # check asks, `%check attend --lang en`).  ATTN_KIT_LANG is the instructors' default for a course.
 LANG = os.environ.get("ATTN_KIT_LANG", "zh")
@@ -130,7 +129,8 @@ def judge(source, hidden, call_seconds=None, budget_seconds=None, timeout=None, 
 
 def judge_env():
     env = dict(os.environ)
-    env["PYTHONPATH"] = KIT_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = paths.KIT_ROOT + (os.pathsep + env["PYTHONPATH"]
+                                          if env.get("PYTHONPATH") else "")
     env.pop(AUTOGRADE_ENV, None)
     return env
 

@@ -31,7 +31,6 @@ PIECES = ("split_heads", "merge_heads", "attend", "CausalSelfAttention.__init__"
 ANSWER = re.compile(r"^Q\d+_\w+$")
 
 
-# -- the remembered student id -------------------------------------------------------------------
 def state_path(work):
     """Beside the work: release/attention.py -> release/.attention-submit.json."""
     return statefile.beside(work, "submit")
@@ -71,8 +70,7 @@ def stub_state(source):
     present = [p for p in PIECES if p in functions]
     todo = [p for p in present if _raises_not_implemented(functions[p].body)]
     unanswered = sorted(n for n, is_none in answers.items() if is_none)
-    return {"pieces": present, "not_implemented": todo, "answers": sorted(answers),
-            "unanswered": unanswered,
+    return {"not_implemented": todo, "unanswered": unanswered,
             "untouched": bool(present) and len(todo) == len(present)
             and len(unanswered) == len(answers)}
 
@@ -130,8 +128,8 @@ def summary_lines(the_rubric, data, lang):
             title = the_rubric.by_id[c["id"]].title[lang]
             lines.append("    " + check_line(c, title, lang, mark="✗", status=""))
         lines.append(words["full_feedback"])
-    if s["hidden_not_run"]:
-        n = s["hidden_not_run"]
+    n = s["hidden_not_run"]
+    if n:
         lines.append(words["hidden"].format(n=n, checks=plural(n, "check", "checks"),
                                             are=plural(n, "is", "are"),
                                             what=still_hidden(the_rubric, lang)))
@@ -150,7 +148,6 @@ def write_package(path, work_name, work_bytes, the_manifest):
             info.external_attr = 0o644 << 16
             archive.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
     statefile.write_atomic(path, buffer.getvalue())
-    return path
 
 
 # -- git (GitHub Classroom) ----------------------------------------------------------------------
@@ -313,9 +310,6 @@ def check_work(args, work, source, kind, ui, interactive, ask):
         sub.cleanup()
         return ui.fail("error", NOT_PACKAGED, message=f"`{type(exc).__name__}: {exc}`")
     try:  # the worker and the work folder go away however this ends (Ctrl-C at a question)
-        import torch  # noqa: F401  the judge's imports overlap the worker's, as in grading.start
-
-        from grader.judge import runner  # noqa: F401
         try:
             proxy.request("constants", names=[])
         except (StudentError, WorkerFailure) as exc:

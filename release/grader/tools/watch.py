@@ -190,7 +190,7 @@ class Waiting:
         """(the waiting line, the student's line number or None) at `now`."""
         student = self.student
         worker = student.worker
-        importing = worker is not None and getattr(student, "hello_pending", False)
+        importing = worker is not None and student.hello_pending
         if importing and worker is not self.import_of:  # since first seen (at the first look:
             self.import_began = self.began if self.import_of is None and not self.looked else now
             self.import_of = worker  # since the run began, as the worker may have)
@@ -241,10 +241,9 @@ def fit(line, columns):
 
 # -- the loop ------------------------------------------------------------------------------------
 class Session:
-    def __init__(self, path, state_file, lang, limits, judge, poll, stats=None):
-        self.path, self.state_file, self.lang, self.limits, self.judge = \
-            path, state_file, lang, limits, judge
-        self.workers, self.stats = judge.workers, stats
+    def __init__(self, path, state_file, lang, judge, poll, stats=None):
+        self.path, self.state_file, self.lang, self.judge, self.stats = \
+            path, state_file, lang, judge, stats
         self.name = os.path.basename(path)
         self.tty = sys.stdout.isatty()
         self.wake, self.quit = threading.Event(), threading.Event()
@@ -281,7 +280,7 @@ class Session:
         except SubmissionError as exc:
             return {"error": {"zh": exc.said("zh"), "en": exc.said("en")}}
         try:
-            student = self.judge.student(sub, self.limits)
+            student = self.judge.student(sub)
         except Exception as exc:
             sub.cleanup()
             return {"internal": f"{type(exc).__name__}: {exc}"}
@@ -346,7 +345,7 @@ class Session:
         `make bench` read it, no student does."""
         if self.stats is None:
             return
-        taken, self.workers.taken = self.workers.taken, []
+        taken, self.judge.workers.taken = self.judge.workers.taken, []
         shown = outcome.get("data", {}).get("checks", [])
         checks = [[c["id"], c["status"], c["score"]] for c in shown]
         document = outcome.get("data", {}).get("pytest")
@@ -375,14 +374,11 @@ def main(args):
         said = exc.said(args.lang) if isinstance(exc, SubmissionError) else f"`{exc}`"
         print(TEXT[args.lang]["error"].format(message=said), file=sys.stderr)
         return 2
-    limits = options.limits_from(args)
-    judge = Judge(limits, isolation, start=args.worker_start, spares=2)
-    session = Session(path, state_path(args.submission), args.lang, limits, judge, args.poll,
-                      args.stats)
+    judge = Judge(options.limits_from(args), isolation, start=args.worker_start, spares=2)
+    session = Session(path, state_path(args.submission), args.lang, judge, args.poll, args.stats)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, session.on_signal)
     try:
-        judge.workers.fill()  # before the judge imports torch, so the two imports overlap
         session.loop()
     finally:
         session.close()

@@ -18,6 +18,7 @@ So, for every check, public or hidden:
   only where the ordinary answers of that function are right too.
 """
 import hashlib
+from types import SimpleNamespace
 
 import torch
 
@@ -76,17 +77,11 @@ class Asked:
         return self.answer
 
 
-class Book:
-    """What one grading asked: `questions` (key -> Asked) and `forwards` (key -> Forward), each
-    in the order first asked or given."""
-
-    def __init__(self):
-        self.questions, self.forwards = {}, {}
-
-
 def book(student):
-    """This grading's Book, kept on the student proxy."""
-    return per_grading(student, "questions_asked", Book)
+    """What this grading asked, kept on the student proxy: `questions` (key -> Asked) and
+    `forwards` (key -> a kept forward answer), each in the order first asked or given."""
+    return per_grading(student, "questions_asked",
+                       lambda: SimpleNamespace(questions={}, forwards={}))
 
 
 def fingerprint(value):
@@ -115,14 +110,6 @@ def ask(student, function, call, args, **form):
             exc.__context__ = exc.__cause__ = None
             entry.error = exc.with_traceback(None)
     return asked[key].outcome()
-
-
-def ask_quietly(call):
-    """Ask a question only so its outcome is kept: an error is raised where it is judged."""
-    try:
-        call()
-    except (StudentError, WorkerFailure, Verdict):
-        pass
 
 
 def kept_answer(answer):
@@ -161,25 +148,11 @@ def merge_heads(student, x, views=()):
                views=fingerprint(list(views)), strided=bool(views))
 
 
-class Forward:
-    """One answer of forward on a block holding the judge's `weights` [q, k, v, out]: the input
-    `x`, return_weights, the answer (y, or (y, weights)), and the block that gave it."""
-
-    def __init__(self, weights, x, return_weights, answer, module):
-        self.weights, self.x, self.return_weights = weights, x, return_weights
-        self.answer, self.module = kept_answer(answer), module
-        self.compared = set()
-
-
 def keep(student, weights, x, return_weights, answer, module):
-    """Keep forward's `answer` for input x on a block holding `weights` (the first per question):
-    the hidden comparisons take their answers from here."""
+    """Keep forward's `answer` for input x on a block holding the judge's `weights` [q, k, v, out]
+    (the first per question): the hidden comparisons take their answers from here."""
     kept = book(student).forwards
     key = (fingerprint(weights), fingerprint(x), return_weights)
     if key not in kept:
-        kept[key] = Forward(weights, x, return_weights, answer, module)
-
-
-def forwards(student):
-    """The forward answers kept in this grading, in the order they were given."""
-    return list(book(student).forwards.values())
+        kept[key] = SimpleNamespace(weights=weights, x=x, return_weights=return_weights,
+                                    answer=kept_answer(answer), module=module, compared=set())

@@ -141,21 +141,6 @@ class Bindings:
         root = self.root(node)
         return root in OWNED_ROOTS or root in self.defined
 
-    def stands_for_itself(self, name):
-        """A bare name means the module or builtin it spells unless the student binds it
-        (an import of it counts; a dunder such as __builtins__ always does)."""
-        return name.startswith("__") or name in self.modules or name not in self.defined
-
-
-def module_path(node, names):
-    """The dotted path of an expression that stands for an import (sys, an alias F or s = sys),
-    else None (what the student imports from their own helper modules is theirs)."""
-    path = dotted(node)
-    root = (path or "").split(".")[0]
-    if root in names.modules and (root not in names.own or root in names.aliases):
-        return path
-    return None
-
 
 def is_module(node, module, constants, names):
     """The expression stands for `module` as far as the file shows: a name imported or aliased
@@ -225,7 +210,10 @@ def _tamper_refs(node, constants, names):
     """Routes into the grading process at one node: names, attributes, imports and the strings
     that spell them; attributes read by a computed name; a module's __dict__."""
     if isinstance(node, ast.Name):
-        if node.id in TAMPER_NAMES and names.stands_for_itself(node.id):
+        # A bare name means what it spells unless the student binds it (an import of it counts;
+        # a dunder such as __builtins__ always does).
+        if node.id in TAMPER_NAMES and (node.id.startswith("__") or node.id in names.modules
+                                        or node.id not in names.defined):
             yield node.id
         yield from _name_getter(node, node.id, constants, names)
     elif isinstance(node, ast.Attribute):
@@ -280,10 +268,12 @@ def _tamper_imports(node):
 
 def _computed_attribute(node, constants, names):
     """getattr(sys, name) / vars(sys) with a name the scan cannot fold: any attribute of a
-    module, chosen at run time."""
-    function, target = node.func.id, node.args[0]
-    module = module_path(target, names)
-    if module is None or function in names.defined:
+    module, chosen at run time.  The target must stand for an import (sys, an alias F or
+    s = sys): what the student imports from their own helper modules is theirs."""
+    function, module = node.func.id, dotted(node.args[0])
+    root = (module or "").split(".")[0]
+    if function in names.defined or root not in names.modules \
+            or (root in names.own and root not in names.aliases):
         return
     if function == "vars":
         yield f"vars({module})"
@@ -303,8 +293,12 @@ def _name_getter(node, name, constants, names):
     call = getattr(node, "call", None)
     if call is None:
         yield f"{name}(…)"
-    elif name == "__getattribute__" and not _is_super(node.value):
-        yield from ("__getattribute__(…)",) if _unfolded(call.args[-1:], constants) else ()
+    elif name == "__getattribute__":
+        # super() without arguments is the student's own object (the two-argument form reaches any)
+        own = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Call) \
+            and not node.value.args and _called_name(node.value.func) == "super"
+        yield from ("__getattribute__(…)",) if not own and _unfolded(call.args[-1:], constants) \
+            else ()
     elif name in ("attrgetter", "methodcaller"):
         chosen = call.args if name == "attrgetter" else call.args[:1]
         yield from (f"{name}(…)",) if _unfolded(chosen, constants) else ()
@@ -312,11 +306,6 @@ def _name_getter(node, name, constants, names):
 
 def _unfolded(args, constants):
     return not args or any(fold(a, constants) is None for a in args)
-
-
-def _is_super(node):
-    """super() without arguments: the student's own object (the two-argument form reaches any)."""
-    return isinstance(node, ast.Call) and _called_name(node.func) == "super" and not node.args
 
 
 def _called_name(func):
@@ -358,29 +347,26 @@ def _annotate(nodes):
 
 
 def _string_constants(nodes):
-    """name -> folded string, for names assigned a string expression (e.g. a = "scaled_" + ...)."""
+    """name -> folded string, for names assigned a string expression (a = "scaled_" + ...) or
+    given one as a default argument (def f(name="mod" "ules"))."""
+    pairs = []
+    for node in nodes:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name):
+            pairs.append((node.targets[0].id, node.value))
+        elif isinstance(node, ast.arguments):
+            positional = node.posonlyargs + node.args
+            firsts = len(positional) - len(node.defaults)  # defaults belong to the last ones
+            pairs += [(a.arg, d) for a, d in zip(positional[firsts:], node.defaults)]
+            # (a keyword-only argument without a default has None there)
+            pairs += [(a.arg, d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d]
     constants = {}
-    nodes = [node for node in nodes if isinstance(node, (ast.Assign, ast.arguments))]
     for _ in range(3):  # names built from names built from literals
-        for node in nodes:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                    and isinstance(node.targets[0], ast.Name):
-                text = fold(node.value, constants)
-                if text is not None:
-                    constants[node.targets[0].id] = text
-            elif isinstance(node, ast.arguments):  # default arguments: def f(name="mod" "ules")
-                _fold_defaults(node, constants)
+        for name, value in pairs:
+            text = fold(value, constants)
+            if text is not None:
+                constants[name] = text
     return constants
-
-
-def _fold_defaults(arguments, constants):
-    positional = arguments.posonlyargs + arguments.args
-    pairs = list(zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults))
-    pairs += [(a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None]
-    for arg, default in pairs:
-        text = fold(default, constants)
-        if text is not None:
-            constants[arg.arg] = text
 
 
 def fold(node, constants):

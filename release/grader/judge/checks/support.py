@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from grader.judge.student import StudentError
+from grader.judge.student import StudentError, WorkerFailure
 from grader.rubric import said
 from grader.sandbox.runtime.wire import Opaque
 
@@ -58,12 +58,13 @@ def shaped(value, shape):
     return t
 
 
-# Values are compared in float64 a slice at a time: a reply as large as the wire lets through
-# (8 MiB of float32) would otherwise cost the judge several float64 copies of it at once.
 COMPARE_CHUNK = 1 << 18
 
 
-def _allclose_by_chunks(a, b, atol, rtol, equal_nan):
+def close(a, b, atol=ATOL, rtol=RTOL, equal_nan=False):
+    """Values equal within tolerance, NaNs never equal (unless `equal_nan`); shapes must match
+    exactly.  Compared in float64 a slice at a time: a reply as large as the wire lets through
+    (8 MiB of float32) would otherwise cost the judge several float64 copies of it at once."""
     if type(a) is not torch.Tensor or type(b) is not torch.Tensor or a.shape != b.shape:
         return False
     a, b = a.reshape(-1), b.reshape(-1)
@@ -72,15 +73,10 @@ def _allclose_by_chunks(a, b, atol, rtol, equal_nan):
                for i in range(0, a.numel(), COMPARE_CHUNK))
 
 
-def close(a, b, atol=ATOL, rtol=RTOL):
-    """Values equal within tolerance, NaNs never equal; shapes must match exactly."""
-    return _allclose_by_chunks(a, b, atol, rtol, equal_nan=False)
-
-
 def same(a, b, atol=ATOL, rtol=RTOL):
-    """Like `close`, but NaN where the other has NaN counts as equal (a known-wrong variant gives
+    """`close`, with NaN where the other has NaN counted as equal (a known-wrong variant gives
     NaN in the same cells as the student's code)."""
-    return _allclose_by_chunks(a, b, atol, rtol, equal_nan=True)
+    return close(a, b, atol, rtol, equal_nan=True)
 
 
 def num(v):
@@ -109,12 +105,14 @@ def fmt(t):
     return one(t.double().tolist())
 
 
-def first_difference(got, expected):
-    """(index, got value, expected value) of the largest difference, for 'expected vs got'."""
+def differing(got, expected, where, end=" ", number=num):
+    """A Verdict's `where` (got's index after `where`, then `end`), `expected` and `got` at the
+    largest difference (a NaN counts as the largest), numbers written by `number`."""
     diff = (got.double() - expected.double()).abs()
     diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
     index = tuple(int(i) for i in torch.unravel_index(diff.reshape(-1).argmax(), diff.shape))
-    return index, got[index].item(), expected[index].item()
+    return {"where": f"{where}{list(index)}{end}", "expected": number(expected[index].item()),
+            "got": number(got[index].item())}
 
 
 def expect_close(got, expected, where, named=None):
@@ -125,28 +123,24 @@ def expect_close(got, expected, where, named=None):
         known = named() if named else []
         key = next((name for name, values in known
                     if same(got, values) and not same(got, expected)), "wrong_values")
-        index, g, e = first_difference(got, expected)
-        raise Verdict(key, where=f"{where}{list(index)} ", expected=num(e), got=num(g))
+        raise Verdict(key, **differing(got, expected, where))
     return got
-
-
-def first_cell_off(got, x, source):
-    """(index, got's value, x's value) at the first cell of `got` that does not hold
-    x[source(*index)], or None."""
-    for index in itertools.product(*map(range, got.shape)):
-        value, want = got[index].item(), x[source(*index)].item()
-        if value != want:
-            return list(index), value, want
-    return None
 
 
 def expect_layout(got, x, rule, wrong_rules, where, *sizes):
     """Every cell of `got` where `rule` (got's index and `sizes` -> x's index) puts it; else a
     Verdict naming the first of `wrong_rules` ({rubric key: rule}) that every cell follows."""
-    off = first_cell_off(got, x, lambda *index: rule(*index, *sizes))
+    def first_off(rule):
+        """(index, got's value, x's value) at the first cell not holding x[rule(index)], or None."""
+        for index in itertools.product(*map(range, got.shape)):
+            value, want = got[index].item(), x[rule(*index, *sizes)].item()
+            if value != want:
+                return list(index), value, want
+        return None
+
+    off = first_off(rule)
     if off is not None:
-        key = next((name for name, wrong in wrong_rules.items()
-                    if first_cell_off(got, x, lambda *index: wrong(*index, *sizes)) is None),
+        key = next((name for name, wrong in wrong_rules.items() if first_off(wrong) is None),
                    "wrong_values")
         index, g, e = off
         raise Verdict(key, where=f"{where}{index} ", expected=num(e), got=num(g))
@@ -172,6 +166,15 @@ NO_CHECK_ADVICE = said(
 def for_the_runner(exc):
     """A StudentError the runner names itself (a stub, an error at import, the memory limit)."""
     return exc.not_implemented or exc.during == "import" or exc.memory_limit
+
+
+def observed(call):
+    """call()'s answer, or None where nothing can be observed: the student's code raised (a stub
+    too), hung, exited, ran out of memory, or answered something the check cannot use."""
+    try:
+        return call()
+    except (StudentError, WorkerFailure, Verdict):
+        return None
 
 
 def expect_student_error(call, case):
@@ -286,17 +289,6 @@ def _mask_mistake(w, allowed):
     return None
 
 
-def _row_sum_mistake(w, scores, allowed, c, d):
-    """Rows that follow the scores but do not sum to 1: which normalisation went wrong."""
-    sums = w.sum(dim=-1)  # [..., T]
-    every = torch.softmax(c * scores, dim=-1)  # normalised over every cell, the future included
-    if torch.allclose(sums, (every * allowed).sum(dim=-1), atol=1e-4):
-        return "mask_after_softmax"
-    if d and torch.allclose(sums, torch.full_like(sums, 1 / math.sqrt(d)), atol=1e-4):
-        return "scale_after_softmax"
-    return "rows_not_one"
-
-
 def weights_problem(weights, allowed, q=None, k=None):
     """What weights [..., Tq, Tk] show, as a rubric key, or None when they are a softmax of some
     positive multiple of q·kᵀ over the `allowed` cells (the scale is attend.scale's to judge).
@@ -372,37 +364,37 @@ def _leak_mistake(w, scores, allowed):
     return "weights_leak"
 
 
-def _normalisation_mistake(w, scores, allowed, d, q=None, k=None):
+def _normalisation_mistake(w, scores, allowed, d, q, k):
     rows_ok = _sum_to_one(w.sum(dim=-1))
     if not rows_ok and w.shape[-1] == w.shape[-2] and _sum_to_one(w.sum(dim=-2)):
         return "softmax_dim"
-    if scores is None:
-        return None if rows_ok else _row_sums_alone(w, allowed)
-    c = fitted_factor(w, scores, allowed)
-    if c is None or c <= C_MIN:
+    c = fitted_factor(w, scores, allowed) if scores is not None else None
+    if scores is not None and (c is None or c <= C_MIN):
         if rows_ok and scores.shape[-1] == scores.shape[-2] and \
                 (fitted_factor(w, scores.transpose(-2, -1), allowed) or 0) > C_MIN:
             return "scores_transposed"
-        if rows_ok and (fitted_factor(w, _scores_of_k_viewed(q, k), allowed) or 0) > C_MIN:
+        # q @ (k's numbers re-read as [..., d, T]): what a kᵀ made by .view or .reshape gives
+        k_viewed = k.double().reshape(*k.shape[:-2], k.shape[-1], k.shape[-2])
+        if rows_ok and (fitted_factor(w, q.double() @ k_viewed, allowed) or 0) > C_MIN:
             return "kt_by_view"
         return "weights_not_from_scores"
-    return None if rows_ok else _row_sum_mistake(w, scores, allowed, c, d)
-
-
-def _scores_of_k_viewed(q, k):
-    """q @ (k's numbers re-read as [..., d, T]): what a kᵀ made by .view or .reshape gives."""
-    return q.double() @ k.double().reshape(*k.shape[:-2], k.shape[-1], k.shape[-2])
-
-
-def _row_sums_alone(w, allowed):
-    """Without scores: a mask applied after the softmax leaves rows that block nothing summing
-    to 1 and every other row short of 1."""
+    if rows_ok:
+        return None
+    # Rows that do not sum to 1: which normalisation went wrong.
     sums = w.sum(dim=-1)  # [..., T]
-    free = ~(~allowed).any(dim=-1)  # rows where nothing is blocked
-    if bool(free.any()) and bool((~free).any()) and bool((sums[..., free] - 1).abs().max() < 1e-4) \
-            and bool((sums[..., ~free] < 1 - 1e-4).all()):
-        return "mask_after_softmax"
-    return "rows_not_one"
+    if scores is None:
+        # A mask applied after the softmax leaves rows that block nothing summing to 1 and every
+        # other row short of 1.
+        free = ~(~allowed).any(dim=-1)  # rows where nothing is blocked
+        after = bool(free.any()) and bool((~free).any()) and \
+            bool((sums[..., free] - 1).abs().max() < 1e-4) and \
+            bool((sums[..., ~free] < 1 - 1e-4).all())
+    else:
+        every = torch.softmax(c * scores, dim=-1)  # normalised over every cell, the future included
+        after = torch.allclose(sums, (every * allowed).sum(dim=-1), atol=1e-4)
+        if not after and torch.allclose(sums, torch.full_like(sums, 1 / math.sqrt(d)), atol=1e-4):
+            return "scale_after_softmax"
+    return "mask_after_softmax" if after else "rows_not_one"
 
 
 def per_grading(student, name, make):

@@ -2,17 +2,15 @@
 
 The contract (solutions/attention.py): `qkv` (Linear(D, 3D), [q | k | v]) or `q_proj`/`k_proj`/
 `v_proj` (Linear(D, D) each), `out_proj` (Linear(D, D)), all without bias, and the buffer `mask`.
-The layout is found through the objects those names point to (a Linear, a helper module wrapping
-one, a parametrized Linear, an alias of a ModuleList/ModuleDict item), never through parameter
-names.  Parameters and buffers are read from torch's own registries of every submodule, not
-through the student's (overridable) methods.  Everything it reports is a claim to the judge.
+The layout is found through the objects those names point to, never through parameter names;
+parameters and buffers are read from torch's own registries, not through the student's
+(overridable) methods.  Everything it reports is a claim to the judge.
 """
 import builtins
 import collections
 
-# This module's functions look names up in a copy of the builtins taken at import (before any
-# student code): a student who rebinds `builtins.dict` or `builtins.isinstance` (reached through
-# `print.__self__`, say) changes what their own code sees, not what the readers below see.
+# Names are looked up in a copy of the builtins taken at import, before any student code: a
+# student who rebinds `builtins.dict` changes what their own code sees, not what the readers see.
 __builtins__ = dict(vars(builtins))
 
 import torch  # noqa: E402
@@ -20,10 +18,9 @@ from torch import nn  # noqa: E402
 from torch.nn.utils import parametrize  # noqa: E402
 
 PROJECTIONS = {"fused": ("qkv", "out_proj"), "separate": ("q_proj", "k_proj", "v_proj", "out_proj")}
-# The true descriptors, taken when the worker is prepared, before any student code: a class's own
-# namespace and method resolution order (whatever its metaclass says), a module's own __dict__
-# (whatever its class defines under that name: a property, a __class__ swapped in after __init__),
-# and the lookup torch's own code makes for `self._parameters`.
+# The true descriptors, taken before any student code: a class's own namespace and MRO (whatever
+# its metaclass says), a module's own __dict__ (whatever its class defines under that name), and
+# the lookup torch's own code makes for `self._parameters`.
 _CLASS_DICT = type.__dict__["__dict__"].__get__
 _MRO = type.__dict__["__mro__"].__get__
 _QUALNAME = type.__dict__["__qualname__"].__get__
@@ -36,9 +33,8 @@ _OBJECT, _MODULE, _TORCH_TENSOR = object, nn.Module, torch.Tensor
 _TENSOR = torch._C.TensorBase
 _SHAPE = _TENSOR.__dict__["shape"].__get__  # a tensor's own shape, whatever a subclass overrides
 _NO_FUNCTION, _NO_DISPATCH = torch._C.DisableTorchFunction, torch._C._DisableTorchDispatch
-# What a module's registries are, and the names through which a class could stand in for them:
-# no class of a graded block may define one (object's own, and a __dict__ slot CPython made for
-# the class itself, excepted).
+# The registries, and the names through which a class could stand in for them: no class of a
+# graded block may define one (object's own, and a __dict__ slot CPython made, excepted).
 REGISTRIES = ("_parameters", "_buffers", "_modules")
 REGISTRY_TYPES = (dict, collections.OrderedDict)
 GUARDED = ("__dict__", "__getattribute__", "__class__", "_non_persistent_buffers_set") + REGISTRIES
@@ -58,16 +54,13 @@ ALWAYS_REFUSED_ON = ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "
 
 
 def disable_library_attention(torch_module):
-    """Make torch's fused attention unusable before any student code is imported: every aten
-    kernel of an operator whose name holds attention or transformer, on every dispatch key it has
-    a kernel for (vmap's batching rules, autocast, autograd, nested tensors and meta included:
-    a call redispatched to any key lands on a refusal), the functional entry points,
-    nn.MultiheadAttention, flex_attention and torch.onnx's reference attention raise.  A route
-    through them breaks the behaviour checks.
+    """Make torch's fused attention raise before any student code is imported: every aten kernel
+    of an operator whose name holds attention or transformer, on every dispatch key it has a
+    kernel for (a call redispatched to any key lands on a refusal), the functional entry points,
+    nn.MultiheadAttention, flex_attention and torch.onnx's reference attention.
 
-    The kernels are registered on a dispatcher handle that no Python object refers to (a pybind
-    object, untracked by gc, kept alive by one leaked reference): no code in this interpreter can
-    reach it to reset it, and re-registering a kernel does not bring torch's own back."""
+    The kernels are registered on a dispatcher handle that no Python object refers to (kept alive
+    by one leaked reference): no code in this interpreter can reach it to reset it."""
     import ctypes
     import sys
     import warnings
@@ -89,15 +82,12 @@ def disable_library_attention(torch_module):
     functional.multi_head_attention_forward = refuse
     torch_module.nn.MultiheadAttention.__init__ = refuse
     torch_module.nn.MultiheadAttention.forward = refuse
-    # flex_attention runs eagerly on CPU too: its module refuses every name, before anyone imports
-    # it, and so does the higher-order op it calls.
+    # flex_attention runs eagerly on CPU too: its module refuses, and so does its higher-order op.
     _refusing_module("torch.nn.attention.flex_attention", refuse)
     operators = sys.modules.get("torch._higher_order_ops.flex_attention")
     if operators is not None:
         operators.flex_attention = refuse
-    # torch.onnx.ops.attention runs a reference attention in Python (matmul, softmax) for the
-    # cases sdpa does not take: its module is a refusing one before anyone imports it (torch.onnx
-    # itself still imports: it only binds the name).
+    # torch.onnx.ops.attention is a reference attention in Python (torch.onnx still imports).
     _refusing_module("torch.onnx.ops", refuse)
 
 
@@ -119,10 +109,9 @@ def refused_kernels(torch_module):
 
 
 def _refusing_module(name, refuse):
-    """sys.modules[name] (and the parent's attribute, where the parent is imported) becomes a
-    module every name of which raises but the dunder ones, which stay missing: introspection is no
-    route to attention (torch's meta kernels, loaded on first use, look for every module's
-    __file__ through the inspect module, and hasattr only forgives AttributeError)."""
+    """sys.modules[name] (and the parent's attribute) becomes a module every name of which raises
+    but the dunder ones, which stay missing (torch's meta kernels look for every module's __file__
+    through inspect, and hasattr only forgives AttributeError)."""
     import sys
     import types
 
@@ -149,19 +138,17 @@ def _namespace(obj):
 
 
 def _own(module, table):
-    """A registry (_modules, _parameters, _buffers) as a plain dict, read with dict's own methods:
-    a dict subclass the student put there cannot answer for itself."""
+    """A registry as a plain dict, read with dict's own methods (a dict subclass cannot answer)."""
     namespace = _namespace(module)
     found = dict.get(namespace, table) if namespace is not None else None
     return dict(dict.items(found)) if isinstance(found, dict) else {}
 
 
 def tampering(module):
-    """What of the block stands between torch's registries and a reader of them, as short words
-    for the judge: a class in the MRO of a module of the tree that defines one of GUARDED (a
-    property, a __getattribute__, a __class__ swapped in, whatever a metaclass added), a registry
-    that is no plain dict, one that torch's own lookup (`self._parameters`) finds elsewhere than
-    in the instance's dict, or a non-module among the submodules.  [] for an ordinary block."""
+    """What of the block stands between torch's registries and a reader, in short words: a class
+    in the MRO of a module of the tree that defines one of GUARDED, a registry that is no plain
+    dict, one that torch's own lookup finds elsewhere than in the instance's dict, or a non-module
+    among the submodules.  [] for an ordinary block."""
     found = []
     for name, current in walk(module):
         where = f"self.{name}" if name else "self"
@@ -191,8 +178,8 @@ def tampering(module):
 
 
 def _made_by_python(klass, attr, value):
-    """A __dict__ slot CPython made for this very class (a class whose bases have no __dict__:
-    one with __slots__ among them, as ABC's): it answers with the instance's true dict."""
+    """A __dict__ slot CPython made for this very class (its bases have none, as under ABC's
+    __slots__): it answers with the instance's true dict."""
     return attr == "__dict__" and type(value) is _GETSET and value.__objclass__ is klass
 
 
@@ -203,8 +190,8 @@ def _shape(t):
 
 
 def _plain(t):
-    """A plain copy of a tensor's values (a subclass's detach or clone is never called)."""
-    with _NO_FUNCTION(), _NO_DISPATCH():  # nor a mode the student's code entered
+    """A plain copy of a tensor's values (no subclass's detach or clone, no mode, is called)."""
+    with _NO_FUNCTION(), _NO_DISPATCH():
         return _TENSOR.as_subclass(_TENSOR.clone(_TENSOR.detach(t)), _TORCH_TENSOR)
 
 
@@ -252,8 +239,7 @@ class Slot:
 
 
 def _candidates(obj, shape):
-    """Slots of the given shape inside a contract object: its own weight, else the one matrix of
-    that shape among its submodules (a helper module wrapping a Linear)."""
+    """Slots of the given shape inside a contract object (its weight, or a wrapped Linear's)."""
     found = []
     for _, current in walk(obj):
         if parametrize.is_parametrized(current, "weight"):
@@ -291,18 +277,14 @@ def layout(module, d_model):
                   for names in PROJECTIONS.values() for n in names}
 
 
-def _unblocks(kind, matrices):
-    if kind == "fused":
-        q, k, v = matrices["qkv"].chunk(3)
-        return {"q": q, "k": k, "v": v, "o": matrices["out_proj"]}
-    return {"q": matrices["q_proj"], "k": matrices["k_proj"], "v": matrices["v_proj"],
-            "o": matrices["out_proj"]}
+def _unblocks(kind, m):
+    q, k, v = m["qkv"].chunk(3) if kind == "fused" else (m["q_proj"], m["k_proj"], m["v_proj"])
+    return {"q": q, "k": k, "v": v, "o": m["out_proj"]}
 
 
 # -- what the judge asks ---------------------------------------------------------------------------
 def describe(module, d_model):
-    """The layout, the parameters and the mask as torch's registries hold them, and what of the
-    block stands between those registries and a reader (`tampered`, see tampering): a claim."""
+    """The layout, the parameters and the mask as torch's registries hold them, and `tampered`."""
     kind, slots = layout(module, d_model)
     mask = getattr(module, "mask", None)
     registered = "missing" if mask is None else "attribute"
@@ -368,8 +350,7 @@ def grads(module, d_model, x, upstream, *, run):
 
 
 def scramble(module, seed):
-    """An optimiser step gone wild over every parameter torch knows of: each gets fresh random
-    values (a buffer is not a parameter and stays as it was).  Returns how many were changed."""
+    """Fresh random values for every parameter torch knows of (buffers stay); how many."""
     generator = torch.Generator().manual_seed(seed)
     changed = 0
     with torch.no_grad():
@@ -385,7 +366,7 @@ def scramble(module, seed):
 
 
 def train_mode(module, training):
-    """nn.Module.train(module, training): dropout and the like on (True) or off (False)."""
+    """nn.Module.train(module, training)."""
     nn.Module.train(module, bool(training))
     return bool(training)
 

@@ -1,9 +1,8 @@
 """The training demo: a tiny language model around the attention block, on the repeat task.
 
-Each row of a batch is one id repeated over the context; the target is the input shifted by one,
-so the model must learn that the next token equals the last one.  A batch holds every id once, in
-an order drawn from the generator.  Public code: the worker trains the student's block with it,
-the judge re-evaluates the trained weights with it, and the lesson demo plots it.
+Each row of a batch is one id repeated over the context (the next token equals the last one); a
+batch holds every id once.  The worker trains the student's block with it, the judge re-evaluates
+the trained weights with it, and the lesson demo plots it.
 """
 import math
 
@@ -17,8 +16,7 @@ EPOCHS, STEPS_PER_EPOCH, LR = 3, 3, 5e-2
 
 
 def every_id_batch(generator, context=CONTEXT, vocab=VOCAB):
-    """One row of every id, in a random order: [vocab, context + 1] rows of one repeated id ->
-    (inputs, targets), each [vocab, context]."""
+    """(inputs, targets), each [vocab, context]: one row of every id, in a random order."""
     ids = torch.randperm(vocab, generator=generator).view(vocab, 1)  # [V,1]
     rows = ids.expand(vocab, context + 1)  # [V,T+1]
     return rows[:, :-1], rows[:, 1:]
@@ -45,9 +43,8 @@ class TinyLM(nn.Module):
 
 
 def seed_cpu(seed):
-    """torch.manual_seed(seed) for what the training draws from: the CPU's default generator
-    (torch.manual_seed also queues a lazy seeding of CUDA, with a formatted stack of the caller,
-    in a process where CUDA has not started)."""
+    """torch.manual_seed(seed) for the CPU's generator only (torch.manual_seed also queues a lazy
+    seeding of CUDA, with a formatted stack of the caller)."""
     torch.default_generator.manual_seed(seed)
 
 

@@ -1,8 +1,7 @@
 """CUDA's rule for devices, for the student's code run on `meta` (placement.py).
 
-A module of its own: a SameDevice is entered on the student's thread, where the student's code can
-reach this module's globals; nothing here is what the worker reads or reports, so rebinding them
-changes only the rule the student's own code runs under.
+A module of its own: a SameDevice runs on the student's thread, where the student's code can
+reach its globals; rebinding them changes only the rule the student's own code runs under.
 """
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -15,12 +14,10 @@ CROSSES_DEVICES = frozenset({aten.copy_.default, aten._to_copy.default, aten.ind
 
 
 class SameDevice(TorchDispatchMode):
-    """Every operation's tensors on one device, as CUDA demands: a CPU tensor of at least one
-    axis beside a meta one is refused in torch's own words.  torch checks this in most meta
-    kernels but not in all: `x @ w` with w on the CPU runs on meta and fails on a GPU, so a
-    Linear made in forward would pass here and fail there.  A 0-dim CPU tensor mixes with any
-    device on CUDA (`masked_fill(mask, torch.tensor(-1e9))`: CUDA reads its one value), where
-    some meta kernels refuse it: it is handed to them on the operation's device."""
+    """Every operation's tensors on one device, as CUDA demands, refused in torch's own words:
+    some meta kernels do not check (`x @ w` with w on the CPU runs on meta and fails on a GPU).
+    A 0-dim CPU tensor mixes with any device on CUDA, where some meta kernels refuse it: it is
+    handed to them on meta."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -48,8 +45,8 @@ def _on_meta(item):
 
 
 def _devices(items, seen):
-    """Add to `seen` the device of every tensor in `items` (lists, tuples and dicts followed) that
-    counts for the rule: one of at least one axis, or a 0-dim one off the CPU."""
+    """Add to `seen` the device of every tensor in `items` (containers followed) that counts: one
+    of at least one axis, or a 0-dim one off the CPU."""
     for item in items:
         if isinstance(item, torch.Tensor):
             device = item.device.type
@@ -62,6 +59,5 @@ def _devices(items, seen):
 
 
 def device_rule(device):
-    """The contexts the student's code runs under on `device`: SameDevice on meta; elsewhere
-    torch's own kernels check."""
+    """The contexts the student's code runs under on `device`: SameDevice on meta."""
     return (SameDevice(),) if device == "meta" else ()

@@ -1,19 +1,12 @@
 """Keeps what the worker reads out of the reach of the student's code, inside its own process.
 
-The student's code runs on a thread of its own (runner()): its stack starts at a loop whose
-globals hold nothing, so a walk of frames from the student's code (sys._getframe,
-traceback.walk_stack, an exception's tb_frame, then f_back) ends there and finds only what was
-handed to the call.  The worker's serving loop and its readers keep the main thread.
-
-An audit hook (PEP 578: sys.addaudithook, which no code can remove) refuses the other routes,
-once guard() has been called before the student's import:
-- on every thread: another thread's frames (sys._current_frames), the object graph (gc.get_*),
-  ctypes, and rewriting a function's code;
-- on the main thread, where the student's code runs only as a hook of its objects that a reader
-  touches (a property, __del__, a module's _apply): every route to a frame as well.
-The worker's own reads of frames (the line an import is stuck at, an exception's line) are made
-inside judging(), on the main thread, with no student code inside.  Each refusal is counted:
-the worker tells the judge, which reads it as tampering.
+The student's code runs on a thread of its own (runner()) whose stack starts at a loop with empty
+globals, so a walk of frames from the student's code ends there.  An audit hook (PEP 578, which
+no code can remove), armed by guard() before the student's import, refuses the other routes: on
+every thread another thread's frames, the object graph, ctypes and rewriting a function's code;
+on the main thread (where student code runs only as a hook a reader touches: a property,
+__del__) every route to a frame as well.  The worker's own reads of frames are made inside
+judging, on the main thread.  Each refusal is counted and read by the judge as tampering.
 """
 import queue
 import sys
@@ -24,14 +17,13 @@ import types
 ANYWHERE = frozenset({"sys._current_frames", "sys._current_exceptions", "gc.get_objects",
                       "gc.get_referrers", "gc.get_referents"})
 # Refused on the main thread as well: every way to its frames (object.__getattr__ is audited
-# for tb_frame, gi_frame, f_code, __code__ and their kin only).
+# for tb_frame, gi_frame, f_code and their kin only).
 ON_MAIN = ANYWHERE | {"sys._getframe", "sys._getframemodulename", "object.__getattr__",
                       "sys.settrace", "sys.setprofile"}
 # ctypes is audited for every foreign call, cast and address.
 PREFIXES = ("ctypes.",)
-# object.__setattr__ is audited for a class's attributes and a function's defaults too (a
-# dataclass, a namedtuple set them): refused only where it rewrites a function's code, which may
-# be the worker's.
+# object.__setattr__ is audited for a class's attributes too (a dataclass sets them): refused only
+# where it rewrites a function's code, which may be the worker's.
 REWRITES = frozenset({"__code__"})
 
 
@@ -64,8 +56,8 @@ SERVE_STUDENT = types.FunctionType(
 
 
 class Guard:
-    """The audit hook's state: the worker's thread, whether it is reading frames itself (judging:
-    entered as a context manager), and the refusals so far."""
+    """The audit hook's state: the worker's thread, whether it reads frames itself (entered as a
+    context manager: judging), and the refusals so far."""
 
     def __init__(self):
         self.main = threading.get_ident()
@@ -78,8 +70,7 @@ class Guard:
     def __exit__(self, *exc):
         self.judging = False
 
-    # What the hook and run() use is bound as defaults: were this module's globals reached from
-    # the student's code, rebinding a name there would change nothing they do.
+    # Bound as defaults: rebinding this module's globals from the student's code changes nothing.
     def hook(self, event, args, get_ident=threading.get_ident, startswith=str.startswith,
              anywhere=ANYWHERE, on_main_too=ON_MAIN, prefixes=PREFIXES, rewrites=REWRITES,
              refused=Refused):
@@ -94,9 +85,8 @@ class Guard:
 
 
 def guard():
-    """Install the hook (once per process) and arm it: from now on, the routes are refused.
-    Returns (judging, refused): a context manager for the worker's own reads of frames, and a
-    function returning the refusals so far (a list of event names)."""
+    """Install and arm the hook; (judging, refused): a context manager for the worker's own reads
+    of frames, and a function returning the refusals so far (event names)."""
     state = Guard()
     sys.addaudithook(state.hook)
     return state, lambda: list(state.refused)
@@ -104,11 +94,10 @@ def guard():
 
 def runner(thread=threading.Thread, queue=queue.SimpleQueue, event=threading.Event,
            refused=Refused):
-    """run(fn, args, kwargs, contexts, on_wait, tick) for the student's code, on one thread of
-    its own started now (before the student's code can fill the process limit, which counts
-    threads): fn(*args, **kwargs) inside `contexts`, entered on that thread (grad and dispatch
-    modes are per thread); its value, or its exception raised here.  While it runs, on_wait(ident)
-    is called every `tick` seconds."""
+    """run(fn, args, kwargs, contexts, on_wait, tick): fn(*args, **kwargs) on the student's thread,
+    started now (before the student's code can fill the process limit), inside `contexts`
+    entered there (grad and dispatch modes are per thread); its value, or its exception raised
+    here.  While it runs, on_wait(ident) is called every `tick` seconds."""
     jobs = queue()
     student = thread(target=SERVE_STUDENT, args=(jobs,), name="student", daemon=True)
     student.start()

@@ -1,6 +1,5 @@
-"""The sandbox's limits, written once, and how a process applies them: the launcher (launch.py, in
-the judge) and the fork server (zygote.py, inside the sandbox) both read it, so a cold worker and
-a forked one get the same box.  Standard library only.
+"""The sandbox's limits and how a process applies them, shared by launch.py and zygote.py so a cold
+worker and a forked one get the same box.  Standard library only.
 """
 import glob
 import os
@@ -15,8 +14,7 @@ CLONE_NEWIPC, CLONE_NEWNET = 0x08000000, 0x40000000
 
 
 def accelerator_nodes():
-    """The NVIDIA device nodes of this machine (/dev/nvidiactl, /dev/nvidia0, /dev/nvidia-uvm,
-    ...), which a worker that may use CUDA needs; none on a machine without a GPU."""
+    """The NVIDIA device nodes of this machine, which a worker that may use CUDA needs."""
     nodes = []
     for path in sorted(glob.glob("/dev/nvidia*")):
         try:
@@ -29,13 +27,13 @@ def accelerator_nodes():
 
 def memory_rlimit():
     """RLIMIT_AS, or where CUDA may start RLIMIT_DATA (CUDA reserves address space it never
-    writes; under a cap of 3 GiB of address space it cannot start at all)."""
+    writes, and cannot start under a cap of 3 GiB of it)."""
     return resource.RLIMIT_DATA if accelerator_nodes() else resource.RLIMIT_AS
 
 
 def memory_held(pid):
-    """(counted, resident): the bytes of process `pid` that its memory limit counts (memory_rlimit)
-    and the bytes it has resident, read from /proc; None where they cannot be read."""
+    """(counted, resident): the bytes of process `pid` its memory limit counts and its resident
+    bytes, from /proc; None where they cannot be read."""
     counted_field = "VmData" if memory_rlimit() == resource.RLIMIT_DATA else "VmSize"
     fields = {}
     try:
@@ -52,8 +50,7 @@ def memory_held(pid):
 
 
 def rlimit_table(limits, memory=None):
-    """[(resource, value)] for `limits` (a mapping of Limits' fields): built before the fork, so
-    nothing is looked up between fork and exec."""
+    """[(resource, value)] for `limits` (Limits' fields), built before the fork."""
     return [(resource.RLIMIT_CPU, limits["cpu_seconds"]),
             (memory_rlimit() if memory is None else memory, limits["memory_bytes"]),
             (resource.RLIMIT_NPROC, limits["processes"]),

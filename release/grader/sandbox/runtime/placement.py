@@ -1,8 +1,6 @@
-"""Worker side of the device and dtype checks: the student's code, run where a model may be moved.
-
-The judge's inputs (and a block, through `nn.Module.to`, never the student's own `.to`) are moved
-to a device or a float dtype, the student's code runs (on `meta` under CUDA's rule for devices:
-devicerule.py), and what comes back is a plain description of every result: a claim to the judge.
+"""Worker side of the device and dtype checks: the judge's inputs (and a block, through
+`nn.Module.to`) are moved to a device or a float dtype, the student's code runs (on `meta` under
+CUDA's rule for devices: devicerule.py), and a plain description of every result comes back.
 """
 import torch
 from torch import nn
@@ -22,9 +20,8 @@ def devices():
 
 
 def warm_meta():
-    """torch loads its meta kernels (and torch._dynamo, for a masked_fill) on the first operations
-    on `meta`: every worker does it before the student's code (worker.prepare), never inside a
-    student's call, whose /tmp and time it would spend."""
+    """Load torch's meta kernels before the student's code, never inside a student's call, whose
+    /tmp and time it would spend."""
     x = torch.ones(2, 2, device="meta")
     x @ x  # the meta kernels are imported now
     torch.softmax((x @ x / 2).masked_fill(torch.ones(2, 2, dtype=torch.bool, device="meta"), 0), -1)
@@ -55,8 +52,8 @@ def describe(value):
 
 
 def call_on(fn, device, dtype=None, args=(), kwargs=None, *, run, rule):
-    """The student's function `fn` on the judge's arguments moved to `device` (`dtype`), through
-    `run` (the student's own thread) under the contexts of `rule(device)` (devicerule.py)."""
+    """`fn` on the judge's arguments moved to `device` (`dtype`), through `run` (the student's
+    thread) under the contexts of `rule(device)`."""
     dtype = _dtype(dtype)
     args = [_place(a, device, dtype) for a in args]
     kwargs = {k: _place(v, device, dtype) for k, v in (kwargs or {}).items()}
@@ -80,9 +77,8 @@ def place(block, device=None, dtype=None):
 
 
 def _left_behind(block, device):
-    """Names of the tensors of at least one axis (a 0-dim one mixes with any device), held as
-    plain attributes of the block's modules or globals of its module, not on `device`: what
-    .to() does not move."""
+    """Names of the tensors of at least one axis (a 0-dim one mixes with any device) not on
+    `device`, held as plain attributes of the block's modules or globals of its module."""
     import sys
 
     def stayed(value):
@@ -101,8 +97,7 @@ def _left_behind(block, device):
 
 
 def forward_on(block, x, device, dtype=None, *, run, rule):
-    """forward(x, return_weights=True) on x moved to `device` (`dtype`), without gradients, as
-    call_on calls."""
+    """forward(x, return_weights=True) on x moved to `device` (`dtype`), without gradients."""
     x = _place(x, device, _dtype(dtype))
     return describe(run(block, (x,), {"return_weights": True},
                         contexts=(torch.no_grad(),) + rule(device)))

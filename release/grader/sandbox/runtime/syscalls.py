@@ -2,24 +2,15 @@
 
 It refuses (EPERM) the system calls whose effect outlives the worker or reaches past it, which
 neither Python nor torch needs to run a submission:
-
-- kernel keys (add_key, request_key, keyctl): keyrings are kept per uid by the kernel, not per
-  process, so a key would stay after the worker ends and be read by the next worker of that uid;
-- System V IPC, POSIX message queues and memfd_create (shm*, sem*, msg*, mq_*): memory outside
-  the worker's address space, so outside RLIMIT_AS (1000 memfds of 64 MiB each would be 64 GiB of
-  RAM; /tmp is a tmpfs with a size and /dev/shm is not writable);
-- socket and socketpair: a worker talks to the judge on the channel it inherits and needs no other
-  (checked with strace: importing torch and training the copy task make none); a new socket could
-  only reach another process, or fill kernel buffers outside RLIMIT_AS (8 MiB a socket here).
-  On a machine with a GPU, socket() of AF_UNIX is let through (`unix_sockets`): CUDA's driver
-  opens one as it starts, and a refused one stops it; every other domain is still refused;
-- ptrace and process_vm_readv/writev: reading or steering another process of the same uid (the
-  plain-subprocess fallback runs every worker as the grader's own user);
+- kernel keys: keyrings are kept per uid, so a key would be read by the next worker of that uid;
+- System V IPC, POSIX message queues and memfd_create: memory outside RLIMIT_AS;
+- socket and socketpair: a worker needs only the channel it inherits (strace: torch's import and
+  the copy task make none); with a GPU, AF_UNIX is let through (`unix_sockets`): CUDA's driver
+  opens one as it starts;
+- ptrace and process_vm_readv/writev: another process of the same uid (the plain fallback);
 - perf_event_open, bpf, userfaultfd: kernel attack surface no submission needs.
-
-Every system call of another architecture (a 32-bit `int 0x80` on x86-64, x32) is refused too, so
-the numbers below cannot be sidestepped.  On an architecture not listed, nothing is installed and
-`install` says why (the namespaces still hold).
+Every call of another ABI (32-bit, x32) is refused too, so the numbers cannot be sidestepped.  On
+an architecture not listed, nothing is installed and `install` says why.
 """
 import ctypes
 import errno

@@ -1,21 +1,18 @@
 """The protocol the judge and the worker speak: framed JSON plus raw tensor bytes.
 
 Both sides import this module; it must stay free of anything secret.  The judge treats every
-frame as hostile: `decode` rebuilds plain data only (dict, list, str, numbers, bool, None and
-exact `torch.Tensor`s made from raw bytes), never unpickles, and enforces size caps.
+frame as hostile: `decode` rebuilds plain data only (JSON values and exact `torch.Tensor`s made
+from raw bytes), never unpickles, and enforces size caps.
 
-Frame: MAGIC (4 bytes) | header length (4 bytes, big endian) | payload length (8 bytes) |
-header (UTF-8 JSON) | payload (the tensors' raw bytes, back to back) [| tag (32 bytes)].
-The tag is HMAC-SHA256 of everything before it under the key the worker draws before the
-student's file is imported and tells the judge in its first frame: the student's code can write
-to the channel (it is in the same process) but cannot reach the key (isolation.py), so it cannot
-forge a reply.
-In the header a tensor is {"$tensor": [offset, nbytes], "dtype": "float32", "shape": [...]},
-a tuple is {"$tuple": [...]} and an object that is neither is {"$object": "TypeName"}.  A key of
-the sender's own dicts that starts with "$" is sent with one more "$" ("$tensor" -> "$$tensor"),
-so no data can pass for a marker.  The decoder materialises at most as many tensor bytes as the
-payload holds (64 references to one span are refused, not copied), and `expect_id` checks a
-reply's id before any tensor is built.
+Frame: MAGIC (4 bytes) | header length (4, big endian) | payload length (8) | header (UTF-8 JSON)
+| payload (the tensors' raw bytes, back to back) [| tag (32 bytes)].  The tag is HMAC-SHA256 of
+everything before it under the key the worker draws before the student's import and tells the
+judge in its first frame: the student's code can write to the channel but cannot reach the key
+(isolation.py), so it cannot forge a reply.
+In the header a tensor is {"$tensor": [offset, nbytes], "dtype": "float32", "shape": [...]}, a
+tuple {"$tuple": [...]}, anything else {"$object": "TypeName"}; a data key that starts with "$"
+gets one more "$", so no data can pass for a marker.  The decoder materialises at most as many
+tensor bytes as the payload holds, and `expect_id` checks a reply's id before any tensor is built.
 """
 import builtins
 import hashlib
@@ -23,22 +20,20 @@ import hmac
 import json
 import struct
 
-# The functions below look names up in a copy of the builtins taken at import: inside the worker,
-# before any student code (what the student's code rebinds in builtins is not seen here).
+# Names are looked up in a copy of the builtins taken at import (in the worker, before any student
+# code): what the student's code rebinds in builtins is not seen here.
 __builtins__ = dict(vars(builtins))
 
 MAGIC = b"AW12"
 PREFIX = struct.Struct(">4sIQ")
-# What one frame may carry, sized to the checks: the largest reply of a whole grading is a 0.7 KiB
-# header and a 384 KiB payload.  A larger frame is refused from its 16-byte prefix, so what one
-# reply can make the judge hold is bounded (JUDGE_FRAME_BYTES): two frames (a call made twice)
-# must fit under the judge's memory target of 350 MiB beside a grading of the reference.  8 MiB
-# of payload still lets a wrong shape such as [256, 12, 12, 32] float32 arrive and be judged.
+# What one frame may carry, sized to the checks (the largest reply of a grading is a 0.7 KiB header
+# and a 384 KiB payload) and refused from its prefix above it: two frames (a call made twice) must
+# fit under the judge's 350 MiB target.  8 MiB still lets a wrong shape such as [256, 12, 12, 32]
+# float32 arrive and be judged.
 MAX_HEADER = 256 * 1024
 MAX_PAYLOAD = 8 * 1024 * 1024
-# The judge's memory for one frame at most: the payload as received, the tensors built from it
-# (one copy, at most the payload's size: see `room`), one result a check computes from them, and
-# the header's JSON as Python objects (~50 bytes per byte).  36.5 MiB with the caps above.
+# The judge's memory for one frame at most: the payload, the tensors built from it (`room`), one
+# result a check computes from them, and the header as Python objects (~50 bytes per byte).
 JUDGE_FRAME_BYTES = 3 * MAX_PAYLOAD + 50 * MAX_HEADER
 MAX_DEPTH = 32
 TAG_BYTES = 32
@@ -60,12 +55,6 @@ class Opaque:
         return f"<{self.type_name}>"
 
 
-def _torch():
-    import torch  # imported lazily: the worker's first frame goes out before torch is loaded
-
-    return torch
-
-
 # json.dumps(tree, ensure_ascii=True, allow_nan=True), its encoder made at import: `json.dumps`,
 # a name any code can rebind, is not looked up per frame.
 _DUMPS = json.JSONEncoder(ensure_ascii=True, allow_nan=True).encode
@@ -73,21 +62,22 @@ _TENSORS = []  # [how a tensor becomes bytes], made once (arm)
 
 
 def arm():
-    """Bind how a tensor becomes bytes: TensorBase's C methods (which no code can replace), with
-    torch-function and dispatch modes off, so neither a patched torch.Tensor method nor a mode the
-    student's code entered changes what is sent.  The worker calls it before the student's
-    import; elsewhere the first tensor sent calls it."""
+    """Bind how a tensor becomes bytes: TensorBase's C methods, with torch-function and dispatch
+    modes off, so neither a patched torch.Tensor method nor a student's mode changes what is sent.
+    The worker calls it before the student's import; elsewhere the first tensor sent does."""
     if _TENSORS:
         return _TENSORS[0]
-    torch = _torch()
+    import torch  # imported lazily: the worker's first frame goes out before torch is loaded
+
     base = torch._C.TensorBase
-    found = {"Tensor": torch.Tensor, "bfloat16": torch.bfloat16,
+    found = {"Tensor": torch.Tensor, "bfloat16": torch.bfloat16, "torch": torch,
              "no_function": torch._C.DisableTorchFunction,
              "no_dispatch": torch._C._DisableTorchDispatch,
              "dtype": base.__dict__["dtype"].__get__, "shape": base.__dict__["shape"].__get__}
     for name in ("detach", "cpu", "as_subclass", "float", "contiguous", "numpy"):
         found[name] = getattr(base, name)
     found["names"] = {getattr(torch, name): name for name in DTYPES}  # the dtypes that may cross
+    found["dtypes"] = {name: dtype for dtype, name in found["names"].items()}
     _TENSORS.append(found)
     return found
 
@@ -110,9 +100,9 @@ def _tensor_bytes(value, t):
 
 
 def _tag(key, *parts, sha256=hashlib.sha256):
-    """HMAC-SHA256 (RFC 2104) of the parts under a key of at most 64 bytes, written out over
-    the hash bound at import: hmac.digest looks its backend up in hmac's module at each call,
-    where the student's code could put a function that is handed the key."""
+    """HMAC-SHA256 (RFC 2104) under a key of at most 64 bytes, over the hash bound at import:
+    hmac.digest looks its backend up in hmac's module, where the student's code could put a
+    function that is handed the key."""
     key = key.ljust(64, b"\0")
     inner = sha256(bytes(b ^ 0x36 for b in key) + b"".join(parts)).digest()
     return sha256(bytes(b ^ 0x5C for b in key) + inner).digest()
@@ -162,10 +152,9 @@ class FrameReader:
     """Frames off one stream, each part read whole into a buffer of its own size."""
 
     def read_frame(self, fill, key=None):
-        """(header, payload) of the next frame; one over the caps is refused from its prefix,
-        before anything is read or made for its body, and with `key`, one whose tag is not the
-        key's, before anything is decoded.  `fill(view)` reads at most len(view) bytes into
-        `view` and returns how many (0: the stream ended: EOFError)."""
+        """(header, payload) of the next frame; one over the caps is refused from its prefix, and
+        with `key` one not signed with it.  `fill(view)` reads at most len(view) bytes into `view`
+        and returns how many (0: EOFError)."""
         prefix = _read(PREFIX.size, fill)
         magic, header_len, payload_len = PREFIX.unpack(prefix)
         if magic != MAGIC:
@@ -248,16 +237,11 @@ def _rebuild(value, payload, depth, room):
     return out
 
 
-_DTYPE_OF = {}  # name -> torch dtype, for the names in DTYPES (filled on the first tensor)
-
-
 def _tensor(spec, payload, room):
     """A tensor marker (exactly its three keys: _rebuild made sure) -> an exact Tensor."""
     span, dtype_name, shape = spec["$tensor"], spec["dtype"], spec["shape"]
-    if not _DTYPE_OF:
-        torch = _torch()
-        _DTYPE_OF.update((name, getattr(torch, name)) for name in DTYPES)
-    dtype = _DTYPE_OF.get(dtype_name) if type(dtype_name) is str else None
+    t = arm()
+    dtype = t["dtypes"].get(dtype_name) if type(dtype_name) is str else None
     if dtype is None:
         raise ProtocolError(f"dtype not allowed: {str(dtype_name)[:20]}")
     if not (type(span) is list and len(span) == 2 and _counts(span)):
@@ -273,13 +257,12 @@ def _tensor(spec, payload, room):
     room[0] -= nbytes
     if room[0] < 0:
         raise ProtocolError("tensors claim more bytes than the frame carries")
-    torch = _torch()
     if nbytes == 0:
-        return torch.zeros(shape, dtype=dtype)
+        return t["torch"].zeros(shape, dtype=dtype)
     # bytearray copies the bytes once (a memoryview slice is no copy), so the tensor owns writable
     # memory; the result is an exact Tensor.
     raw = bytearray(memoryview(payload)[start:start + nbytes])
-    return torch.frombuffer(raw, dtype=dtype).reshape(shape)
+    return t["torch"].frombuffer(raw, dtype=dtype).reshape(shape)
 
 
 def _counts(numbers):

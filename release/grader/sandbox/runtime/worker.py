@@ -1,21 +1,15 @@
 """The worker: runs inside the sandbox, imports the student's module and serves calls.
 
-It imports only the runtime's own modules (copied beside it), never decides a verdict and only
-returns what the student's code computed; the judge trusts nothing it sends.
-
-What the verdict relies on (the contract's readers, the table of the student's blocks, the
-channel's send and receive, an instance of wire.py of the worker's own, os.readv and os.write) is
-bound before the student's file is imported and kept only in the serving loop's locals and
-closures: no module attribute the student's code can reach holds any of it, and the other runtime
-modules are out of `sys.modules` (and their folder off `sys.path`) before the import.  The
-student's code runs on a thread of its own behind an audit hook (isolation.py), and every frame
-after the first is signed with a key drawn before the import (wire.py), so nothing the student's
-code writes on the channel passes for the worker's word.
+It imports only the runtime's own modules and only returns what the student's code computed; the
+judge trusts nothing it sends.  What the verdict relies on (the readers, the table of blocks, the
+channel's send and receive, a wire.py of the worker's own, os.readv and os.write) is bound before
+the student's import and kept only in the serving loop's locals and closures; the other runtime
+modules are out of `sys.modules` by then.  The student's code runs on a thread of its own behind
+an audit hook (isolation.py), and every frame after the first is signed with a key drawn before
+the import (wire.py), so nothing the student's code writes on the channel passes for the worker's.
 
 Usage: python -I worker.py CHANNEL_FD STUDENT_FILE [--wait-go]
-
-With --wait-go (watch mode's spare workers) it imports torch, then waits for one frame (any
-content: the "go") before importing STUDENT_FILE, which need not exist until then.
+(--wait-go: a spare, which imports torch and waits for one frame before importing STUDENT_FILE.)
 """
 import builtins
 import contextlib
@@ -26,13 +20,13 @@ import os
 import sys
 from linecache import getline
 
-# The functions below look names up in a copy of the builtins taken now: a student who rebinds
-# builtins.getattr or builtins.isinstance changes what their own code sees, not the serving loop.
+# Names are looked up in a copy of the builtins taken now: rebinding builtins.getattr changes
+# what the student's own code sees, not the serving loop.
 __builtins__ = dict(vars(builtins))
 
 RUNTIME = os.path.dirname(os.path.abspath(__file__))
-# Out of sys.modules before the student's import: `wire` stays (what a student's code finds
-# there is not the instance the worker speaks through: private_wire).
+# Out of sys.modules before the student's import (`wire` stays: it is not the one the worker
+# speaks through, private_wire).
 RUNTIME_MODULES = ("syscalls", "contract", "placement", "copytask", "limits", "worker",
                    "isolation", "devicerule")
 sys.path.insert(0, RUNTIME)
@@ -47,8 +41,8 @@ STUCK_REPORT_SECONDS = 0.5
 
 
 def endpoints(fd, speaking=wire, key=None, read_into=os.readv, write=os.write):
-    """(send, receive) on the channel `fd` through the module `speaking` (wire), bound to the
-    functions they use as they are now; what is sent is signed with `key` where given."""
+    """(send, receive) on the channel `fd` through `speaking` (wire), bound to the functions they
+    use as they are now; what is sent is signed with `key` where given."""
     encode, decode, read_frame = speaking.encode, speaking.decode, speaking.FrameReader().read_frame
 
     def fill(view):
@@ -66,12 +60,12 @@ def endpoints(fd, speaking=wire, key=None, read_into=os.readv, write=os.write):
 
 
 def describe_exception(exc, student_file, judging=None):
-    """Type, message and the student's own line: never a traceback through the worker.  The
-    message is asked first (a class of the student's may answer it), then the traceback is
-    walked inside `judging` (isolation.guard: the worker's own read of frames)."""
+    """Type, message and the student's own line, never a traceback through the worker.  The
+    message is asked first (the student's class may answer it), then the traceback is walked
+    inside `judging` (the worker's own read of frames)."""
     message = str(exc)[:500]
-    # the refusal the worker raises itself (contract.py) under its module's name too, which no
-    # class of the student's file has: a student's LibraryAttentionDisabled stays theirs
+    # the worker's own refusal (contract.py) is named with its module: a student's class of that
+    # name stays theirs
     mro = [("contract." if cls.__module__ == "contract" else "") + cls.__name__
            for cls in type(exc).__mro__]
     line, tb = None, exc.__traceback__
@@ -88,9 +82,8 @@ def describe_exception(exc, student_file, judging=None):
 
 
 def student_runs(kit, send, student_file, judging):
-    """The kit with every way into the student's code (the operations' calls, and the readers'
-    that run a forward or a call on a device) bound to the student's thread (isolation.runner,
-    started now), which tells the judge where that code is while it runs (telling_where)."""
+    """The kit with every way into the student's code bound to the student's thread
+    (isolation.runner, started now), which tells the judge where it is (telling_where)."""
     run = functools.partial(kit["runner"](), tick=STUCK_REPORT_SECONDS,
                             on_wait=telling_where(send, student_file, judging))
     readers = dict(kit["readers"], grads=functools.partial(kit["readers"]["grads"], run=run),
@@ -104,9 +97,8 @@ MISSING = object()  # a constant the student's module does not define
 
 
 def strided(args, views):
-    """The call's arguments, with the strided views the judge asks for re-created: a tensor
-    crosses the wire contiguous.  A view is [index, dim0, dim1] (transpose) or [index, [dims]]
-    (permute)."""
+    """The arguments with the judge's strided views re-created (a tensor crosses contiguous): a
+    view is [index, dim0, dim1] (transpose) or [index, [dims]] (permute)."""
     args = list(args)
     for index, *spec in views:
         args[index] = (args[index].permute(*spec[0]) if isinstance(spec[0], list)
@@ -115,8 +107,8 @@ def strided(args, views):
 
 
 def operations(module, torch, kit):
-    """{op: function(**args)} the judge may ask for, the student's blocks in this closure's
-    table; every call into the student's code goes through kit["run"] (its own thread)."""
+    """{op: function(**args)} the judge may ask for; the student's blocks live in this closure,
+    and every call into the student's code goes through kit["run"]."""
     readers, train, call_on, run = kit["readers"], kit["train"], kit["call_on"], kit["run"]
     handles, no_grad = {}, torch.no_grad
 
@@ -152,8 +144,7 @@ def operations(module, torch, kit):
         return run(handles[handle], (x,), kwargs, contexts=(no_grad(),))
 
     def op_train_copy(seed, n_heads):
-        # The training loop runs on the student's thread with their block: its losses and state
-        # are claims, which the judge evaluates again from the state (copytask.py).
+        # losses and state are claims: the judge evaluates the state again (copytask.py)
         model, losses = run(train, (student_attr("CausalSelfAttention"),),
                             {"seed": seed, "n_heads": n_heads})
         return {"losses": losses, "state": {n: p.detach() for n, p in model.named_parameters()}}
@@ -167,12 +158,10 @@ def operations(module, torch, kit):
 
 
 def prepare():
-    """What every worker does before it sees a student: torch on one thread, seeded, its fused
-    attention disabled (contract.py) and meta's kernels loaded (placement.warm_meta: loaded later,
-    they would need the /tmp the student's code may have filled).  The readers are kept for
-    serve().  What is alive then is frozen for the cyclic collector (as in grader/process.py), so
-    a collection in a fork of the fork server never writes, and so copies, torch's shared pages.
-    """
+    """Before any student: torch on one thread, seeded, its fused attention disabled
+    (contract.py), meta's kernels loaded (later they would need the /tmp a student may have
+    filled); the readers kept for serve().  What is alive is frozen for the collector, so a
+    collection in a fork never writes (and so copies) torch's shared pages."""
     import torch
 
     torch.set_num_threads(1)
@@ -197,8 +186,8 @@ def prepare():
 
 
 def private_wire():
-    """An instance of wire.py of the worker's own, armed (wire.arm): not the `wire` of
-    sys.modules, so that what a student's code patches there is never what replies go through."""
+    """A wire.py of the worker's own, armed: not the `wire` of sys.modules, which a student's
+    code may patch."""
     spec = importlib.util.spec_from_file_location("_worker_wire", os.path.join(RUNTIME, "wire.py"))
     private = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(private)
@@ -207,9 +196,8 @@ def private_wire():
 
 
 def telling_where(send, student_file, judging, frames=sys._current_frames):
-    """on_wait(ident) for the student's run (isolation.runner): tells the judge the line of the
-    student's file that thread is at ({"stuck": line}), so a timeout can say where the import or
-    the call was stuck.  The frames are read inside `judging`, refused to the student's code."""
+    """on_wait(ident) for isolation.runner: tells the judge the line of the student's file that
+    thread is at ({"stuck": line}), so a timeout can say where.  Read inside `judging`."""
     def tell(ident):
         with judging:
             frame, line = frames().get(ident), None
@@ -227,8 +215,8 @@ def telling_where(send, student_file, judging, frames=sys._current_frames):
 
 
 def _seal():
-    """Before the student's import: the runtime's modules but wire leave sys.modules, its folder
-    leaves sys.path, and this module no longer names wire, syscalls or limits."""
+    """Before the student's import: the runtime's modules (but wire) and folder leave sys.modules
+    and sys.path, and this module no longer names wire, syscalls or limits."""
     for name in RUNTIME_MODULES:
         sys.modules.pop(name, None)
     while RUNTIME in sys.path:
@@ -238,22 +226,19 @@ def _seal():
 
 
 def serve(fd, student_file, torch):
-    """Import the student's file, greet the judge, answer requests on the channel `fd` until it
-    closes.  The student's code runs on its own thread (isolation.runner), from the import on,
-    behind the audit hook armed just before it (isolation.guard)."""
+    """Import the student's file (on its own thread, behind the audit hook armed just before),
+    greet the judge, answer requests on the channel `fd` until it closes."""
     kit = dict(_PREPARED)
     _PREPARED.clear()
     if "readers" not in kit:
         raise RuntimeError("worker.prepare() must run before serve()")
-    # The key that signs every frame from now on, told to the judge before any of the student's
-    # code runs; it lives only in the closures of send.
+    # The key that signs every frame from now on; it lives only in the closures of send.
     key = os.urandom(32)
     endpoints(fd, kit["wire"])[0]({"key": key.hex()})
     send, receive = endpoints(fd, kit["wire"], key)
     del key
     protocol_error = kit["wire"].ProtocolError
     ops_of, make_answer, describe = operations, answering, describe_exception
-    # the student's module, made now and run on the student's thread below
     spec = importlib.util.spec_from_file_location("attention", student_file)
     module = importlib.util.module_from_spec(spec)
     sys.modules["attention"] = module
@@ -280,8 +265,8 @@ def serve(fd, student_file, torch):
 
 
 def answering(ops, send, protocol_error, student_file, judging, describe=describe_exception):
-    """answer(request): its call made through `ops` and answered with `send`.  Made before the
-    student's file is imported: it looks nothing up in this module after that."""
+    """answer(request): its call made through `ops`, answered with `send`; looks nothing up in
+    this module."""
     def answer(request):
         request = request if isinstance(request, dict) else {}
         reply_id, failed = request.get("id"), None
@@ -298,8 +283,7 @@ def answering(ops, send, protocol_error, student_file, judging, describe=describ
         except protocol_error as exc:
             send({"id": reply_id, "error": describe(exc, student_file, judging)})
         if failed is not None:
-            # Its traceback holds the student's frames and what they made (a memory hog's list):
-            # dropped once answered, not at the next collection.
+            # its traceback holds the student's frames (a memory hog's list): dropped now
             failed.__traceback__ = None
 
     return answer

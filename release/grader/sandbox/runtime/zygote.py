@@ -1,19 +1,16 @@
 """The fork server: import torch once, then fork one fresh worker per submission.
 
-Runs where a worker runs (inside bubblewrap, or as a plain subprocess) and, like worker.py, imports
-nothing from the judge side.  It never runs a student's code itself: each submission gets a child
-forked from this clean, torch-loaded process, whose memory dies with it.
+Runs where a worker runs (inside bubblewrap, or as a plain subprocess), imports nothing from the
+judge side and never runs a student's code itself.
 
 Usage: python -I -u zygote.py CONTROL_FD MODE  (the control socket of the judge that started it)
 
-MODE "namespaces" (bubblewrap as root; this process is root inside the sandbox, with no network):
-each child (fork_into_namespaces) gets a mount, a PID (as its PID 1), an IPC and a network
-namespace of its own, sees only its own submission, read-only, at /submission (the spool is
-hidden under an empty tmpfs), a fresh bounded /tmp and /proc, and drops every capability to the
-uid the judge claimed for it (uidpool.py) before it imports the student's file.  MODE "plain": the
-child gets its own session, the resource limits, its own IPC and network namespaces where it may
-(root), and the submission folder as its working folder.  Every child installs the syscall filter
-(syscalls.py) before the student's file is imported.
+MODE "namespaces" (bubblewrap as root; root inside the sandbox, with no network): each child gets
+a mount, a PID (as its PID 1), an IPC and a network namespace of its own, sees only its own
+submission, read-only, at /submission, a fresh bounded /tmp and /proc, and drops every capability
+to the uid the judge claimed for it (uidpool.py).  MODE "plain": the child gets its own session,
+the limits, and its own IPC and network namespaces where it may (root).  Every child installs the
+syscall filter (syscalls.py) before the student's file is imported.
 
 Control channel (a SOCK_SEQPACKET socket; one JSON object per packet):
   judge  -> {"op": "spawn", "id": N, "dir": D, "student": NAME, "uid": U, "limits": {...}}
@@ -70,7 +67,7 @@ MEMORY_RLIMIT = memory_rlimit()  # looked up once, before any fork
 GPU = bool(accelerator_nodes())  # CUDA's driver then needs a unix socket (syscalls.py)
 
 
-def drop_privileges(uid=UNPRIVILEGED):
+def drop_privileges(uid):
     """uid/gid `uid`, no supplementary groups, an empty capability bounding set, no new privs."""
     with open("/proc/sys/kernel/cap_last_cap") as handle:
         last = int(handle.read())
@@ -85,19 +82,19 @@ def drop_privileges(uid=UNPRIVILEGED):
 
 
 def runtime_under_tmp():
-    """The Python runtime's folders that lie under /tmp (a kit checked out there, as CI does):
-    the fresh /tmp of each child would hide them, so they are carried over."""
+    """The Python runtime's folders under /tmp (a kit checked out there, as CI does), which each
+    child's fresh /tmp would hide."""
     roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)} | {sys.prefix}
     under = sorted(p for p in roots if p.startswith("/tmp/") and os.path.isdir(p))
     return [p for p in under if not any(p.startswith(q + "/") for q in under if q != p)]
 
 
 def fork_into_namespaces():
-    """os.fork, with the child in a mount, a PID (as its PID 1), an IPC and a network namespace of
-    its own; 0 in the child, else its pid.  A middle process unshares them (a new PID namespace
-    takes only the children forked after it), forks the child and exits: the child is then the
-    caller's own (a child subreaper).  The child goes on only once the middle process is reaped,
-    so that the parent-death signal it sets (drop_privileges) is tied to the zygote."""
+    """os.fork, the child in new mount, PID (as its PID 1), IPC and network namespaces; 0 in the
+    child, else its pid.  A middle process unshares them (a new PID namespace takes only children
+    forked after it), forks the child and exits, the zygote being a child subreaper.  The child
+    goes on only once the middle process is reaped, so that its parent-death signal
+    (drop_privileges) is tied to the zygote."""
     _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "subreaper")
     said_read, said_write = os.pipe()
     go_read, go_write = os.pipe()
@@ -133,17 +130,17 @@ def fork_into_namespaces():
     return int(said)
 
 
-def private_mounts(spool_dir, keep, tmp_bytes=TMP_BYTES):
-    """In a child of fork_into_namespaces, its private mount table: its submission, read-only, at
-    /submission, an empty /tmp of `tmp_bytes` (with only `keep`, read-only, inside), nothing of
-    the other submissions.  Its network namespace (a loopback that is down) means neither a TCP
-    port nor an abstract unix socket connects it to another student's worker alive meanwhile."""
+def enter_sandbox(spool_dir, uid=UNPRIVILEGED, tmp_bytes=TMP_BYTES):
+    """In a child of fork_into_namespaces: its private mount table (its submission, read-only, at
+    /submission, an empty /tmp of `tmp_bytes` with only the runtime under /tmp inside, nothing of
+    the other submissions), its own /proc, then no privileges left.  Its network namespace (a
+    loopback that is down) keeps another student's live worker out of reach."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount(spool_dir, SUBMISSION, None, MS_BIND)
     mount(None, SUBMISSION, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     mount("tmpfs", SPOOL, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
     staged = []
-    for i, path in enumerate(keep):  # park them in the (now private) spool while /tmp is replaced
+    for i, path in enumerate(runtime_under_tmp()):  # park them in the (now private) spool while /tmp is replaced
         stage = f"{SPOOL}/keep{i}"
         os.mkdir(stage)
         mount(path, stage, None, MS_BIND | MS_REC)
@@ -155,10 +152,6 @@ def private_mounts(spool_dir, keep, tmp_bytes=TMP_BYTES):
         mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
         _check(libc.umount2(stage.encode(), MNT_DETACH), f"umount {stage}")
         os.rmdir(stage)
-
-
-def become_namespace_init(uid=UNPRIVILEGED):
-    """In the first child of the new PID namespace: its own /proc, then no privileges left."""
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     drop_privileges(uid)
 
@@ -185,9 +178,8 @@ def child(request, fds, mode, closing, torch):
                 libc.unshare(CLONE_NEWIPC | CLONE_NEWNET)  # root without CAP_SYS_ADMIN)
         else:  # born in its namespaces (fork_into_namespaces): PID 1 of its own
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            private_mounts(os.path.join(SPOOL, os.path.basename(folder)),
-                           runtime_under_tmp(), limits.get("tmp_bytes", TMP_BYTES))
-            become_namespace_init(int(request.get("uid", UNPRIVILEGED)))
+            enter_sandbox(os.path.join(SPOOL, os.path.basename(folder)),
+                          int(request.get("uid", UNPRIVILEGED)), limits.get("tmp_bytes", TMP_BYTES))
             folder = SUBMISSION
         os.chdir(folder)
         apply_rlimits(rlimit_table(limits, MEMORY_RLIMIT))
@@ -202,10 +194,9 @@ def child(request, fds, mode, closing, torch):
 
 
 def probe_namespaces(spool=SPOOL):
-    """Can a child here be born in its own namespaces, mount its files and drop to uid 65534?
-    Tried once at start-up, so that a machine where it cannot (a seccomp profile, missing
-    capabilities) makes the judge fall back to cold workers instead of grading every submission
-    as a crash.  Returns None, or why not."""
+    """None, or why a child here cannot be born in its own namespaces, mount its files and drop
+    its privileges (a seccomp profile, missing capabilities): the judge then falls back to cold
+    workers instead of grading every submission as a crash."""
     probe = os.path.join(spool, ".probe")
     os.makedirs(probe, exist_ok=True)
     read_end, write_end = os.pipe()
@@ -220,8 +211,7 @@ def probe_namespaces(spool=SPOOL):
         code = SANDBOX_FAILED
         try:
             os.close(read_end)
-            private_mounts(probe, runtime_under_tmp())
-            become_namespace_init()
+            enter_sandbox(probe)
             code = 0
         except BaseException as exc:
             os.write(write_end, f"{type(exc).__name__}: {exc}".encode(errors="replace"))
@@ -236,8 +226,8 @@ def probe_namespaces(spool=SPOOL):
 
 
 class Zygote:
-    """Serves the judge at the other end of its control socket.  Its children are told to the
-    judge, ended by it, and killed when the judge closes its channel; the zygote then exits."""
+    """Serves the judge at the other end of its control socket; when the judge closes it, every
+    child is killed and the zygote exits."""
 
     def __init__(self, control_fd, mode):
         self.control = socket.socket(fileno=control_fd)

@@ -9,7 +9,7 @@ import torch
 
 from grader.judge.checks import questions
 from grader.judge.checks.questions import B, D_HEAD, H, T
-from grader.judge.checks.support import (Verdict, causal_mask, close, first_difference,
+from grader.judge.checks.support import (Verdict, causal_mask, close, differing,
                                          fresh_randn, leak_map, num, record_judged, same, shaped,
                                          softmax_axis, weights_factor, weights_problem)
 
@@ -53,9 +53,7 @@ def attention_gate(context, weights, q, k, v, allowed, factor=False):
         raise named(weights, allowed, q, k, "weights_not_from_scores")
     expected = weights.double() @ v.double()  # [..., T, d_v]
     if bool(torch.isfinite(weights).all()) and not close(context, expected):
-        index, got, want = first_difference(context, expected)
-        raise Verdict("context_not_weights_v", where=f"context{list(index)}", expected=num(want),
-                      got=num(got))
+        raise Verdict("context_not_weights_v", **differing(context, expected, "context", end=""))
 
 
 def looks_causal(weights):
@@ -136,11 +134,11 @@ def test_causal(student, seed, t):
     k2[..., t + 1:, :] += 3.0
     v2[..., t + 1:, :] -= 5.0
     after, weights2 = attend_judged(student, q, k2, v2)
-    if not close(context[..., :t + 1, :], after[..., :t + 1, :]):
-        index, got, was = first_difference(after[..., :t + 1, :], context[..., :t + 1, :])
+    past, past_after = context[..., :t + 1, :], after[..., :t + 1, :]
+    if not close(past, past_after):
         raise Verdict(weights_problem(weights2, allowed, q, k2) or "future_changes_past",
-                      heatmap=leak_map(weights2, allowed, q, k2), where=f"context{list(index)}",
-                      expected=num(was), got=num(got), t=t)
+                      heatmap=leak_map(weights2, allowed, q, k2), t=t,
+                      **differing(past_after, past, "context", end=""))
 
 
 @pytest.mark.check("attend.softmax")
@@ -200,9 +198,7 @@ def test_return_values(student, seed):
     context, weights = attend_judged(student, q, k, v)
     attention_gate(context, weights, q, k, v, causal_mask(T))
     if not same(plain, context):
-        index, got, want = first_difference(plain, context)
-        raise Verdict("wrong_values", where=f"attend(q, k, v){list(index)} ", expected=num(want),
-                      got=num(got))
+        raise Verdict("wrong_values", **differing(plain, context, "attend(q, k, v)"))
 
 
 def batched_questions(seed):
@@ -249,7 +245,5 @@ def test_batched_equals_loop(student, seed):
                 # commonest way, is named as what it is.
                 if softmax_axis(weights.double()) is not None:
                     raise named(weights, causal_mask(T), q, k, "heads_mixed")
-                index, got, expected = first_difference(context, loop)
-                raise Verdict("heads_mixed", where=f"context{list(index)}", expected=num(expected),
-                              got=num(got))
+                raise Verdict("heads_mixed", **differing(context, loop, "context", end=""))
         attention_gate(context, weights, q, k, v, causal_mask(T))

@@ -163,14 +163,6 @@ def new_block(student, weights):
     return module, module.contract("inject", **inject_args(weights))
 
 
-def _unobserved(exc):
-    """A StudentError of the block on the CPU as device_unobserved (module.shapes says why),
-    unless the runner names it itself."""
-    if for_the_runner(exc):
-        return exc
-    return Verdict("device_unobserved")
-
-
 def block_on_cpu(student, seed, salt):
     """Fresh weights and an input, once a block holding them has shown on the CPU weights that
     follow q·kᵀ of the judge's own projections."""
@@ -179,15 +171,15 @@ def block_on_cpu(student, seed, salt):
     try:
         module, kind = new_block(student, weights)
         out = module(x, return_weights=True)
-    except StudentError as exc:  # the block cannot even be built or run
-        raise _unobserved(exc) from None
+    except StudentError as exc:  # the block cannot even be built or run (module.shapes says why)
+        raise (exc if for_the_runner(exc) else Verdict("device_unobserved")) from None
     read = module.contract("read", d_model=D)  # the reading's own error is the check's
     try:
         layout(module, kind)
         _, w = y_and_weights(out, x)
         shaped(w, [B, H, T, T])
     except StudentError as exc:  # describe's, naming what the names hold
-        raise _unobserved(exc) from None
+        raise (exc if for_the_runner(exc) else Verdict("device_unobserved")) from None
     except Verdict:
         raise Verdict("device_unobserved") from None  # the other module cards say what it is
     biases = read if isinstance(read, dict) else {}
@@ -249,7 +241,11 @@ def block_outcome(student, weights, device, x, seed):
     cpu = [module.contract("forward_on", x=x, device="cpu")
            for _ in range(0 if device == "meta" else 2)]
     answer = module.contract("place", device=device)
-    placement = placement_of(answer, device)
+    answer = answer if isinstance(answer, dict) else {}
+    mask, before = answer.get("mask"), answer.get("mask_before")
+    # Is the mask on `device` (or is there none); the names of the tensors .to() did not move.
+    placement = {"moved": not isinstance(mask, dict) or mask.get("device") == device,
+                 "left": answer.get("left") if isinstance(answer.get("left"), list) else []}
     try:
         try:
             items = module.contract("forward_on", x=x, device=device)
@@ -259,8 +255,6 @@ def block_outcome(student, weights, device, x, seed):
         layout(module, kind)
         expected = steady_answer(cpu, ("y", "weights"))
         items = pair(items)
-        answer = answer if isinstance(answer, dict) else {}
-        mask, before = answer.get("mask"), answer.get("mask_before")
         if not placement["moved"]:
             raise Verdict("mask_not_moved", device=device, message="—", where="self.mask")
         # Still bool where it was (a mask of another dtype is module.mask_buffer's to judge).
@@ -273,15 +267,6 @@ def block_outcome(student, weights, device, x, seed):
     except (Verdict, NotJudged) as outcome:
         return outcome
     return None
-
-
-def placement_of(answer, device):
-    """place's answer as {moved: the mask is on `device` (or there is none), left: names of the
-    tensors .to() did not move}."""
-    answer = answer if isinstance(answer, dict) else {}
-    mask = answer.get("mask")
-    return {"moved": not isinstance(mask, dict) or mask.get("device") == device,
-            "left": answer.get("left") if isinstance(answer.get("left"), list) else []}
 
 
 def steady_answer(answers, kept):

@@ -15,12 +15,13 @@ from grader.judge.student import StudentError, WorkerFailure
 from grader.judge.checks import questions
 from grader.judge.checks.scan import source_routes
 from grader.judge.checks.support import (Verdict, causal_mask, close, expect_student_error,
-                                         first_difference, fmt, for_the_runner, fresh_randn,
-                                         leak_map, same_answer, shaped, steady_call, tensor,
-                                         weights_problem)
+                                         differing, fmt, for_the_runner, fresh_randn,
+                                         leak_map, observed, same_answer, shaped, steady_call,
+                                         tensor, weights_problem)
 
 B, T, D, H, MAX_LEN = questions.B, questions.T, questions.D_MODEL, questions.H, questions.MAX_LEN
 CUT = 3  # module.causal changes the input from this position on
+FOUR = "{:.4f}".format  # how the block's cards write a number where they show a difference
 
 
 def fresh_weights(seed, salt):
@@ -99,11 +100,6 @@ def describe(module, width=D):
     return description if isinstance(description, dict) else {}
 
 
-def slice_fields(got, expected, where):
-    index, g, e = first_difference(got, expected)
-    return {"where": f"{where}{list(index)} ", "expected": f"{e:.4f}", "got": f"{g:.4f}"}
-
-
 def _listed(params):
     """[(name, shape)] from the worker's reading, whatever came back."""
     if not isinstance(params, list):
@@ -114,12 +110,20 @@ def _listed(params):
 
 
 def described(student):
-    """A new block and torch's registries as the worker reads them before forward ever runs,
-    where nothing the source or the run showed could have staged that reading."""
-    untampered(student)
+    """A new block and torch's registries as the worker reads them before forward ever runs.  A
+    Verdict where that reading could be staged or forged: the source reaches into the grading
+    process, the student's code tried a route the worker refused at run time, or the worker saw
+    the block stand between torch's registries and a reader of them (contract.tampering; the
+    words are the worker's)."""
+    _, tamper = source_routes(student.source())
+    tamper = tamper + student.refused()
+    if tamper:
+        raise Verdict("tampering", what=", ".join(tamper))
     module = student.module(D, H, MAX_LEN)
     description = describe(module)
-    registries_untouched(description)
+    seen = description.get("tampered")
+    if isinstance(seen, list) and seen:
+        raise Verdict("tampering", what=", ".join(str(s)[:80] for s in seen[:4]))
     return module, description
 
 
@@ -153,29 +157,16 @@ def _behaviour_agrees_with_count(module, seed, description):
     zero = steady(module, torch.zeros(B, T, D), keep=False) if y is not None else None
     if y is None or zero is None:
         return
-    if zero.abs().max() > 0 and _same_at_every_position(zero):
+    # A bias outside the registries answers it with one vector at every batch and position (what
+    # differs by position, a positional encoding, is no bias).
+    rows = zero.reshape(-1, zero.shape[-1]).double()
+    if zero.abs().max() > 0 and bool(((rows - rows[0]).abs() <= 1e-6 + 1e-4 * rows[0].abs()).all()):
         raise Verdict("bias", where="max |forward(0)| = ", got=f"{zero.abs().max().item():.4f}")
     after = injected_steady(module, weights, x, scramble=seed)
     if after is not None and not _unmoved(after, y):
         registered = (description.get("mask") or {}).get("registered")
         key = "mask_trained" if registered == "parameter" else "extra_parameter"
-        raise Verdict(key, **slice_fields(after, y, "y"))
-
-
-def _same_at_every_position(y):
-    """One vector at every batch and position, as a bias outside the registries answers an
-    all-zero input (what differs by position, a positional encoding, is no bias)."""
-    rows = y.reshape(-1, y.shape[-1]).double()
-    return bool(((rows - rows[0]).abs() <= 1e-6 + 1e-4 * rows[0].abs()).all())
-
-
-def observed(call):
-    """call()'s answer, or None where nothing can be observed: the student's code raised (a stub
-    too), hung, exited, ran out of memory, or answered something the check cannot use."""
-    try:
-        return call()
-    except (StudentError, WorkerFailure, Verdict):
-        return None
+        raise Verdict(key, **differing(after, y, "y", number=FOUR))
 
 
 def steady(module, x, return_weights=False, keep=True):
@@ -186,15 +177,11 @@ def steady(module, x, return_weights=False, keep=True):
 
     answers = observed(lambda: [run(module, x, return_weights) for _ in range(2)])
     both = observed(lambda: [checked(answer) for answer in answers]) if answers else None
-    if both is None:
-        return None
-    first, second = both
-    pairs = zip(first, second) if return_weights else [(first, second)]
-    if not all(same_answer(a, b) for a, b in pairs):
+    if both is None or not same_answer(*both):
         return None
     if keep:
         kept(module, x, return_weights, answers[0])
-    return first
+    return both[0]
 
 
 def injected_steady(module, weights, x, return_weights=False, scramble=None):
@@ -252,35 +239,32 @@ def _unmoved(after, before):
 
 
 # -- module.mask_buffer -------------------------------------------------------------------------
-def _mask_as_built(value):
-    """self.mask as the lesson builds it: [max_len, max_len], bool, lower triangle True."""
-    if list(value.shape) != [MAX_LEN, MAX_LEN]:
-        raise Verdict("wrong_shape", expected=[MAX_LEN, MAX_LEN], got=list(value.shape))
-    if value.dtype != torch.bool:
-        raise Verdict("mask_dtype", got=str(value.dtype).replace("torch.", ""))
-    if not torch.equal(value, causal_mask(MAX_LEN)):
-        key = "mask_anti_causal" if torch.equal(value, causal_mask(MAX_LEN).T) else "wrong_values"
-        raise Verdict(key, where="mask[:3, :3] ", expected="[[1, 0, 0], [1, 1, 0], [1, 1, 1]]",
-                      got=str(value[:3, :3].int().tolist()))
-
-
 REGISTERED = {"buffer": "register_buffer", "parameter": "nn.Parameter",
               "attribute": "self.mask = tensor", "missing": "—"}
 
 
 @pytest.mark.check("module.mask_buffer")
 def test_mask_is_a_buffer(student, seed):
-    """The mask as torch's registries hold it; where forward runs steadily with the judge's
-    weights, a step over every parameter must not move its zeros."""
+    """The mask as torch's registries hold it, built as the lesson builds it ([max_len, max_len],
+    bool, lower triangle True); where forward runs steadily with the judge's weights, a step over
+    every parameter must not move its zeros."""
     module, description = described(student)
     mask = description.get("mask") or {}
-    registered = mask.get("registered")
-    if type(mask.get("value")) is not torch.Tensor:
+    registered, value = mask.get("registered"), mask.get("value")
+    if type(value) is not torch.Tensor:
         raise Verdict("mask_not_buffer", registered=REGISTERED.get(registered, "—"))
     # A Parameter is named by what it does (the behaviour below: it is trained), not by the
     # float dtype and the values a Parameter cannot help having.
     if registered != "parameter":
-        _mask_as_built(mask["value"])
+        if list(value.shape) != [MAX_LEN, MAX_LEN]:
+            raise Verdict("wrong_shape", expected=[MAX_LEN, MAX_LEN], got=list(value.shape))
+        if value.dtype != torch.bool:
+            raise Verdict("mask_dtype", got=str(value.dtype).replace("torch.", ""))
+        if not torch.equal(value, causal_mask(MAX_LEN)):
+            key = "mask_anti_causal" if torch.equal(value, causal_mask(MAX_LEN).T) \
+                else "wrong_values"
+            raise Verdict(key, where="mask[:3, :3] ", expected="[[1, 0, 0], [1, 1, 0], [1, 1, 1]]",
+                          got=str(value[:3, :3].int().tolist()))
     _mask_survives_a_step(module, seed)
     if registered != "buffer":
         raise Verdict("mask_not_buffer", registered=REGISTERED.get(registered, "—"))
@@ -301,8 +285,8 @@ def _mask_survives_a_step(module, seed):
         return
     after = seen[1]
     if after.shape != before.shape or not torch.equal(after == 0, before == 0):
-        raise Verdict("mask_trained", **slice_fields((after != 0).double(), (before != 0).double(),
-                                                     "weights != 0 "))
+        raise Verdict("mask_trained", **differing((after != 0).double(), (before != 0).double(),
+                                                  "weights != 0 ", number=FOUR))
 
 
 # -- module.shapes ------------------------------------------------------------------------------
@@ -379,7 +363,7 @@ def test_module_is_causal(student, seed):
     allowed = causal_mask(T)
     if not close(y_later[:, :CUT], y[:, :CUT]):
         raise Verdict(_leak_key(weights, allowed), heatmap=leak_map(weights, allowed),
-                      **slice_fields(y_later[:, :CUT], y[:, :CUT], "y"))
+                      **differing(y_later[:, :CUT], y[:, :CUT], "y", number=FOUR))
     if (weights.reshape(-1, T, T)[:, ~allowed] != 0).any():  # outputs causal, weights not
         raise Verdict(_leak_key(weights, allowed), heatmap=leak_map(weights, allowed),
                       where="weights[..., 0, 1:] ",
@@ -478,20 +462,3 @@ def test_attention_by_hand(student, seed):
     library, tamper = source_routes(student.source())
     if library or tamper:
         raise Verdict("forbidden", what=", ".join(library + tamper))
-
-
-def registries_untouched(description):
-    """A Verdict when the worker saw the block stand between torch's registries and a reader of
-    them (contract.tampering): its readings could then be staged.  The words are the worker's."""
-    seen = description.get("tampered")
-    if isinstance(seen, list) and seen:
-        raise Verdict("tampering", what=", ".join(str(s)[:80] for s in seen[:4]))
-
-
-def untampered(student):
-    """A Verdict when the source reaches into the grading process, or the student's code tried a
-    route the worker refused at run time: the worker's readings could then be forged."""
-    _, tamper = source_routes(student.source())
-    tamper = tamper + student.refused()
-    if tamper:
-        raise Verdict("tampering", what=", ".join(tamper))
