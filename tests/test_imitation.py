@@ -8,8 +8,9 @@ patched worker loop, the contract's readers patched or the library block undone 
 built at run time, in a .py and in a notebook's kept statements).  Its header names the checks it imitates:
     # imitates: <check id or pattern>, ...
 and on each of them it must score no more than the untouched stub (exercises/attention.py), in
-every isolation mode this machine has: a plain subprocess, bubblewrap when it works, and a worker
-forked from the fork server in each.
+every isolation mode this machine has (a plain subprocess, bubblewrap when it works, and a worker
+forked from the fork server in each) where it reaches into the worker, else in a forked worker of
+the strongest sandbox (REACH_IN).
 """
 import fnmatch
 import json
@@ -83,8 +84,17 @@ def test_the_suite_has_every_kind_of_imitation():
             "tamper_library_notebook"} <= names
 
 
-@pytest.mark.parametrize("mode", MODES, ids=[f"{i}{'-fork' if f else ''}" for i, f in MODES])
-@pytest.mark.parametrize("path", IMITATIONS, ids=[p.stem for p in IMITATIONS])
+# Imitations that reach into the worker (its modules, torch's registries, the library, the
+# device it runs on) may fare otherwise in another sandbox or a forked worker: every mode.  The
+# others imitate answers, which the judge reads alike in every mode (test_forkserver.py, the door
+# matrix): one mode, a forked worker in the strongest sandbox, as a class grades.
+REACH_IN = ("tamper_", "patched_worker", "library_indirect", "device_probe_")
+CASES = [(path, mode) for path in IMITATIONS
+         for mode in (MODES if path.stem.startswith(REACH_IN) else MODES[-1:])]
+
+
+@pytest.mark.parametrize("path,mode", CASES, ids=[
+    f"{p.stem}-{i}{'-fork' if f else ''}" for p, (i, f) in CASES])
 def test_imitation_scores_no_more_than_the_stub(path, mode):
     imitation, stub = graded(path, *mode), graded(STUB, *mode)
     for pattern in imitated(path):
@@ -96,7 +106,7 @@ def test_imitation_scores_no_more_than_the_stub(path, mode):
 
 def test_the_correct_block_beats_every_imitation_on_what_they_imitate():
     # The families are not trivially 0 for everyone: the reference earns each of them in full.
-    isolation, fork = MODES[0]
+    isolation, fork = MODES[-1]  # the mode every imitation is graded in
     reference = graded(ROOT / "solutions" / "attention.py", isolation, fork)
     for path in IMITATIONS:
         for pattern in imitated(path):
