@@ -16,8 +16,9 @@ import pytest
 from grader.authoring import stubs as authoring
 from grader.judge import service
 from grader.sandbox.launch import Limits
-from test_hostile import (COLD_BWRAP, FORK_BWRAP, REFERENCE, RUBRIC, _outside_fences, _zip,
-                          attack, eventually, pool_processes, shm_segments)
+from test_hostile import (COLD_BWRAP, FORK_BWRAP, REFERENCE, RUBRIC, attack, eventually,
+                          pool_processes, shm_segments)
+from test_hostile_inputs import _outside_fences, _zip
 
 
 # -- a mixed batch ------------------------------------------------------------------------------------
