@@ -310,6 +310,9 @@ def check_work(args, work, source, kind, ui, interactive, ask):
         sub.cleanup()
         return ui.fail("error", NOT_PACKAGED, message=f"`{type(exc).__name__}: {exc}`")
     try:  # the worker and the work folder go away however this ends (Ctrl-C at a question)
+        import torch  # noqa: F401  the judge's imports overlap the worker's, as in grading.start
+
+        from grader.judge import runner  # noqa: F401
         try:
             proxy.request("constants", names=[])
         except (StudentError, WorkerFailure) as exc:
