@@ -115,11 +115,11 @@ release: setup
 regen: setup
 	$(PY) -m grader.authoring regen
 
-# Six pytest workers on two cores: the tests mostly wait (on workers' timeouts, kernels, nbgrader);
-# with four, a whole run kept the cores 55 % busy (21.5 CPU-minutes in 19.6 min).  A file is a work
-# unit, the longest handed out first (tests/conftest.py).  A clean clone's whole run: MEASURED.
+# Four pytest workers on two cores: a file is a work unit, the longest handed out first
+# (tests/conftest.py).  Six gave the same time (every test ~1.5x slower: the cores are the limit).
+# A clean clone's whole run: 19.6 min of tests, 21.0 with set-up (2026-12-07).
 test: setup sandbox browser
-	$(PY) -m pytest tests -q -p no:cacheprovider -n 6 --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest tests -q -p no:cacheprovider -n 4 --dist loadfile --no-loadscope-reorder
 
 bench: setup sandbox
 	$(PY) tests/bench.py

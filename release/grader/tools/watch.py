@@ -379,6 +379,7 @@ def main(args):
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, session.on_signal)
     try:
+        judge.workers.fill()  # the warm spares start now, beside the judge's own imports
         session.loop()
     finally:
         session.close()
