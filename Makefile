@@ -117,7 +117,7 @@ regen: setup
 
 # Four pytest workers on two cores: a file is a work unit, the longest handed out first
 # (tests/conftest.py).  Six gave the same time (every test ~1.5x slower: the cores are the limit).
-# A clean clone's whole run: 19.6 min of tests, 21.0 with set-up (2026-12-07).
+# A clean clone's whole run: 19.1 min of tests, 20.4 with set-up (2026-12-07).
 test: setup sandbox browser
 	$(PY) -m pytest tests -q -p no:cacheprovider -n 4 --dist loadfile --no-loadscope-reorder
 
