@@ -11,6 +11,8 @@ from grader import inert, safefs
 from grader.judge import submission
 from grader.render import report
 from grader.sandbox.runtime import wire
+# close_zygotes is an autouse fixture: imported, it closes the fork servers `grade` started here
+# at this module's end, as it does for test_hostile.py's.
 from test_hostile import (MODES, REFERENCE, RUBRIC, attack, close_zygotes, grade)  # noqa: F401
 
 
