@@ -118,15 +118,6 @@ def test_assemble_wraps_assignments_that_call_at_import():
     assert "y" not in namespace and namespace["SCALE"] == 2 ** 0.5 and callable(namespace["g"])
 
 
-def test_assembled_reference_grades_like_the_file():
-    from grader.judge import service  # noqa: E402
-
-    cells = [source(c) for c in code_cells(notebook_build.build())]
-    data = notebook.judge(notebook.assemble(cells), hidden=True)
-    reference = service.grade(authoring.SOLUTION)
-    assert data["score"] == reference["score"] == reference["max_score"]
-
-
 # -- the notebook in a real kernel ---------------------------------------------------------------
 
 RELEASED = os.path.join(ROOT, "release", "attention.ipynb")
@@ -228,98 +219,117 @@ print(json.dumps({"starts": _judge.starts, "served": _judge.served,
                   "alive": _judge.process is not None and _judge.process.poll() is None}))"""
 
 
-@pytest.mark.parametrize("start", ["auto", "spare"])
-def test_the_kernels_judge_is_restarted_when_it_dies(tmp_path, start):
+def test_the_kernels_judge_is_restarted_when_it_dies(tmp_path):
     """Outside a kernel: the judge grades, dies (killed), and the next grading starts a new one
     and still answers; a judge that cannot answer becomes an error dict, never an exception.
-    Its workers are forked where the fork server works ("auto" here), else spares ("spare")."""
+    The first judge's workers are forked where the fork server works (here), else spares; the
+    restarted one is told to use spares (the kernel judge's spare path): each start mode once."""
+    from grader.sandbox import forkserver, launch as sandbox
     from grader.tools.kernel_judge import WORKER_START_ENV, KernelJudge
 
     path = tmp_path / "attention.py"
     path.write_text(read(authoring.SOLUTION), encoding="utf-8")
-    judge = KernelJudge(env=dict(notebook.judge_env(), **{WORKER_START_ENV: start}))
+    judge = KernelJudge(env=dict(notebook.judge_env(), **{WORKER_START_ENV: "auto"}))
+    forks_here = forkserver.supported(sandbox.choose_isolation("auto")) is not None
     try:
         first = judge.grade(str(path), hidden=False)
         assert first["score"] == first["max_score"] > 0
+        assert first["metadata"]["worker_start"] == ("fork" if forks_here else "spare")
         judge.process.kill()
         judge.process.wait()
+        judge.env = dict(judge.env, **{WORKER_START_ENV: "spare"})  # read by the next start
         again = judge.grade(str(path), hidden=False)
         assert again["score"] == first["score"] and judge.starts == 2 and judge.served == 2
+        assert again["metadata"]["worker_start"] == "spare"
         missing = judge.grade(str(tmp_path / "nothing.py"), hidden=False)
         assert "error" in missing and judge.starts == 2  # the submission's fault: same judge
     finally:
         judge.stop()
 
 
-def test_the_kernels_judge_grades_one_exercise_when_asked(tmp_path):
+@pytest.fixture(scope="module")
+def kernel_judge(tmp_path_factory):
+    """One kernel's judge for the tests below, as a kernel keeps one (its temporary folder a
+    folder of its own); what it had imported before any request is recorded at its start."""
+    from grader.tools.kernel_judge import KernelJudge
+
+    temporary = tmp_path_factory.mktemp("judge-tmp")
+    judge = KernelJudge(env=dict(notebook.judge_env(), TMPDIR=str(temporary))).start()
+    judge.temporary, judge.torch_before_asked = temporary, None
+    try:
+        if os.path.isdir("/proc/self"):
+            maps, deadline = "", time.monotonic() + 60
+            while "libtorch_cpu" not in maps and time.monotonic() < deadline:
+                assert judge.process.poll() is None
+                with open(f"/proc/{judge.process.pid}/maps", encoding="utf-8") as handle:
+                    maps = handle.read()
+                time.sleep(0.05)
+            judge.torch_before_asked = ("libtorch_cpu" in maps, judge.served)
+        yield judge
+    finally:
+        judge.stop()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_the_kernels_judge_imports_before_the_first_check(kernel_judge):
+    """The judge imports torch (and collects the public checks) as soon as it starts, while the
+    kernel runs the notebook's first cells, not when the first %check arrives."""
+    # torch mapped in the judge's own process, while it had served no request
+    assert kernel_judge.torch_before_asked == (True, 0)
+
+
+def test_the_kernels_judge_grades_one_exercise_when_asked(tmp_path, kernel_judge):
     """`%check attend` asks the kernel's judge for attend's checks only: the report holds those,
     with the verdicts a whole grading gives them, and names the exercise; an exercise the rubric
     lacks is an error dict, and the same judge answers the next request."""
-    from grader.tools.kernel_judge import KernelJudge
-
     path = tmp_path / "attention.py"
     source = read(authoring.SOLUTION).replace("/ math.sqrt(q.shape[-1])",
                                               "/ math.sqrt(q.shape[-1] * 4)")  # √D, not √d
     assert source != read(authoring.SOLUTION)
     path.write_text(source, encoding="utf-8")
     the_rubric = rubric.load()
-    judge = KernelJudge(env=notebook.judge_env())
-    try:
-        whole = judge.grade(str(path), hidden=False)
-        for exercise in the_rubric.exercises():
-            scoped = judge.grade(str(path), hidden=False, exercise=exercise)
-            want = [c for c in whole["checks"] if c["exercise"] == exercise]
-            assert scoped["checks"] == want and want, exercise
-            assert scoped["metadata"]["exercises"] == [exercise]
-            assert scoped["score"] == sum(c["score"] for c in want)
-        assert any(c["status"] != "passed" for c in whole["checks"] if c["exercise"] == "attend")
-        assert "exercises" not in whole["metadata"]
-        unknown = judge.grade(str(path), hidden=False, exercise="attention<script>")
-        assert "error" in unknown and "no such exercise" in unknown["error"]
-        assert judge.grade(str(path), hidden=False)["checks"] == whole["checks"]
-        assert judge.starts == 1
-    finally:
-        judge.stop()
+    judge, starts = kernel_judge, kernel_judge.starts
+    whole = judge.grade(str(path), hidden=False)
+    for exercise in the_rubric.exercises():
+        scoped = judge.grade(str(path), hidden=False, exercise=exercise)
+        want = [c for c in whole["checks"] if c["exercise"] == exercise]
+        assert scoped["checks"] == want and want, exercise
+        assert scoped["metadata"]["exercises"] == [exercise]
+        assert scoped["score"] == sum(c["score"] for c in want)
+    assert any(c["status"] != "passed" for c in whole["checks"] if c["exercise"] == "attend")
+    assert "exercises" not in whole["metadata"]
+    unknown = judge.grade(str(path), hidden=False, exercise="attention<script>")
+    assert "error" in unknown and "no such exercise" in unknown["error"]
+    assert judge.grade(str(path), hidden=False)["checks"] == whole["checks"]
+    assert judge.starts == starts == 1
 
 
-def test_a_stopped_kernel_judge_leaves_nothing_in_tmp(tmp_path):
+def test_assembled_reference_grades_like_the_file(tmp_path, kernel_judge):
+    """The reference's cells, reassembled as the kernel does, get every point (hidden checks
+    included) from the kernel's judge: the rubric's total, which the reference file gets
+    (test_forkserver, test_corpus)."""
+    cells = [source(c) for c in code_cells(notebook_build.build())]
+    path = tmp_path / "attention.py"
+    path.write_text(notebook.assemble(cells), encoding="utf-8")
+    data = kernel_judge.grade(str(path), hidden=True)
+    full = sum(c.points for c in rubric.load().checks)
+    assert data["score"] == data["max_score"] == full > 0
+
+
+def test_a_stopped_kernel_judge_leaves_nothing_in_tmp(tmp_path, kernel_judge):
     """The kernel's judge, stopped as a kernel's exit stops it, ends on its own first: its fork
     server's runtime copy and spool are removed, not left in the temporary folder for every
-    kernel a student ever started."""
-    from grader.tools.kernel_judge import KernelJudge
-
-    path, temporary = tmp_path / "attention.py", tmp_path / "tmp"
+    kernel a student ever started.  (It stops the module's judge: the last test that uses it.)"""
+    path, temporary = tmp_path / "attention.py", kernel_judge.temporary
     path.write_text(read(authoring.SOLUTION), encoding="utf-8")
-    temporary.mkdir()
-    judge = KernelJudge(env=dict(notebook.judge_env(), TMPDIR=str(temporary)))
     try:
-        first = judge.grade(str(path), hidden=False)
+        first = kernel_judge.grade(str(path), hidden=False)
         assert first["score"] == first["max_score"] > 0
         made = sorted(p.name for p in temporary.iterdir())
         assert any(name.startswith("attn-") for name in made), made  # the judge's, made here
     finally:
-        judge.stop()
+        kernel_judge.stop()
     assert sorted(p.name for p in temporary.iterdir()) == []
-
-
-@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
-def test_the_kernels_judge_imports_before_the_first_check():
-    """The judge imports torch (and collects the public checks) as soon as it starts, while the
-    kernel runs the notebook's first cells, not when the first %check arrives."""
-    from grader.tools.kernel_judge import KernelJudge
-
-    judge = KernelJudge(env=notebook.judge_env()).start()
-    try:
-        maps, deadline = "", time.monotonic() + 60
-        while "libtorch_cpu" not in maps and time.monotonic() < deadline:
-            assert judge.process.poll() is None
-            with open(f"/proc/{judge.process.pid}/maps", encoding="utf-8") as handle:
-                maps = handle.read()
-            time.sleep(0.05)
-        assert "libtorch_cpu" in maps  # the judge's own process, no request sent
-        assert judge.served == 0
-    finally:
-        judge.stop()
 
 
 def test_reference_notebook_passes_every_inline_check(kernel_env, monkeypatch, tmp_path):
