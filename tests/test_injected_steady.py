@@ -8,6 +8,8 @@ import torch
 from grader.judge.checks.public.check_module import D, H, fresh_weights, injected_steady
 from grader.judge.checks.support import Verdict
 from grader.judge.student import Student, StudentError
+from grader.judge.workers import forked
+from grader.sandbox import forkserver
 from grader.sandbox.launch import Limits
 
 SOURCE = '''
@@ -41,11 +43,20 @@ class CausalSelfAttention(torch.nn.Module):
 '''
 
 
+@pytest.fixture(scope="module")
+def server():
+    """One fork server for the module: each test's student gets a forked worker (and a fresh one
+    after a hang), not a cold one; what is judged here is injected_steady, not the worker's start."""
+    fs = forkserver.ForkServer("process")
+    yield fs
+    fs.close()
+
+
 @pytest.fixture
-def student(tmp_path):
+def student(tmp_path, server):
     (tmp_path / "attention.py").write_text(SOURCE)
     proxy = Student(str(tmp_path), limits=Limits(call_seconds=1.5, submission_seconds=60.0),
-                    isolation="process")
+                    workers=forked(server))
     yield proxy
     proxy.close()
 
