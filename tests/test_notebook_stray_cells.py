@@ -9,7 +9,9 @@ import pytest
 
 from grader.judge import submission
 
-from grader.judge import service  # noqa: E402
+from grader.judge import grading
+from grader.judge.workers import forked
+from grader.sandbox import forkserver
 from grader.tools import notebook
 from grader.render import report
 from grader import rubric
@@ -74,9 +76,21 @@ def test_a_cell_that_does_not_parse_is_left_out_as_the_kernel_skips_it():
     assert namespace["g"]() == 1 and "f" not in namespace
 
 
+@pytest.fixture(scope="module")
+def server():
+    """One fork server for the stray cells: each is graded on a forked worker, not a cold one
+    (what is judged is the notebook's reading, not the worker's start)."""
+    fs = forkserver.ForkServer("process")
+    yield fs
+    fs.close()
+
+
 @pytest.mark.parametrize("name", sorted(STRAY))
-def test_a_stray_cell_does_not_cost_the_definitions(tmp_path, name):
-    data = service.grade(str(with_stray_cell(tmp_path, name)), isolation="process")
+def test_a_stray_cell_does_not_cost_the_definitions(tmp_path, name, server):
+    sub, student = grading.start(str(with_stray_cell(tmp_path, name)), "process", None,
+                                 forked(server))
+    data = grading.finish(sub, student)
+    assert data["metadata"]["worker_start"] == "fork"
     assert data["score"] == data["max_score"]
     assert data["metadata"]["left_out"] and data["metadata"]["left_out"][-1].startswith("line ")
     for lang in ("zh", "en"):
