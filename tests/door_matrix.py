@@ -9,21 +9,23 @@ for each file a sample:
 
 - `python -m grader batch` on the whole corpus (one run: each student's report.json and
   gradebook.csv's per-check columns) is the table every other door is held to;
-- `python -m grader grade FILE --format json`, as an instructor runs it, on the CLI sample: it
-  must equal the batch's table for the file (so every door equals `grade`);
+- `python -m grader grade FILE --format json`, as an instructor runs it, on a sample of its own
+  (test_doors.py): it must equal the batch's table for the file (so every door equals `grade`);
 - the student's doors, on the public subset: `python -m grader watch` (one process, every file
   saved in turn: the verdict each screen showed, from its --stats lines) and the notebook's
   `%check` (the kernel's judge process, fed the assembled cells as the kernel feeds it) on every
-  file, `python -m grader check` on the CLI sample;
+  file, `python -m grader check` on a sample of its own;
 - the Gradescope autograder, run as Gradescope runs it (an emulated /autograder with source/,
   submission/ and results/, its own hardening included);
 - the Classroom workflow's grading step, run from the committed workflow file in a copy of the
   student bundle, and its per-check command-grader steps;
 - the nbgrader regrade of the same code handed in as the released notebook.
 
-The slowest doors (Gradescope, Classroom, nbgrader) see a fixed sample that holds the reference,
-the stub and files that fail in different ways; the CLI sample adds what a cold worker meets
-first (the device and dtype mistakes, torch's ready-made attention refused).
+The slowest doors see the fixed SAMPLE that holds the reference, the stub and files that fail in
+different ways (nbgrader all of it; Gradescope, Classroom, `grade` and `check`, a process or more
+per file, each a part of it, every file of it graded cold by Gradescope or `grade`); `grade` adds
+what a cold worker meets first (the device and dtype mistakes, torch's ready-made attention
+refused).
 
 The matrix is three test files, so that pytest-xdist's workers (`--dist loadfile`) run them side
 by side: test_doors.py (the batch, `grade`, `check`, the gradebook), test_doors_students.py
@@ -70,11 +72,7 @@ SELECTED = set()  # the paths this run's selected tests take as `path` (tests/co
 # file and a block without the library.
 SAMPLE = ["reference", "stub", "correct-einsum", "wrong-split_no_transpose",
           "wrong-mask_missing", "wrong-no_out_proj", "wrong-quiz_shape_as_list"]
-# `grade` and `check`, each a process of its own per file (torch imported twice, a cold worker):
-# the sample, and what a cold worker does that a forked one has done before the student's code
-# (the meta device's kernels, a float dtype, the refusal of torch's ready-made attention).
-CLI_SAMPLE = SAMPLE + ["wrong-device_mask_no_device", "wrong-dtype_softmax_float32",
-                       "wrong-uses_sdpa"]
+# `grade` and `check` (each a process per file) take their samples in test_doors.py.
 
 
 # A check's outcome when several of its tests fail: an error over a timeout over a failure.

@@ -4,8 +4,20 @@ import csv
 
 import pytest
 
-from door_matrix import (CLI_SAMPLE, FILES, MAX, RUBRIC, baseline, batched, cli_report,  # noqa: F401
+from door_matrix import (FILES, MAX, RUBRIC, baseline, batched, cli_report,  # noqa: F401
                          each, public, verdict, verdict_of_checks)
+
+# `grade` and `check` are one code path (grader/__main__.py's grade_command: a judge with a cold
+# worker) that differs only in the visibilities it asks, and each file costs a process of its own
+# (torch imported twice).  `grade` takes full marks, a named mistake and a quiz mistake, and
+# what a cold worker meets first that a forked one has done before the student's code (the meta
+# device's kernels, a float dtype, the refusal of torch's ready-made attention); the rest of the
+# slow doors' sample goes cold through Gradescope's autograder (the same Judge, a cold spare
+# worker, its whole verdict compared: test_doors_platforms.py).  `check` adds only its selection
+# of the public checks: full marks, nothing, and a mistake in a public check.
+GRADE_SAMPLE = ["reference", "wrong-split_no_transpose", "wrong-quiz_shape_as_list",
+                "wrong-device_mask_no_device", "wrong-dtype_softmax_float32", "wrong-uses_sdpa"]
+CHECK_SAMPLE = ["reference", "stub", "wrong-split_no_transpose"]
 
 
 def test_the_report_model_agrees_with_the_pytest_document(batched):
@@ -31,15 +43,21 @@ def test_the_baseline_covers_every_check_and_the_extremes(batched, baseline):
 
 
 def test_grade_gives_the_batchs_verdict(baseline):
-    graded = each(lambda name: cli_report("grade", FILES[name]), CLI_SAMPLE)
+    graded = each(lambda name: cli_report("grade", FILES[name]), GRADE_SAMPLE)
     for name, data in graded.items():
         assert verdict(data) == baseline[name], name
+        assert data["metadata"]["worker_start"] == "exec", name  # a cold worker
 
 
 def test_check_gives_the_public_part_of_grade(baseline):
-    checked = each(lambda name: cli_report("check", FILES[name]), CLI_SAMPLE)
+    """Only the public checks run, and the hidden ones are counted (what test_kit.py's text
+    run of `check` shows the student)."""
+    hidden = len(RUBRIC.select(("hidden",)))
+    checked = each(lambda name: cli_report("check", FILES[name]), CHECK_SAMPLE)
     for name, data in checked.items():
         assert verdict(data) == public(baseline[name]), name
+        assert {c["visibility"] for c in data["checks"]} == {"public"}, name
+        assert data["metadata"]["hidden_not_run"] == hidden > 0, name
 
 
 def test_the_gradebook_gives_the_reports_verdict(batched, baseline):

@@ -215,13 +215,22 @@ CausalSelfAttention.forward = _recorded("forward", CausalSelfAttention.forward)
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
+def judge():
+    """A judge whose workers are forked from a fork server (plain subprocess isolation), as the
+    batch's are: what these tests ask of a worker does not depend on how it started (forked and
+    cold workers give the same verdicts: test_forkserver.py)."""
+    with service.Judge(isolation="process", start="fork") as kept:
+        yield kept
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory, judge):
     """The calls the recording submission received in the public checks and then in the hidden
     ones (one grading: one student, the public checks run first), and the grading's Book."""
     path = tmp_path_factory.mktemp("recording") / "attention.py"
     path.write_text((ROOT / "solutions" / "attention.py").read_text(encoding="utf-8") + RECORDER,
                     encoding="utf-8")
-    sub, student = grading.start(str(path), isolation="process")
+    sub, student = grading.start(str(path), judge.isolation, judge.limits, judge.workers)
     try:
         grading.prepare(sub, student)
         public = runner.run(student, ("public",))
@@ -290,10 +299,21 @@ PROBING = sorted((ROOT / "tests" / "submissions" / "probing").glob("*.py"))
 HONEST = re.compile(r"^# honest: (.+?)\s*$", re.M)
 
 
+_graded = {}
+
+
+def graded(judge, path):
+    """`path`'s report data, once a test run (two probes share an honest file)."""
+    if path not in _graded:
+        _graded[path] = judge.grade(str(path))
+    return _graded[path]
+
+
 @pytest.mark.parametrize("path", PROBING, ids=[p.name for p in PROBING])
-def test_a_probe_scores_no_more_than_its_honest_mistake(path):
+def test_a_probe_scores_no_more_than_its_honest_mistake(path, judge):
     honest = ROOT / "tests" / "submissions" / HONEST.search(path.read_text("utf-8")).group(1)
-    probe, plain = (service.grade(str(p), isolation="process") for p in (path, honest))
+    probe, plain = (graded(judge, p) for p in (path, honest))
+    assert probe["metadata"]["worker_start"] == "fork"
     assert probe["score"] <= plain["score"], (probe["score"], plain["score"])
     hidden_points = {c["id"]: c["score"] for c in plain["checks"] if c["visibility"] == "hidden"}
     for check in probe["checks"]:
