@@ -7,40 +7,43 @@ import time
 
 import pytest
 
-from door_matrix import (CLI_SAMPLE, FILES, PY, ROOT, RUBRIC, baseline, batched,  # noqa: F401
+from door_matrix import (FILES, PY, ROOT, RUBRIC, SAMPLE, baseline, batched,  # noqa: F401
                          public, verdict)
 from grader.tools import notebook as kernel_side
 
 
-def test_the_kernels_check_gives_the_public_part_of_grade(baseline):
+@pytest.fixture(scope="module")
+def kernel_judge():
+    """The kernel's judge process, as a notebook keeps one: every `%check` below goes to it."""
+    judge = kernel_side.kernel_judge()
+    try:
+        yield judge
+    finally:
+        judge.stop()
+
+
+def test_the_kernels_check_gives_the_public_part_of_grade(baseline, kernel_judge):
     """`%check`'s engine: the assembled cells, graded by the kernel's own judge process."""
-    judge = kernel_side.kernel_judge()
-    try:
-        for name, path in FILES.items():
-            source = kernel_side.assemble([path.read_text(encoding="utf-8")])
-            data = kernel_side.judge(source, hidden=False, timeout=300)
-            assert "error" not in data, (name, data)
-            assert verdict(data) == public(baseline[name]), name
-    finally:
-        judge.stop()
+    for name, path in FILES.items():
+        source = kernel_side.assemble([path.read_text(encoding="utf-8")])
+        data = kernel_side.judge(source, hidden=False, timeout=300)
+        assert "error" not in data, (name, data)
+        assert verdict(data) == public(baseline[name]), name
 
 
-def test_the_kernels_check_of_one_exercise_gives_its_part_of_grade(baseline):
+def test_the_kernels_check_of_one_exercise_gives_its_part_of_grade(baseline, kernel_judge):
     """`%check EXERCISE` runs that exercise's checks only: each gets the verdict grade gives it
-    (a check judges its own piece, whatever else ran before it), on the CLI sample (a file of
-    each kind: every file of the corpus goes through the whole `%check` above)."""
-    judge = kernel_side.kernel_judge()
-    try:
-        for name in CLI_SAMPLE:
-            source = kernel_side.assemble([FILES[name].read_text(encoding="utf-8")])
-            for exercise in RUBRIC.exercises():
-                data = kernel_side.judge(source, hidden=False, timeout=300, exercise=exercise)
-                assert "error" not in data, (name, exercise, data)
-                want = {key: value for key, value in public(baseline[name]).items()
-                        if RUBRIC.by_id[key].exercise == exercise}
-                assert verdict(data) == want, (name, exercise)
-    finally:
-        judge.stop()
+    (a check judges its own piece, whatever else ran before it), on the slow doors' sample (full
+    marks, nothing, a named mistake in each piece: every file of the corpus goes through the
+    whole `%check` above, in the same judge process)."""
+    for name in SAMPLE:
+        source = kernel_side.assemble([FILES[name].read_text(encoding="utf-8")])
+        for exercise in RUBRIC.exercises():
+            data = kernel_side.judge(source, hidden=False, timeout=300, exercise=exercise)
+            assert "error" not in data, (name, exercise, data)
+            want = {key: value for key, value in public(baseline[name]).items()
+                    if RUBRIC.by_id[key].exercise == exercise}
+            assert verdict(data) == want, (name, exercise)
 
 
 def test_watch_shows_the_public_part_of_grade(baseline, tmp_path):
