@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from door_matrix import batched  # noqa: F401
 from grader import rubric as rubric_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,10 +26,11 @@ def pytest_json(tmp_path, submission, *args):
     return done.returncode, json.loads(out.read_text(encoding="utf-8"))
 
 
-def grade(submission):
-    done = subprocess.run([sys.executable, "-m", "grader", "grade", submission, "--format", "json"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    return json.loads(done.stdout)
+@pytest.fixture(scope="module")
+def grade(batched):
+    """`grade`'s report of a corpus file by its door-matrix name: the batch of the corpus, which
+    test_doors.py holds `python -m grader grade` to, check by check."""
+    return batched[1].__getitem__
 
 
 def by_check(report):
@@ -39,18 +41,18 @@ def by_check(report):
     return points
 
 
-def test_reference_passes_every_test_and_its_points_are_grades(tmp_path):
+def test_reference_passes_every_test_and_its_points_are_grades(tmp_path, grade):
     code, report = pytest_json(tmp_path, "solutions/attention.py", "--hidden")
     assert code == 0
     assert report["summary"]["passed"] == report["summary"]["total"] > 0
-    graded = grade("solutions/attention.py")
+    graded = grade("reference")
     assert sum(by_check(report).values()) == pytest.approx(graded["score"])
     assert set(by_check(report)) == {c["id"] for c in graded["checks"]}
     assert sum(t["metadata"]["max_points"] for t in report["tests"]) == \
         pytest.approx(sum(c.points for c in rubric_module.load().checks))
 
 
-def test_a_wrong_file_fails_its_checks_by_rubric_id_with_the_same_points(tmp_path):
+def test_a_wrong_file_fails_its_checks_by_rubric_id_with_the_same_points(tmp_path, grade):
     path = os.path.join(WRONG, "scale_by_d.py")
     code, report = pytest_json(tmp_path, path, "--hidden")
     assert code == 1
@@ -58,7 +60,7 @@ def test_a_wrong_file_fails_its_checks_by_rubric_id_with_the_same_points(tmp_pat
     assert {t["metadata"]["check"] for t in failed} >= {"attend.scale", "attend.reference"}
     assert all(t["metadata"]["points"] == 0 and t["metadata"]["verdict"]["key"] for t in failed)
     assert any(t["metadata"]["verdict"]["key"] == "scale_by_d" for t in failed)
-    graded = {c["id"]: c["score"] for c in grade(path)["checks"]}
+    graded = {c["id"]: c["score"] for c in grade("wrong-scale_by_d")["checks"]}
     assert by_check(report) == pytest.approx(graded)
 
 
