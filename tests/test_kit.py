@@ -84,8 +84,18 @@ def test_release_holds_no_solution_and_no_hidden_check():
 
 
 @pytest.fixture(scope="module")
-def reference_report():
-    return service.grade(authoring.SOLUTION)
+def judge():
+    """A judge whose workers are forked from a fork server, in the isolation `auto` chooses: the
+    reference, the stub and the notebook below (a cold worker in each mode: the plain-subprocess
+    fallback and the tampering file here, bubblewrap's in test_doors.py's `grade` of the
+    reference, its whole verdict compared)."""
+    with service.Judge(start="fork") as kept:
+        yield kept
+
+
+@pytest.fixture(scope="module")
+def reference_report(judge):
+    return judge.grade(authoring.SOLUTION)
 
 
 def test_reference_gets_full_marks(reference_report):
@@ -123,12 +133,13 @@ def test_metadata_is_recorded(reference_report):
 def test_plain_subprocess_fallback_gives_the_same_report(reference_report):
     fallback = service.grade(authoring.SOLUTION, isolation="process")
     assert fallback["metadata"]["isolation"] == "process"
+    assert fallback["metadata"]["worker_start"] == "exec"  # a cold worker, the reference's forked
     strip = lambda data: [(c["id"], c["status"], c["score"]) for c in data["checks"]]  # noqa: E731
     assert strip(fallback) == strip(reference_report)
 
 
-def test_stub_scores_zero_with_not_implemented():
-    data = service.grade(authoring.EXERCISE)
+def test_stub_scores_zero_with_not_implemented(judge):
+    data = judge.grade(authoring.EXERCISE)
     assert data["score"] == 0
     for check in data["checks"]:
         keys = {v["key"] for v in check["verdicts"]}
@@ -150,13 +161,12 @@ def test_cli_missing_path_is_a_one_line_error():
 
 
 def test_cli_check_runs_public_checks_and_counts_hidden_ones():
-    result = run_cli("check", "solutions/attention.py", "--lang", "en", "--format", "json")
-    assert result.returncode == 0
-    data = json.loads(result.stdout)
+    """The text the student reads (the JSON of `check`: public checks only, the hidden ones
+    counted, is test_doors.py's test_check_gives_the_public_part_of_grade)."""
     hidden = len(rubric.load().select(("hidden",)))
-    assert data["metadata"]["hidden_not_run"] == hidden > 0
-    assert {c["visibility"] for c in data["checks"]} == {"public"}
-    text = run_cli("check", "exercises/attention.py").stdout
+    result = run_cli("check", "exercises/attention.py")
+    assert result.returncode == 0
+    text = result.stdout
     assert f"另有 {hidden} 项隐藏检查没有运行" in text and "尚未实现" not in text
     assert "还没有开始（仍然 raise NotImplementedError）" in text  # one line per exercise
 
@@ -169,14 +179,14 @@ def test_cli_writes_gradescope_results(tmp_path):
     assert data["score"] == sum(t["max_score"] for t in data["tests"])
 
 
-def test_notebook_submission_drops_magics(tmp_path):
+def test_notebook_submission_drops_magics(tmp_path, judge):
     cells = [{"cell_type": "markdown", "source": ["# 多头注意力"]},
              {"cell_type": "code", "source": ["%matplotlib inline\n", "!pip list\n"]},
              {"cell_type": "code", "source": read(authoring.SOLUTION)}]
     path = tmp_path / "attention.ipynb"
     path.write_text(json.dumps({"cells": cells, "nbformat": 4, "nbformat_minor": 5,
                                 "metadata": {}}))
-    data = service.grade(str(tmp_path), visibilities=("public",))
+    data = judge.grade(str(tmp_path), visibilities=("public",))
     assert data["score"] == data["max_score"] and data["metadata"]["kind"] == "notebook"
 
 
