@@ -34,6 +34,15 @@ COLD_BWRAP = ["bubblewrap"] if sandbox.bubblewrap_works() else []
 FORK_BWRAP = ["fork-bubblewrap"] if COLD_BWRAP and forkserver.supported("bubblewrap") else []
 MODES = ["process", "fork-process"] + COLD_BWRAP + FORK_BWRAP
 PLAIN = ("process", "fork-process")
+# Where an attack meets the same mechanism in both cold modes, it is graded in one of them: the
+# worker's own code (its syscall filter and audit hook, its channel) and the judge's (its copy of
+# the file, the one budget) are the same in a cold bubblewrap worker and a cold plain subprocess;
+# what bubblewrap adds (a read-only folder, its own /tmp, a uid, namespaces) is graded in the modes
+# that have it, and what only a plain worker can do (write its folder) in the plain ones.  A forked
+# worker starts otherwise than a cold one (the zygote's copy of the file, namespaces of its own),
+# so both forked modes stay wherever a cold one does.
+ONE_COLD = (COLD_BWRAP or ["process"])[:1]
+WORKER_SIDE = ONE_COLD + [m for m in MODES if m.startswith("fork-")]
 ROOT = os.geteuid() == 0
 REFERENCE = open(authoring.SOLUTION, encoding="utf-8").read()
 LIMITS = Limits(call_seconds=10.0, submission_seconds=120.0)
@@ -198,14 +207,54 @@ def grade(tmp_path, source, mode, limits=LIMITS, startup_seconds=None):
     return graded
 
 
+_shared = {}
+
+
+def shared_grade(tmp_path_factory, key, source, mode):
+    """grade(), once per (key, mode) for the tests that read the same grading."""
+    if (key, mode) not in _shared:
+        _shared[key, mode] = grade(tmp_path_factory.mktemp(key), source, mode)
+    return _shared[key, mode]
+
+
+READ_ONLY_PROBE = ("import os\nWRITABLE = os.access('.', os.W_OK) or os.access('attention.py', "
+                   "os.W_OK)\nprint('WRITABLE', WRITABLE)\n")
+# In bubblewrap every write of a student to its folder or /tmp meets the read-only bind or the
+# bounded tmpfs, so one grading a mode carries them all: the probe first, then both swaps of its
+# own file, the 1500-deep tree and the /tmp filler (each prints its own line, and each test below
+# asserts on what it is about: nothing in the folder changes, /tmp has a size, full marks).
+BWRAP_WRITES = ("replace_with_fifo", "replace_with_dev_zero", "deep_tree", "fill_tmp")
+
+
+def bwrap_writes(tmp_path_factory, mode):
+    assert mode not in PLAIN
+    snippets = [READ_ONLY_PROBE] + [(ATTACKS / f"{name}.py").read_text(encoding="utf-8")
+                                    for name in BWRAP_WRITES]
+    return shared_grade(tmp_path_factory, "bwrap-writes", inject(at_import="\n".join(snippets)),
+                        mode)
+
+
 # -- the submission's own files -------------------------------------------------------------------
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name", ["replace_with_fifo", "replace_with_dev_zero"])
-def test_replacing_its_own_file_cannot_block_or_flood_the_judge(tmp_path, mode, name):
+# A cold plain worker that swaps its file for a link to /dev/zero meets what the FIFO meets there
+# (the judge's own copy; its restarts bounded by the one budget, test_import_time_and_restarts_...)
+# and the judge's reader refuses such a link (test_the_judge_refuses_what_is_not_a_regular_file):
+# it is graded forked (the zygote's copy of the file) and, in bubblewrap, with the other writes.
+REPLACE_CASES = [(name, mode) for name in ("replace_with_fifo", "replace_with_dev_zero")
+                 for mode in MODES if (name, mode) != ("replace_with_dev_zero", "process")]
+
+
+@pytest.mark.parametrize("name,mode", REPLACE_CASES)
+def test_replacing_its_own_file_cannot_block_or_flood_the_judge(tmp_path, tmp_path_factory,
+                                                                 mode, name):
+    if mode not in PLAIN:  # the read-only bind refuses the swap: full marks, the folder unchanged
+        g = bwrap_writes(tmp_path_factory, mode)
+        assert "WRITABLE False" in g.output, g.output
+        assert g.data["score"] == MAX, g.output
+        return
     # A plain subprocess as root blocks its own worker (below): its calls, and its restart's
     # import, wait out their limits, so there they are short (the generous ones, 10 s a call and
     # the kit's 60 s a start, are for honest code to pass in time on a busy machine).
-    blocked = mode in PLAIN and ROOT
+    blocked = ROOT
     limits = Limits(call_seconds=2.0, submission_seconds=120.0) if blocked else LIMITS
     g = grade(tmp_path, attack(name), mode, limits, startup_seconds=30.0 if blocked else None)
     # It ends: the judge read its own copy, once.
@@ -217,7 +266,9 @@ def test_replacing_its_own_file_cannot_block_or_flood_the_judge(tmp_path, mode, 
         assert g.data["score"] == MAX, g.output
 
 
-@pytest.mark.parametrize("mode", MODES)
+# Cold bubblewrap's read-only folder refuses the swap before the judge's copy matters
+# (test_the_work_folder_is_read_only_to_the_worker_in_bubblewrap); the forked one, cheap, stays.
+@pytest.mark.parametrize("mode", [m for m in MODES if m not in COLD_BWRAP])
 def test_the_static_check_reads_the_judges_copy_not_the_swapped_file(tmp_path, mode):
     g = grade(tmp_path, attack("replace_with_clean_file"), mode)
     assert g.statuses["module.no_library_attention"] == "failed"
@@ -226,23 +277,21 @@ def test_the_static_check_reads_the_judges_copy_not_the_swapped_file(tmp_path, m
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_1500_deep_tree_is_cleaned_up(tmp_path, mode):
-    g = grade(tmp_path, attack("deep_tree"), mode)  # grade(): the scratch folder is empty after
+def test_a_1500_deep_tree_is_cleaned_up(tmp_path, tmp_path_factory, mode):
+    # grade(): the scratch folder is empty after
+    g = grade(tmp_path, attack("deep_tree"), mode) if mode in PLAIN \
+        else bwrap_writes(tmp_path_factory, mode)
     assert g.data["score"] == MAX
     made = re.search(r"DEPTH (\d+)", g.output).group(1)
     # Only where the worker may write its folder (a plain subprocess as its own user or root).
     assert made == "0" or mode in PLAIN, made
 
 
-def test_the_work_folder_is_read_only_to_the_worker_in_bubblewrap(tmp_path):
+def test_the_work_folder_is_read_only_to_the_worker_in_bubblewrap(tmp_path_factory):
     if not COLD_BWRAP:
         pytest.skip("no bubblewrap here")
     for mode in ["bubblewrap"] + FORK_BWRAP:
-        case = tmp_path / mode
-        case.mkdir()
-        probe = "import os\nWRITABLE = os.access('.', os.W_OK) or os.access('attention.py', os.W_OK)\n" \
-                "print('WRITABLE', WRITABLE)\n"
-        g = grade(case, inject(at_import=probe), mode)
+        g = bwrap_writes(tmp_path_factory, mode)
         assert "WRITABLE False" in g.output, (mode, g.output)
 
 
@@ -283,11 +332,11 @@ def test_the_judge_refuses_what_is_not_a_regular_file(tmp_path, kind):
 
 # -- limits that cannot be stepped around --------------------------------------------------------
 @pytest.mark.parametrize("mode", MODES)
-def test_tmp_has_a_size(tmp_path, mode):
+def test_tmp_has_a_size(tmp_path_factory, mode):
     if mode in PLAIN:
         pytest.skip("fallback cannot defend: a plain subprocess writes to the machine's /tmp "
                     "(RLIMIT_FSIZE bounds one file, not the folder)")
-    g = grade(tmp_path, attack("fill_tmp"), mode)
+    g = bwrap_writes(tmp_path_factory, mode)
     wrote = int(re.search(r"TMP_WROTE (\d+)", g.output).group(1))
     assert wrote <= LIMITS.tmp_bytes, wrote
     assert g.data["score"] == MAX
@@ -299,10 +348,11 @@ def key_users():
         return {int(line.split(":")[0]): int(line.split()[1]) for line in handle}
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", WORKER_SIDE)
 def test_kernel_state_that_would_outlive_the_worker_is_refused(tmp_path, mode):
     """System V memory and queues, memfds, kernel keys: the syscall filter refuses them in every mode
-    (grader/sandbox/runtime/syscalls.py); grade() also asserts no segment is left."""
+    (grader/sandbox/runtime/syscalls.py); grade() also asserts no segment is left.  The worker's
+    audit hook and filter are the same code in both cold modes: one cold mode, both forked ones."""
     keys_before = key_users()
     g = grade(tmp_path, attack("shm_leftover"), mode)
     made = re.search(r"SHM_ID (-?\d+) MSG_ID (-?\d+) KEYS (-?\d+) (-?\d+) (-?\d+) MEMFD (-?\d+)",
@@ -450,11 +500,13 @@ def _may_unshare_network():
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", WORKER_SIDE)
 def test_two_workers_alive_at_once_cannot_meet(tmp_path, mode):
     """One worker listens on a loopback TCP port and an abstract unix socket; another, started
     while the first is alive, tries both: no worker may make a socket (syscalls.py) and each has
-    its own network namespace."""
+    its own network namespace.  The filter, the first wall, is the worker's own code, the same in
+    both cold modes: one cold mode (two cold workers), and both forked ones (a plain zygote's
+    children and bubblewrap's, each in namespaces of its own)."""
     from grader.sandbox.runtime import syscalls
 
     if mode in PLAIN and not (_may_unshare_network() or syscalls.program()):
@@ -513,7 +565,9 @@ def test_uid_slots_are_distinct_and_freed():
     b.release()
 
 
-@pytest.mark.parametrize("mode", MODES)
+# The budget is the judge's clock, the same whatever the sandbox: one cold mode and the forked ones
+# (a forked restart is a fork of the zygote, not a cold start).
+@pytest.mark.parametrize("mode", WORKER_SIDE)
 def test_import_time_and_restarts_count_against_one_budget(tmp_path, mode):
     source = inject(at_import="import time\ntime.sleep(3)",
                     in_attend=(ATTACKS / "sleep_then_crash.py").read_text())
