@@ -6,6 +6,7 @@ after packaging, junk added, made with an older kit); a syntax error and an impo
 packaged); the untouched stub (refused without a terminal, asked and declined, packaged with
 --yes); two students side by side; the commit in a git checkout.  About 40 s on 2 busy cores.
 """
+import contextlib
 import csv
 import datetime
 import hashlib
@@ -50,6 +51,49 @@ def run_submit(work, *args, cwd=ROOT, env=None):
     return subprocess.run([PY, "-m", "grader", "submit", str(work), "--lang", "en", *args],
                           cwd=cwd, capture_output=True, text=True, timeout=300,
                           stdin=subprocess.DEVNULL, env=env)
+
+
+_zygote = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def close_zygote():
+    yield
+    for server in _zygote:
+        server.close()
+    _zygote.clear()
+
+
+@contextlib.contextmanager
+def forked_workers():
+    """submit.main's worker forked from this module's zygote instead of started cold (a torch
+    import each): what these tests prove is submit's, not how a worker starts (the command line
+    runs, the good package and two students side by side, start theirs cold)."""
+    from grader.judge.student import Student
+    from grader.judge.workers import forked
+    from grader.sandbox import forkserver, launch
+
+    if not _zygote:
+        _zygote.append(forkserver.ForkServer(launch.choose_isolation("auto")))
+    made = submit.Student
+    submit.Student = lambda *args, **kwargs: Student(*args, workers=forked(_zygote[0]), **kwargs)
+    try:
+        yield
+    finally:
+        submit.Student = made
+
+
+def submit_here(work, *args):
+    """submit.main in this process, stdin not a terminal, its worker forked: what run_submit
+    gives, without a second interpreter, the judge's imports and a cold worker."""
+    out, stdin = io.StringIO(), sys.stdin
+    sys.stdin = io.StringIO()  # no terminal
+    try:
+        with contextlib.redirect_stdout(out), forked_workers():
+            code = submit.main(parse(["submit", str(work), "--lang", "en", *args]), out=out)
+    finally:
+        sys.stdin = stdin
+    return subprocess.CompletedProcess(["submit", str(work), *args], code, out.getvalue(), "")
 
 
 def members(path):
@@ -156,7 +200,7 @@ def graded(packaged, tmp_path_factory):
     shutil.copy(SOLUTION, source / "plain.py")  # not a package: no note
     out = base / "out"
     proc = subprocess.run([PY, "-m", "grader", "batch", str(source), "--out", str(out),
-                           "--jobs", "2", "--lang", "en"], cwd=ROOT, capture_output=True,
+                           "--jobs", "1", "--lang", "en"], cwd=ROOT, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     with open(out / "gradebook.csv", encoding="utf-8", newline="") as handle:
@@ -252,7 +296,7 @@ def test_a_file_that_does_not_import_is_not_packaged(tmp_path, source, line, sho
     work.write_text(source, encoding="utf-8")
     stale = tmp_path / "alice.zip"  # an earlier, good package of this student
     stale.write_bytes(b"PK old")
-    proc = run_submit(work, "--student", "alice")
+    proc = submit_here(work, "--student", "alice")
     assert proc.returncode == submit.NOT_PACKAGED, proc.stdout
     assert "cannot be imported: nothing packaged" in proc.stdout
     assert f"    attention.py:{line}:\n    | {shown}\n" in proc.stdout
@@ -265,7 +309,7 @@ def test_a_file_that_does_not_import_is_not_packaged(tmp_path, source, line, sho
 def test_the_untouched_stub_is_refused_without_a_terminal(tmp_path):
     work = tmp_path / "attention.py"
     shutil.copy(STUB, work)
-    proc = run_submit(work, "--student", "alice")
+    proc = submit_here(work, "--student", "alice")
     assert proc.returncode == submit.NOT_PACKAGED
     assert "still the untouched stub" in proc.stdout and "CONFIRM=1" in proc.stdout
     assert not list(tmp_path.glob("*.zip"))
@@ -274,7 +318,7 @@ def test_the_untouched_stub_is_refused_without_a_terminal(tmp_path):
 def test_no_student_id_without_a_terminal_is_an_error(tmp_path):
     work = tmp_path / "attention.py"
     shutil.copy(SOLUTION, work)
-    proc = run_submit(work)
+    proc = submit_here(work)
     assert proc.returncode == submit.NOT_PACKAGED and "STUDENT=" in proc.stdout
     assert not list(tmp_path.glob("*.zip"))
 
@@ -293,15 +337,18 @@ def test_the_id_is_asked_once_and_the_stub_needs_a_yes(tmp_path):
         return ask
 
     out = io.StringIO()
-    code = submit.main(parse(["submit", str(work), "--lang", "en"]), ask=terminal(["王五", "n"]),
-                       out=out)
+    with forked_workers():
+        code = submit.main(parse(["submit", str(work), "--lang", "en"]),
+                           ask=terminal(["王五", "n"]), out=out)
     assert code == submit.NOT_PACKAGED and "not packaged" in out.getvalue()
     assert [p.split(" ")[0] for p in asked] == ["your", "Submit"]
     assert json.loads((tmp_path / ".attention-submit.json").read_text("utf-8"))["student"] == "王五"
     assert not list(tmp_path.glob("*.zip"))
     asked.clear()
     out = io.StringIO()
-    code = submit.main(parse(["submit", str(work), "--lang", "en"]), ask=terminal(["no"]), out=out)
+    with forked_workers():
+        code = submit.main(parse(["submit", str(work), "--lang", "en"]), ask=terminal(["no"]),
+                           out=out)
     assert code == submit.NOT_PACKAGED and len(asked) == 1 and asked[0].startswith("Submit it anyway?")
     assert "student: 王五" in out.getvalue()
     assert work.read_bytes() == STUB.read_bytes()
@@ -371,7 +418,7 @@ def make_repo(path, bare_remote=None):
 def test_a_local_git_checkout_without_a_remote_hands_in_the_zip(tmp_path):
     repo = make_repo(tmp_path / "repo")
     shutil.copy(SOLUTION, repo / "attention.py")
-    proc = run_submit(repo / "attention.py", "--student", "zhang")
+    proc = submit_here(repo / "attention.py", "--student", "zhang")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "committed to git" in proc.stdout  # kept in the student's own history
     assert "Upload this one file: zhang.zip" in proc.stdout and "git push" not in proc.stdout
@@ -386,7 +433,7 @@ def test_in_a_git_checkout_the_work_is_committed_and_never_pushed(tmp_path):
     (repo / "README.md").write_text("lesson 12, my notes\n")  # changed, not staged
     (repo / "staged.txt").write_text("staged\n")
     git(repo, "add", "staged.txt")  # staged by the student: must stay out of the commit
-    proc = run_submit(repo / "attention.py", "--student", "张三")
+    proc = submit_here(repo / "attention.py", "--student", "张三")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "committed to git" in proc.stdout and "Run git push" in proc.stdout
     assert "Upload" not in proc.stdout  # one way to hand in: the push
