@@ -4,17 +4,17 @@ Every door must report the same `(check id, status, score)` for the same file, r
 pytest-json-report document of the checks' tests that every report carries (`pytest` in its data,
 runner.carried): a check's status and points are added up from its tests' outcomes and metadata
 here, apart from the report model, which must agree with them.  The doors that
-stay up and grade one file after another see every file of the corpus, the doors that start anew
-for each file a sample:
+stay up and grade one file after another see every file of the corpus (`watch`, every public
+verdict of it), the doors that start anew for each file a sample:
 
 - `python -m grader batch` on the whole corpus (one run: each student's report.json and
   gradebook.csv's per-check columns) is the table every other door is held to;
 - `python -m grader grade FILE --format json`, as an instructor runs it, on a sample of its own
   (test_doors.py): it must equal the batch's table for the file (so every door equals `grade`);
-- the student's doors, on the public subset: `python -m grader watch` (one process, every file
-  saved in turn: the verdict each screen showed, from its --stats lines) and the notebook's
-  `%check` (the kernel's judge process, fed the assembled cells as the kernel feeds it) on every
-  file, `python -m grader check` on a sample of its own;
+- the student's doors, on the public subset: the notebook's `%check` (the kernel's judge
+  process, fed the assembled cells as the kernel feeds it) on every file, `python -m grader
+  watch` (one process, a file of each public verdict of the corpus saved in turn: the verdict
+  each screen showed, from its --stats lines), `python -m grader check` on a sample of its own;
 - the Gradescope autograder, run as Gradescope runs it (an emulated /autograder with source/,
   submission/ and results/, its own hardening included);
 - the Classroom workflow's grading step, run from the committed workflow file in a copy of the

@@ -47,7 +47,17 @@ def test_the_kernels_check_of_one_exercise_gives_its_part_of_grade(baseline, ker
 
 
 def test_watch_shows_the_public_part_of_grade(baseline, tmp_path):
-    """One `watch` process, the corpus saved into the watched file one after the other."""
+    """One `watch` process, the corpus saved into the watched file one after the other: a file
+    of each public verdict the corpus holds (the first in the corpus's order, the stub first), so
+    every screen a file of the corpus gets from `check` is drawn (the whole `%check` above takes
+    every file of the corpus, each through the kernel's cell assembly; the same Judge)."""
+    names, seen = [], set()
+    for name in ["stub"] + [n for n in FILES if n != "stub"]:
+        screen = tuple(sorted(public(baseline[name]).items()))
+        if screen not in seen:
+            seen.add(screen)
+            names.append(name)
+    assert "reference" in names and any(n.startswith("wrong-") for n in names)
     watched, stats = tmp_path / "attention.py", tmp_path / "stats.jsonl"
     watched.write_text(FILES["stub"].read_text(encoding="utf-8"), encoding="utf-8")
     proc = subprocess.Popen([PY, "-m", "grader", "watch", str(watched), "--poll", "--lang", "en",
@@ -55,7 +65,6 @@ def test_watch_shows_the_public_part_of_grade(baseline, tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         shown = [wait_for_screen(stats, 1, proc)]
-        names = ["stub"] + [n for n in FILES if n != "stub"]
         for number, name in enumerate(names[1:], start=2):
             temporary = tmp_path / "attention.py.saving"
             temporary.write_text(FILES[name].read_text(encoding="utf-8"), encoding="utf-8")
