@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from grader.authoring import stubs as authoring
-from grader.judge import service
+from grader.judge import grading
+from grader.judge.workers import forked
 from grader.sandbox.launch import Limits
-from test_hostile import (COLD_BWRAP, FORK_BWRAP, REFERENCE, RUBRIC, attack, eventually,
-                          pool_processes, shm_segments)
+# close_zygotes is an autouse fixture: imported, it closes the fork server graded_alone starts.
+from test_hostile import (COLD_BWRAP, FORK_BWRAP, REFERENCE, RUBRIC, attack,  # noqa: F401
+                          close_zygotes, eventually, pool_processes, shm_segments, zygote)
 from test_hostile_inputs import _outside_fences, _zip
 
 
@@ -35,10 +37,17 @@ BATCH_MODES = {"fork-bubblewrap": ["--isolation", "bubblewrap"],
 UNDEFENDED_BY_PROCESS = ("fill_tmp", "fork_flood")
 # --cold-workers changes how each worker starts (bubblewrap's own, no fork server), not what the
 # judge does with a worker's answers or how the batch writes them: the fork server's run grades
-# the whole class, the cold run the attacks on the machine (what a worker could leave behind or
-# hold: a blocking file, a deep tree, kernel state, a full /tmp, a fork flood) beside an honest
-# entry of full marks and one of part marks.  Each of its entries costs a cold worker.
-COLD_CLASS = ("h01", "h03", "x02", "x04", "x06", "x08", "x10")
+# the whole class, the cold run the attacks on the machine that two cold workers alive at once
+# could meet in (kernel state, a full /tmp, a fork flood) beside an honest entry of full marks
+# and one of part marks.  Each of its entries costs a cold worker; the blocking file and the deep
+# tree are left out of it: a cold bubblewrap worker cannot write its folder at all
+# (test_hostile.py: bwrap_writes, the read-only probe, both swaps and the tree, graded cold).
+COLD_CLASS = ("h01", "h03", "x06", "x08", "x10")
+# The batch's own machinery (its judges, the zygote each starts, the records and the writers) is
+# the same whatever isolation the workers get, and every attack is graded alone in each mode in
+# tests/test_hostile.py: the whole class is graded once, through bubblewrap's fork servers where
+# this machine has them, else through plain ones ("process").
+WHOLE_CLASS = "fork-bubblewrap" if FORK_BWRAP else "process"
 FORMULA_ENTRY = '=HYPERLINK("evil.example","click").py'  # a name has no "/"
 
 
@@ -46,17 +55,19 @@ def _outcome(checks):
     return [(c["id"], c["status"], c["score"], [v["key"] for v in c["verdicts"]]) for c in checks]
 
 
-_alone = {}  # (entry, isolation) -> the honest entry's report graded on its own
+_alone = {}  # entry -> the honest entry's report graded on its own
 
 
-def graded_alone(name, isolation):
-    """An honest entry graded on its own (a cold worker, the batch's call limit), once per
-    isolation: the forked and the cold bubblewrap batches are held to the same grading."""
-    if (name, isolation) not in _alone:
-        _alone[name, isolation] = service.grade(str(SUBMISSIONS / HONEST[name]),
-                                                isolation=isolation,
-                                                limits=Limits(call_seconds=20.0))
-    return _alone[name, isolation]
+def graded_alone(name):
+    """An honest entry graded on its own (a worker forked from a fork server of this module's own,
+    the batch's call limit), once: the forked and the cold batches are held to the same grading
+    (a forked worker's verdicts are a cold one's: tests/test_forkserver.py)."""
+    if name not in _alone:
+        server = zygote("bubblewrap" if FORK_BWRAP else "process")
+        _alone[name] = grading.finish(*grading.start(str(SUBMISSIONS / HONEST[name]),
+                                                     server.isolation, Limits(call_seconds=20.0),
+                                                     forked(server)))
+    return _alone[name]
 
 
 def _make_mixed_class(folder, mode):
@@ -92,9 +103,7 @@ def _make_mixed_class(folder, mode):
     return made
 
 
-@pytest.mark.parametrize("mode", [m for m in BATCH_MODES if m.split("-")[-1] in
-                                  {"process", *(["bubblewrap"] if COLD_BWRAP else [])}
-                                  and (m != "fork-bubblewrap" or FORK_BWRAP)])
+@pytest.mark.parametrize("mode", [WHOLE_CLASS] + (["cold-bubblewrap"] if COLD_BWRAP else []))
 def test_a_mixed_batch_grades_the_honest_as_if_alone_and_leaves_nothing(tmp_path, mode):
     import subprocess
     import sys
@@ -104,14 +113,13 @@ def test_a_mixed_batch_grades_the_honest_as_if_alone_and_leaves_nothing(tmp_path
     scratch = tmp_path / "scratch"  # the batch's temp folder: empty again at the end
     scratch.mkdir()
     shm_before = shm_segments()
-    isolation = BATCH_MODES[mode][1]
     with subprocess.Popen([sys.executable, "-m", "grader", "batch", str(source), "--out", str(out),
                            "--jobs", "2", "--call-timeout", "20", "--lang", "en",
                            *BATCH_MODES[mode]], cwd=authoring.ROOT, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, errors="surrogateescape",
                           env={**os.environ, "TMPDIR": str(scratch)}) as proc:
         try:  # the honest entries graded alone meanwhile: the batch mostly waits on its attacks
-            alone = {name: graded_alone(name, isolation) for name in HONEST if name in made}
+            alone = {name: graded_alone(name) for name in HONEST if name in made}
             stderr = proc.communicate(timeout=1800)[1]
         except BaseException:
             proc.kill()
