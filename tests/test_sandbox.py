@@ -1,7 +1,8 @@
 """The adversarial suite for the sandbox: each hostile submission is the reference plus one attack.
 
-For every case, in each isolation mode: grading finishes within a bound, the attack gains no point
-beyond what the honest code earns (the reference part still scores), the other checks are still
+For every case, in each isolation mode (a judge-side case: on forked workers of each isolation,
+see FORKED): grading finishes within a bound, the attack gains no point beyond what the honest
+code earns (the reference part still scores), the other checks are still
 scored, and nothing the attack started outlives the grading.  A case that the plain-subprocess
 fallback cannot defend says so (skip with the reason) instead of pretending.
 """
@@ -27,6 +28,11 @@ from grader.sandbox.launch import Limits
 MODES = ["process", "fork-process"] + (["bubblewrap"] if sandbox.bubblewrap_works() else []) + \
     (["fork-bubblewrap"] if sandbox.bubblewrap_works() and forkserver.supported("bubblewrap") else [])
 PLAIN = ("process", "fork-process")  # no sandbox: the cases they cannot defend are skipped
+# The judge-side cases (the judge reads no file of the submission's and compares in its own
+# process): whether a worker started cold or forked is no part of their defence, so they run on
+# forked workers of each isolation only; every worker-side case runs in every mode (but one that a
+# harder case of its own proves where bubblewrap runs, said where it is).
+FORKED = [mode for mode in MODES if mode.startswith("fork-")]
 REFERENCE = open(authoring.SOLUTION, encoding="utf-8").read()
 MARK = "ATTN_SANDBOX_TEST_MARK"
 FAST = Limits(call_seconds=5.0, submission_seconds=90.0)
@@ -140,7 +146,9 @@ subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(sign
     assert_clean()
 
 
-@pytest.mark.parametrize("mode", MODES)
+# Where bubblewrap runs it, the same child that also leaves the group (setsid) is the harder case
+# (test_process_that_ignores_sigterm_is_gone: the PID namespace ends both): here the plain modes
+@pytest.mark.parametrize("mode", PLAIN)
 def test_child_in_the_process_group_is_gone(tmp_path, mode):
     attack = f"""
 import subprocess, sys
@@ -196,7 +204,7 @@ def test_memory_hog_is_stopped_by_the_limit(tmp_path, mode):
     assert report.feedback(rubric.load(), scale, "en").count(f"the memory limit of {limit}") == 1
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", FORKED)
 def test_monkeypatching_builtins_and_torch_gains_nothing(tmp_path, mode):
     attack = """
 import builtins, torch, torch.testing
@@ -213,7 +221,9 @@ builtins.len = lambda *a: 0
     assert data["score"] < data["max_score"]
 
 
-@pytest.mark.parametrize("mode", MODES)
+# the judge ignores the files (forked workers), and bubblewrap keeps them from being written,
+# cold and forked
+@pytest.mark.parametrize("mode", [mode for mode in MODES if mode != "process"])
 def test_fake_results_files_are_ignored(tmp_path, mode):
     attack = """
 import json, os
@@ -231,7 +241,7 @@ print(fake)
     assert not (tmp_path / "results.json").exists() or mode in PLAIN
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", FORKED)
 def test_planted_conftest_and_pytest_ini_are_not_read(tmp_path, mode):
     conftest = ("import pytest\n@pytest.hookimpl(hookwrapper=True)\n"
                 "def pytest_runtest_makereport(item, call):\n    outcome = yield\n"
