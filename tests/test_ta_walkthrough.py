@@ -8,6 +8,7 @@ and the export, and that regrading one student grades no one else.  About a minu
 import csv
 import html
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -42,10 +43,14 @@ def demo_table(text):
 
 
 def run_all(lines, out):
+    # JOBS=1 (the Makefile's own variable, as a TA's shell may set it): `make batch` grades the
+    # demo class on one judge, not one per core (the default jobs: test_batch's rerun and
+    # test_default_jobs_one_per_usable_core_fewer_where_memory_is_short).
+    env = dict(os.environ, JOBS="1")
     for line in lines:
         command = line.replace("build/demo-", f"{out}/demo-")
         done = subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True,
-                              timeout=600)
+                              timeout=600, env=env)
         assert done.returncode == 0, f"`{line}` exited {done.returncode}:\n{done.stdout}{done.stderr}"
 
 
