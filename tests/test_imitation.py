@@ -7,10 +7,10 @@ whose attention is uniform, a lying self-description, library attention by an in
 patched worker loop, the contract's readers patched or the library block undone through names
 built at run time, in a .py and in a notebook's kept statements).  Its header names the checks it imitates:
     # imitates: <check id or pattern>, ...
-and on each of them it must score no more than the untouched stub (exercises/attention.py), in
-every isolation mode this machine has (a plain subprocess, bubblewrap when it works, and a worker
-forked from the fork server in each) where it reaches into the worker, else in a forked worker of
-the strongest sandbox (REACH_IN).
+and on each of them it must score no more than the untouched stub (exercises/attention.py), where
+it reaches into the worker in a worker forked from the fork server of each isolation this machine
+has (a plain subprocess, bubblewrap when it works) and in a cold worker of the strongest sandbox
+(REACH_IN, REACH_MODES), else in a forked worker of the strongest sandbox.
 """
 import fnmatch
 import json
@@ -85,12 +85,29 @@ def test_the_suite_has_every_kind_of_imitation():
 
 
 # Imitations that reach into the worker (its modules, torch's registries, the library, the
-# device it runs on) may fare otherwise in another sandbox or a forked worker: every mode.  The
+# device it runs on) may fare otherwise in a forked worker than in a cold one (REACH_MODES).  The
 # others imitate answers, which the judge reads alike in every mode (test_forkserver.py, the door
 # matrix): one mode, a forked worker in the strongest sandbox, as a class grades.
 REACH_IN = ("tamper_", "patched_worker", "library_indirect", "device_probe_")
-CASES = [(path, mode) for path in IMITATIONS
-         for mode in (MODES if path.stem.startswith(REACH_IN) else MODES[-1:])]
+# What they reach is the worker's Python (its modules, readers, audit hook, torch's dispatcher),
+# prepared one way in a cold worker and another in a forked one (the zygote prepares before the
+# fork), and alike in a cold plain subprocess and a cold bubblewrap worker (the same worker.py;
+# bubblewrap adds only the folder, /tmp, uid and namespaces, which no imitation touches): every
+# forked mode, and one cold mode, the strongest sandbox's.
+# A notebook's kept statements reach the worker as a .py of the same tampering does (its twin among
+# the .py files, graded cold too): what differs is the judge's reading of the notebook, so a
+# notebook is graded in the forked modes only.
+FORKED_MODES = [mode for mode in MODES if mode[1]]
+REACH_MODES = FORKED_MODES + [(ISOLATIONS[-1], False)]
+
+
+def modes_of(path):
+    if not path.stem.startswith(REACH_IN):
+        return MODES[-1:]
+    return (FORKED_MODES or MODES[-1:]) if path.suffix == ".ipynb" else REACH_MODES
+
+
+CASES = [(path, mode) for path in IMITATIONS for mode in modes_of(path)]
 
 
 @pytest.mark.parametrize("path,mode", CASES, ids=[
