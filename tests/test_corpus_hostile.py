@@ -11,8 +11,8 @@ import tempfile
 import pytest
 
 from grader.judge import service
-from test_corpus import (GRADE_SECONDS, ISOLATION, ROOT, RUBRIC, SUBMISSIONS, corpus, graded, ids,
-                         within_budget)
+from test_corpus import (GRADE_SECONDS, ISOLATION, ROOT, RUBRIC, SUBMISSIONS, Graded, corpus,
+                         graded, ids, within_budget)
 
 
 def test_every_hostile_file_has_its_expectations():
@@ -77,6 +77,56 @@ HOSTILE = {
 }
 
 
+# A worker that dies in attend is replaced for each later call, a cold start each (~12 s of CPU):
+# os_exit_in_attend is graded by a worker forked from a fork server of this module's own (the
+# judge names a crash alike however its worker started: tests/test_forkserver.py).  A cold
+# worker's crash and restarts stay proven by test_hostile.py's
+# test_import_time_and_restarts_count_against_one_budget (os._exit in attend, cold bubblewrap);
+# the hangs (timeout, SIGKILL past SIGTERM) and the memory limit here stay cold.
+FORKED_HERE = ("os_exit_in_attend",)
+_forked, _servers = {}, []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def close_fork_server():
+    yield
+    for server in _servers:
+        server.close()
+
+
+def graded_forked(path, tmp_path_factory):
+    from grader.judge import grading
+    from grader.judge.workers import forked
+    from grader.sandbox import forkserver, launch
+
+    isolation = ISOLATION if ISOLATION != "auto" else \
+        ("bubblewrap" if launch.bubblewrap_works() else "process")
+    if not forkserver.supported(isolation):
+        return graded(path)
+    if path not in _forked:
+        if not _servers:
+            _servers.append(forkserver.ForkServer(isolation))
+        scratch = tmp_path_factory.mktemp("forked-scratch")
+        before = path.read_bytes()
+        saved, tempfile.tempdir = tempfile.tempdir, str(scratch)
+        try:
+            data = grading.finish(*grading.start(str(path), isolation, None, forked(_servers[0])))
+        finally:
+            tempfile.tempdir = saved
+        leftovers = sorted(str(p.relative_to(scratch)) for p in scratch.rglob("*"))
+        _forked[path] = Graded(data, leftovers, path.read_bytes() == before)
+    return _forked[path]
+
+
+def graded_hostile(name, tmp_path_factory):
+    """graded() of hostile/NAME.py, but FORKED_HERE by a forked worker and write_results_json
+    once in a course's layout (graded_in_a_course, which test_results_json_is_not_... reads)."""
+    if name == "write_results_json":
+        return graded_in_a_course(tmp_path_factory)[0]
+    path = SUBMISSIONS / "hostile" / f"{name}.py"
+    return graded_forked(path, tmp_path_factory) if name in FORKED_HERE else graded(path)
+
+
 def _matching(g, patterns):
     found = [c for pattern in patterns for c in g.select(pattern)]
     assert found, f"no check matches {patterns}"
@@ -84,9 +134,9 @@ def _matching(g, patterns):
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
-def test_hostile_submission(name):
+def test_hostile_submission(name, tmp_path_factory):
     spec = HOSTILE[name]
-    g = graded(SUBMISSIONS / "hostile" / f"{name}.py")
+    g = graded_hostile(name, tmp_path_factory)
     assert within_budget(g.data)
     assert g.unchanged, "the original submission was written to"
     assert len(g.data["checks"]) == len(RUBRIC.checks)
@@ -135,10 +185,11 @@ def test_student_output_is_captured_not_reported_as_a_grade():
     assert g.data["score"] == 0
 
 
-@pytest.mark.parametrize("fmt", ["json", "gradescope"])
-def test_fake_json_on_stdout_does_not_reach_the_cli(fmt):
+def test_fake_json_on_stdout_does_not_reach_the_cli():
+    # The student's stdout is the worker's, captured whatever the format: one CLI run (JSON); the
+    # other JSON format, Gradescope's, is the same render of the same report (below).
     path = SUBMISSIONS / "hostile" / "fake_json_stdout.py"
-    done = subprocess.run([sys.executable, "-m", "grader", "grade", str(path), "--format", fmt,
+    done = subprocess.run([sys.executable, "-m", "grader", "grade", str(path), "--format", "json",
                            "--lang", "en", "--isolation", ISOLATION],
                           cwd=ROOT, capture_output=True, text=True, timeout=GRADE_SECONDS)
     assert done.returncode == 0, done.stderr
@@ -147,16 +198,47 @@ def test_fake_json_on_stdout_does_not_reach_the_cli(fmt):
     assert '"score": 39' not in done.stderr
 
 
-def test_results_json_is_not_written_beside_the_submission(tmp_path, monkeypatch):
+def test_fake_json_on_stdout_leaves_gradescopes_report_one_json_document():
+    """What `grade --format gradescope` writes to stdout (grader.__main__.render) for the same
+    submission: one JSON document, whose score is the real one."""
+    from grader.__main__ import render
+
+    text = render(graded(SUBMISSIONS / "hostile" / "fake_json_stdout.py").data, "gradescope", "en")
+    out = json.loads(text)
+    assert out["score"] == 0
+
+
+_course = []
+
+
+def graded_in_a_course(tmp_path_factory):
+    """write_results_json.py graded as alice's file in a course folder, once: (test_corpus's
+    Graded of it, the folder that holds the course, its scratch temp folder, the file's bytes)."""
+    if not _course:
+        tmp_path = tmp_path_factory.mktemp("results-json")
+        course = tmp_path / "course"
+        (course / "alice").mkdir(parents=True)
+        submission = course / "alice" / "attention.py"
+        shutil.copy(SUBMISSIONS / "hostile" / "write_results_json.py", submission)
+        scratch = tmp_path / "scratch"
+        scratch.mkdir()
+        before = submission.read_bytes()
+        saved, tempfile.tempdir = tempfile.tempdir, str(scratch)  # the grader's work folders
+        try:
+            data = service.grade(str(submission), isolation=ISOLATION)
+        finally:
+            tempfile.tempdir = saved
+        leftovers = sorted(str(p.relative_to(scratch)) for p in scratch.rglob("*"))
+        g = Graded(data, leftovers, submission.read_bytes() == before)
+        _course.append((g, tmp_path, scratch, before))
+    return _course[0]
+
+
+def test_results_json_is_not_written_beside_the_submission(tmp_path_factory):
+    g, tmp_path, scratch, before = graded_in_a_course(tmp_path_factory)
     course = tmp_path / "course"
-    (course / "alice").mkdir(parents=True)
     submission = course / "alice" / "attention.py"
-    shutil.copy(SUBMISSIONS / "hostile" / "write_results_json.py", submission)
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # the grader's work folders go here
-    before = submission.read_bytes()
-    data = service.grade(str(submission), isolation=ISOLATION)
+    data = g.data
     assert within_budget(data)
     assert data["score"] == 0
     assert submission.read_bytes() == before
