@@ -90,8 +90,10 @@ def graded(tmp_path_factory):
     base = tmp_path_factory.mktemp("classpage")
     make_class(base / "class")
     out = base / "out"
-    # One judge (one zygote) for the class: judges of their own are test_batch's.
-    proc = grader("batch", base / "class", "--out", out, "--jobs", "1", "--call-timeout", "3")
+    # One judge (one zygote) for the class: judges of their own are test_batch's.  The endless
+    # loop spins for each call's whole time: 2 s, as test_batch's hostile class (an honest call
+    # takes well under a tenth of it; training has a limit of its own).
+    proc = grader("batch", base / "class", "--out", out, "--jobs", "1", "--call-timeout", "2")
     assert proc.returncode == 0, proc.stderr
     before = read_csv(out / "gradebook.csv")
     steps = [("override", out, "erin", "attend.causal", 2, "--why", ERIN_WHY, "--who", "ta.li"),
