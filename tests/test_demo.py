@@ -134,13 +134,24 @@ def test_pngs_are_valid_images(reference):
         assert height >= 400 and width >= 800
 
 
-def test_one_language_at_a_time(reference, tmp_path):
+@pytest.fixture(scope="module")
+def english(tmp_path_factory):
+    """The student bundle's demo (release/, as `make demo` there runs it) on the reference's code,
+    in English."""
+    out = tmp_path_factory.mktemp("english")
+    done = subprocess.run([sys.executable, "-m", "exercises.demo", "--submission", str(SOLUTION),
+                           "--out", str(out), "--lang", "en"], cwd=ROOT / "release",
+                          capture_output=True, text=True, timeout=300)
+    return done, out
+
+
+def test_one_language_at_a_time(reference, english):
     """Chinese by default, English with --lang en: every line in one language, the lesson's
     words (the copy task, 复制任务), and no "all checks pass" (the demo grades nothing)."""
     import words
 
-    done, _ = demo("--reference", "--out", tmp_path, "--lang", "en")
-    assert done.returncode == 0
+    done, out = english
+    assert done.returncode == 0, done.stdout + done.stderr
     assert "Part 1" in done.stdout and "第 1 部分" not in done.stdout
     chinese = reference[0].stdout
     assert "第 1 部分" in chinese and "Part 1" not in chinese
@@ -149,7 +160,7 @@ def test_one_language_at_a_time(reference, tmp_path):
     assert "copy task" in done.stdout and "复制任务" in chinese
     assert "repeat" not in done.stdout and "重复任务" not in chinese
     assert "all checks pass" not in done.stdout and "make check" in done.stdout.splitlines()[-1]
-    assert (tmp_path / "part2_loss_heads.png").read_bytes()[:8] == PNG_SIGNATURE
+    assert (out / "part2_loss_heads.png").read_bytes()[:8] == PNG_SIGNATURE
 
 
 def test_make_demo_ends_cleanly_on_a_stub(tmp_path):
@@ -219,14 +230,15 @@ def test_missing_file(tmp_path):
     assert "找不到文件" in done.stdout
 
 
-def test_release_bundle_prints_what_the_kit_prints(reference, tmp_path):
-    """The student bundle ships the demo: run from release/ the way `make demo` there does, on
-    the reference's code, it prints line for line what the kit's own run printed (so two runs,
-    in two processes, also print the same: the demo is seeded)."""
-    done, _, _, out = reference
-    again = subprocess.run([sys.executable, "-m", "exercises.demo", "--submission", str(SOLUTION),
-                            "--out", str(tmp_path / "out")], cwd=ROOT / "release",
-                           capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert again.stdout.replace(str(tmp_path / "out"), "OUT") == done.stdout.replace(str(out), "OUT")
-    assert (tmp_path / "out" / "part2_loss_heads.png").read_bytes().startswith(PNG_SIGNATURE)
+def test_release_bundle_computes_what_the_kit_computes(reference, english):
+    """The student bundle ships the demo: its run on the reference's code (in another process and
+    language) computes what the kit's own run computed, every figure of summary.json (so two
+    runs compute the same: the demo is seeded)."""
+    _, _, summary, out = reference
+    done, bundle_out = english
+    assert done.returncode == 0, done.stdout + done.stderr
+    again = json.loads((bundle_out / "summary.json").read_text())
+    assert json.dumps(again).replace(str(bundle_out), "OUT") == \
+        json.dumps(summary).replace(str(out), "OUT")
+    for head in LESSON_WEIGHTS:
+        assert ", ".join(head) in done.stdout
