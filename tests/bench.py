@@ -333,7 +333,8 @@ def bench_memory():
     with tempfile.TemporaryDirectory(prefix="attn-bench-memory-") as folder:
         figures = os.path.join(folder, "memory.json")
         result = subprocess.run([PY, os.path.join(ROOT, "tests", "bench_judge_memory.py"),
-                                 "--json", figures], cwd=ROOT, capture_output=True, text=True)
+                                 "--json", figures, *(["--public-only"] if TINY else [])],
+                                cwd=ROOT, capture_output=True, text=True)
         found = None
         if os.path.exists(figures):
             with open(figures, encoding="utf-8") as handle:

@@ -4,7 +4,9 @@
 frames of wire.JUDGE_FRAME_BYTES (both answers of a call made twice).
 
 Usage: python tests/bench_judge_memory.py [--isolation process|bubblewrap] [--json PATH]
-(`make bench` runs it as its part "memory": tests/bench.py reads the figures from --json's file.)
+[--public-only]  (`make bench` runs it as its part "memory": tests/bench.py reads the figures from
+--json's file; its tiny run, the smoke test's, grades the public checks only: fewer frames, the
+same bound.)
 """
 import json
 import os
@@ -44,10 +46,11 @@ def main():
     from test_hostile import attack
 
     isolation = sys.argv[sys.argv.index("--isolation") + 1] if "--isolation" in sys.argv else "auto"
+    checks = ("public",) if "--public-only" in sys.argv else ("public", "hidden")
     # Twice: a judge's second grading still grows it by ~8 MiB (what torch and pytest load or
     # cache on first use, the allocator's arenas), which is no frame's cost.
     for _ in range(2):
-        service.grade(os.path.join(ROOT, "solutions", "attention.py"), isolation=isolation)
+        service.grade(os.path.join(ROOT, "solutions", "attention.py"), checks, isolation)
     honest = peak_resident_mib()
     # The workers' peak: the largest of this process's waited-for descendants (each grading's
     # cold worker, inside its bubblewrap), which Linux carries up as each one is reaped.
@@ -58,7 +61,7 @@ def main():
         path = os.path.join(folder, "attention.py")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(attack("huge_replies"))
-        data = service.grade(path, isolation=isolation)
+        data = service.grade(path, checks, isolation)
     hostile = peak_resident_mib()
     # Two answers alive at once: each attend call is made twice and the answers compared
     # (randomness first, support.steady_call), so the growth is bounded by two frames.
