@@ -12,7 +12,6 @@ way a worker can start (cold or forked; plain process or bubblewrap).
   that needs it, its own and forward's, in both languages, never as the NameError forward met.
 """
 import ast
-import os
 import time
 from pathlib import Path
 

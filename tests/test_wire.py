@@ -1,7 +1,6 @@
 """The judge's side of the worker protocol never crashes or hangs on what a hostile worker sends."""
 import random
 import struct
-import sys
 
 import pytest
 import torch
