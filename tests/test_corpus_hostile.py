@@ -11,6 +11,7 @@ import tempfile
 import pytest
 
 from grader.judge import service
+from grader.sandbox.launch import Limits
 from test_corpus import (GRADE_SECONDS, ISOLATION, ROOT, RUBRIC, SUBMISSIONS, Graded, corpus,
                          graded, ids, within_budget)
 
@@ -77,13 +78,19 @@ HOSTILE = {
 }
 
 
-# A worker that dies in attend is replaced for each later call, a cold start each (~12 s of CPU):
-# os_exit_in_attend is graded by a worker forked from a fork server of this module's own (the
-# judge names a crash alike however its worker started: tests/test_forkserver.py).  A cold
-# worker's crash and restarts stay proven by test_hostile.py's
-# test_import_time_and_restarts_count_against_one_budget (os._exit in attend, cold bubblewrap);
-# the hangs (timeout, SIGKILL past SIGTERM) and the memory limit here stay cold.
-FORKED_HERE = ("os_exit_in_attend",)
+# A worker that dies or hangs in attend or forward is replaced for later calls, a cold start each
+# (~12 s of CPU): those files are graded by workers forked from a fork server of this module's own
+# (the judge names a crash or a timeout alike however its worker started: tests/test_forkserver.py).
+# A cold worker's crash, hang and restarts stay proven by test_hostile.py's
+# test_import_time_and_restarts_count_against_one_budget (cold bubblewrap) and the kill past
+# SIGTERM by test_held_out.py's test_a_worker_that_ignores_sigterm_is_killed (every mode); the
+# memory limit here stays cold.
+FORKED_HERE = ("os_exit_in_attend", "infinite_loop_in_attend", "forward_ignores_sigterm")
+# The hangs spin for each call's whole time: 2 s a call, not the kit's 5 (what they prove is the
+# verdict a timeout gets, not its length; the reference's own calls take well under a tenth of it
+# and training has a limit of its own, as in test_batch's and test_classpage's hostile classes).
+HANG_LIMITS = {name: Limits(call_seconds=2.0)
+               for name in ("infinite_loop_in_attend", "forward_ignores_sigterm")}
 _forked, _servers = {}, []
 
 
@@ -110,7 +117,8 @@ def graded_forked(path, tmp_path_factory):
         before = path.read_bytes()
         saved, tempfile.tempdir = tempfile.tempdir, str(scratch)
         try:
-            data = grading.finish(*grading.start(str(path), isolation, None, forked(_servers[0])))
+            data = grading.finish(*grading.start(str(path), isolation, HANG_LIMITS.get(path.stem),
+                                                 forked(_servers[0])))
         finally:
             tempfile.tempdir = saved
         leftovers = sorted(str(p.relative_to(scratch)) for p in scratch.rglob("*"))
