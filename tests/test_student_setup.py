@@ -17,7 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_a_python_with_the_pinned_torch_lends_it_and_make_check_runs(tmp_path):
     """Issue 72's first `make check`, in a fresh bundle: the stub's report, its checks run (a
     lent torch outside the venv is seen inside the sandbox: launch._python_roots), at most 12
-    lines, within 30 s on an idle 2-core machine (asserted at 60 s: the tests share it)."""
+    lines.  What makes it quick is asserted (no torch and no pip of the venv's own); its seconds
+    are printed, never asserted (about 30 s on an idle 2-core machine; times are make bench's)."""
     bundle = release.build_release(str(tmp_path / "bundle"))
     began = time.monotonic()
     done = subprocess.run(["make", "check", f"PYTHON={sys.executable}"], cwd=bundle,
@@ -29,7 +30,6 @@ def test_a_python_with_the_pinned_torch_lends_it_and_make_check_runs(tmp_path):
     assert len(lines) <= 12 and sum(line.startswith("✗ ") for line in lines) == 5, lines
     assert "未运行" not in done.stdout and "Traceback" not in done.stdout, done.stdout
     print(f"\nfresh bundle, make check with a lent torch: {seconds:.1f} s to the first report")
-    assert seconds < 60, seconds
     # The bundle's venv holds no torch of its own: it reads the one this Python has.
     site = install.site_packages(os.path.join(bundle, ".venv"))
     assert not os.path.exists(os.path.join(site, "torch"))
