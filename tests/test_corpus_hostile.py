@@ -6,11 +6,9 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
-from grader.judge import service
 from grader.sandbox.launch import Limits
 from test_corpus import (GRADE_SECONDS, ISOLATION, ROOT, RUBRIC, SUBMISSIONS, Graded, corpus,
                          graded, ids, within_budget)
@@ -101,28 +99,20 @@ def close_fork_server():
         server.close()
 
 
-def graded_forked(path, tmp_path_factory):
+def graded_forked(path):
     from grader.judge import grading
     from grader.judge.workers import forked
     from grader.sandbox import forkserver, launch
 
-    isolation = ISOLATION if ISOLATION != "auto" else \
-        ("bubblewrap" if launch.bubblewrap_works() else "process")
+    isolation = launch.choose_isolation(ISOLATION)
     if not forkserver.supported(isolation):
         return graded(path)
     if path not in _forked:
         if not _servers:
             _servers.append(forkserver.ForkServer(isolation))
-        scratch = tmp_path_factory.mktemp("forked-scratch")
-        before = path.read_bytes()
-        saved, tempfile.tempdir = tempfile.tempdir, str(scratch)
-        try:
-            data = grading.finish(*grading.start(str(path), isolation, HANG_LIMITS.get(path.stem),
-                                                 forked(_servers[0])))
-        finally:
-            tempfile.tempdir = saved
-        leftovers = sorted(str(p.relative_to(scratch)) for p in scratch.rglob("*"))
-        _forked[path] = Graded(data, leftovers, path.read_bytes() == before)
+        limits, workers = HANG_LIMITS.get(path.stem), forked(_servers[0])
+        _forked[path] = Graded.grade(
+            path, lambda p: grading.finish(*grading.start(p, isolation, limits, workers)))
     return _forked[path]
 
 
@@ -132,7 +122,7 @@ def graded_hostile(name, tmp_path_factory):
     if name == "write_results_json":
         return graded_in_a_course(tmp_path_factory)[0]
     path = SUBMISSIONS / "hostile" / f"{name}.py"
-    return graded_forked(path, tmp_path_factory) if name in FORKED_HERE else graded(path)
+    return graded_forked(path) if name in FORKED_HERE else graded(path)
 
 
 def _matching(g, patterns):
@@ -228,16 +218,10 @@ def graded_in_a_course(tmp_path_factory):
         (course / "alice").mkdir(parents=True)
         submission = course / "alice" / "attention.py"
         shutil.copy(SUBMISSIONS / "hostile" / "write_results_json.py", submission)
-        scratch = tmp_path / "scratch"
+        scratch = tmp_path / "scratch"  # the grader's work folders
         scratch.mkdir()
         before = submission.read_bytes()
-        saved, tempfile.tempdir = tempfile.tempdir, str(scratch)  # the grader's work folders
-        try:
-            data = service.grade(str(submission), isolation=ISOLATION)
-        finally:
-            tempfile.tempdir = saved
-        leftovers = sorted(str(p.relative_to(scratch)) for p in scratch.rglob("*"))
-        g = Graded(data, leftovers, submission.read_bytes() == before)
+        g = Graded.grade(submission, scratch=scratch)
         _course.append((g, tmp_path, scratch, before))
     return _course[0]
 

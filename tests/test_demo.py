@@ -17,9 +17,9 @@ LEAK = 1e-6  # exercises/demo.py's: a weight above it where the mask forbids rea
 LESSON_WEIGHTS = [["0.002978", "0.997022", "0.000000"], ["0.999998", "0.000002", "0.000000"]]
 
 
-def demo(*args):
+def demo(*args, cwd=ROOT):
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "exercises.demo", *map(str, args)], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "exercises.demo", *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=300)
     return done, time.perf_counter() - start
 
@@ -140,9 +140,7 @@ def english(tmp_path_factory):
     """The student bundle's demo (release/, as `make demo` there runs it) on the reference's code,
     in English."""
     out = tmp_path_factory.mktemp("english")
-    done = subprocess.run([sys.executable, "-m", "exercises.demo", "--submission", str(SOLUTION),
-                           "--out", str(out), "--lang", "en"], cwd=ROOT / "release",
-                          capture_output=True, text=True, timeout=300)
+    done, _ = demo("--submission", SOLUTION, "--out", out, "--lang", "en", cwd=ROOT / "release")
     return done, out
 
 

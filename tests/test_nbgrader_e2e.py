@@ -1,6 +1,7 @@
 """End to end with the real nbgrader 0.9.6: generate_assignment, a submitted/ folder of 9
-notebooks (the reference, a classic mistake, the untouched release, and six tricks: sys.exit, os._exit, an endless loop after the definitions, a monkeypatched
-torch.allclose, an IPython input transformer that blanks later cells, a patched kit helper),
+notebooks (the reference, a classic mistake, the untouched release, and six tricks: sys.exit,
+os._exit, an endless loop after the definitions, a monkeypatched torch.allclose, an IPython input
+transformer that blanks later cells, a patched kit helper),
 `make autograde` (nbgrader autograde with a 60 s cell timeout + the sandboxed regrade + the
 gradebook fix-up), generate_feedback and export.
 
@@ -10,8 +11,8 @@ earns (the ones built on the stub get 0); the gradebook and the CSV export hold 
 scores; each feedback page shows the kit's messages and no hidden test source.
 
 Time: about 2 min on an idle 2-core machine (nbgrader autograde ~65 s for the 9 notebooks, the
-CLI grader's batch of the same code runs alongside it, the endless loop costs one 60 s cell timeout in
-the kernel; the regrade leaves the stray loop out).  It runs in `make test`; leave it out with
+CLI grader's batch of the same code runs alongside it, the endless loop costs one 60 s cell
+timeout in the kernel; the regrade leaves the stray loop out).  It runs in `make test`; leave it out with
 `-k "not test_nbgrader_e2e"`.
 """
 import concurrent.futures
