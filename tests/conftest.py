@@ -3,6 +3,7 @@ their `@pytest.mark.check(id)` is registered here as the judge's plugin register
 grading session, so these imports warn of no unknown mark.  `make test`'s workers (pytest-xdist)
 are handed the files in the order chosen below."""
 import os
+import sys
 
 import pytest
 
@@ -14,6 +15,14 @@ def pytest_configure(config):
         # each worker a basetemp inside the run's own), where a result more than one test file
         # needs is made once (test_corpus.graded, door_matrix.batched).
         os.environ["KIT_TESTS_SHARED"] = os.path.dirname(config.option.basetemp)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def close_fork_servers():
+    """The fork servers the module started through zygotes.server, closed when it ends."""
+    yield
+    if "zygotes" in sys.modules:  # a module that never forked imports nothing here
+        sys.modules["zygotes"].close_all()
 
 
 # -- how `make test` hands the files to its workers (pytest-xdist, --dist loadfile) --------------
