@@ -58,7 +58,11 @@ HALF_TYPED = solved({"split_heads"}, with_body(SOLUTION, "merge_heads",
 LOOPING = with_body(SOLUTION, "attend", "    while True:\n        pass\n")
 SYNTAX_ERROR = STUB + "\n\ndef broken(x:\n    return x\n"
 RAISES_AT_IMPORT = STUB + '\nraise RuntimeError("boom at import")\n'
-LOOPS_AT_IMPORT = STUB + "\nspins = 0\nwhile spins >= 0:\n    spins += 1\n"
+# An endless loop at import that sleeps a little each round: the import never ends and the worker
+# says which of its lines it is at, as a spinning loop's does, without burning a core for the
+# whole import limit (what is judged is watch's waiting line and screen, not the spin).
+LOOPS_AT_IMPORT = STUB + ("\nimport time\nspins = 0\nwhile spins >= 0:\n    spins += 1\n"
+                          "    time.sleep(0.01)\n")
 
 
 def save(path, text):
@@ -70,8 +74,8 @@ def save(path, text):
 
 
 # `python -m grader` with the limit on a worker's import (WorkerSource.startup_seconds) set to a
-# test's `seconds`: watch has no option for it.  A spare has imported torch before it is taken,
-# so the limit need only cover the student's file.
+# test's `seconds`: watch has no option for it.  A forked worker (or a spare) has imported torch
+# before it is taken, so the limit need only cover the student's file.
 SHORT_IMPORT_LIMIT = """import sys
 from grader.judge import workers
 workers.WorkerSource.startup_seconds = lambda self, limits: {seconds!r}
@@ -86,7 +90,7 @@ class Watcher:
     def __init__(self, target, tmp_dir, *extra, env=(), import_seconds=None):
         env = dict(os.environ, TMPDIR=str(tmp_dir), PYTHONUNBUFFERED="1", **dict(env))
         start = [PY, "-m", "grader"]
-        if import_seconds is not None:  # the spares' import limit (30 s) set lower in the watcher
+        if import_seconds is not None:  # the import limit (60 s forked) set lower in the watcher
             start = [PY, "-c", SHORT_IMPORT_LIMIT.format(seconds=float(import_seconds))]
         self.proc = subprocess.Popen(
             [*start, "watch", str(target), "--lang", "en",
@@ -175,9 +179,12 @@ def work(tmp_path):
     return target, scratch
 
 
-def test_watch_survives_every_state_of_the_file(work):
+def test_watch_survives_every_state_of_the_file(work, tmp_path):
+    """Every state a file goes through, then SAVES saves of the correct file, each on a warm
+    worker (test_every_save_gets_a_warm_worker's "auto" case, in this watcher)."""
     target, scratch = work
-    watcher = Watcher(target, scratch)
+    stats = tmp_path / "stats.jsonl"
+    watcher = Watcher(target, scratch, "--stats", str(stats))
     try:
         first = watcher.next_block(0, lambda b: "exercises done" in b or "error" in b)
         assert progress("✗", "✗", "✗", "✗", "✗") in first
@@ -216,17 +223,21 @@ def test_watch_survives_every_state_of_the_file(work):
         assert "Every public check passes" in block
         print(f"\nsave -> screen: correct file {seconds:.2f} s, endless loop {looped:.2f} s "
               f"({backend}; times are make bench's business, not asserted here)")
+        last = save_again_and_again(watcher, target)
 
         assert watcher.proc.poll() is None, "the watcher died"
         code, stderr = watcher.interrupt()
         assert code == 0, stderr
         assert "Traceback" not in stderr
         assert watcher.lines[-1] == "watch stopped. bye"
-        assert read(target) == SOLUTION  # the watcher only ever reads the student's file
+        assert read(target) == last  # the watcher only ever reads the student's file
         assert leftover_processes(scratch) == []
         assert os.listdir(scratch) == []  # every work folder and spare cleaned up
     finally:
         watcher.kill()
+    runs = stats_lines(stats)
+    assert [r["run"] for r in runs] == list(range(1, 7 + SAVES + 1))  # 7 states, then the saves
+    assert_a_warm_worker_per_save(runs, "auto")
 
 
 def lines_after(watcher, after, pattern, seconds=60):
@@ -246,24 +257,27 @@ def test_an_endless_loop_at_import_says_its_time_and_line_while_it_waits(work):
     line of the file it is at (issue 72: `watch` showed only "checking…" for 60 s); the screen
     after the limit names the line as `make check` does; a save in the meantime is checked."""
     target, scratch = work
-    # spares (their import's limit is 30 s, a fork server's 60 s), that limit set to 10 s here:
-    # a spare is taken with torch imported, the student's file is all its import runs
-    watcher = Watcher(target, scratch, "--worker-start", "spare", import_seconds=10)
+    # forked workers where the fork server works (a fork server's import limit is 60 s, the
+    # spares' 30 s), that limit set to 10 s here: a forked worker starts with torch imported, the
+    # student's file is all its import runs.  (Not spares, each a cold worker ahead: the waiting
+    # line reads the Student, whichever way its worker started; spares are
+    # test_every_save_gets_a_warm_worker's.)
+    watcher = Watcher(target, scratch, import_seconds=10)
     try:
         watcher.next_block(0, lambda b: "exercises done" in b)
         after, looping = len(watcher.lines), LOOPS_AT_IMPORT.splitlines()
         save(target, LOOPS_AT_IMPORT)
-        at = {looping.index("while spins >= 0:") + 1: "while spins >= 0:",
-              looping.index("    spins += 1") + 1: "spins += 1"}
+        loop = looping.index("while spins >= 0:")
+        at = {n + 1: looping[n] for n in range(loop, len(looping))}  # the loop's own lines
         line = lines_after(watcher, after, r"^checking… \d+ s / \d+ s \(importing attention\.py\)"
                                            r" · running line \d+: ")
         number, code = re.search(r"running line (\d+): (.*)$", line).groups()
-        assert at[int(number)] == code, line
+        assert at[int(number)].strip() == code, line
         assert " s / 10 s (importing" in line, line  # the limit this watcher was given
         block = watcher.next_block(1, lambda b: "Timed out" in b, seconds=90)
         assert "while importing attention.py" in block
-        assert re.search(r"the line it was running when time ran out \(line (\d+)\):", block)
-        assert "| while spins >= 0:" in block or "|     spins += 1" in block, block
+        number = re.search(r"the line it was running when time ran out \(line (\d+)\):", block)
+        assert number and f"| {at[int(number.group(1))]}" in block, block
         assert "make attention.py import again (see the line above)" in block
         after = len(watcher.lines)
         save(target, LOOPS_AT_IMPORT + "# again\n")  # then the solution before the limit
@@ -313,10 +327,11 @@ def test_the_waiting_line_fits_the_terminal_and_names_no_line_before_there_is_on
     assert "\\x1b[2J" in line
 
 
-def test_polling_hint_missing_file_and_ctrl_c_during_a_run(work, tmp_path):
+def test_polling_hint_missing_file_and_ctrl_c_during_a_run(work, tmp_path, capsys):
     """One watcher, polling because watchfiles is missing: its first screen is recorded for
-    `hint` (which then grades nothing), a touch is no save, a deleted file is a screen, and
-    Ctrl-C as a run has begun ends it cleanly."""
+    `hint` (which then grades nothing; its command line, run here in this process, is
+    test_hints.py's), a touch is no save, a deleted file is a screen, and Ctrl-C as a run has
+    begun ends it cleanly."""
     target, scratch = work
     missing = tmp_path / "no-watchfiles"
     (missing / "watchfiles").mkdir(parents=True)
@@ -329,12 +344,15 @@ def test_polling_hint_missing_file_and_ctrl_c_during_a_run(work, tmp_path):
         # watch records its run beside the file (before its screen): hint reads it, grades nothing
         state_file = target.parent / ".attention-hints.json"
         assert state_file.exists()
-        out = subprocess.run([PY, "-m", "grader", "hint", "--submission", str(target),
-                              "--lang", "en"], cwd=ROOT, capture_output=True, text=True,
-                             timeout=60)
-        assert out.returncode == 0, out.stderr
-        assert "hint · attend · level 1/3" in out.stdout
-        assert "ran the public checks" not in out.stdout  # it used what the watcher recorded
+        from grader import __main__ as cli
+        from grader.tools import hints
+
+        capsys.readouterr()  # the command's own arguments, its main (not cli.main's gc hold)
+        code = hints.main(cli.parse(["hint", "--submission", str(target), "--lang", "en"]))
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        assert "hint · attend · level 1/3" in out.out
+        assert "ran the public checks" not in out.out  # it used what the watcher recorded
 
         os.utime(target)  # same content, newer mtime: nothing to rerun
         block, seconds = watcher.save_and_wait(target, SOLUTION, lambda b: "exercises done" in b)
@@ -365,30 +383,20 @@ def stats_lines(path):
 SAVES = 4
 
 
-@pytest.mark.parametrize("start", ["auto", "spare"])
-def test_every_save_gets_a_warm_worker(work, tmp_path, start):
-    """Four saves in a row (the old fault below showed from the third): each run's worker is forked from the judge's zygote (where the fork
-    server works, "auto" here) or is a spare of the pool, alive when taken and started before the
-    save ("spare"): torch imported ahead either way, all served by the one judge process.  Before
-    warm.py's maker thread, spares made during a run died with the check session's thread
-    (bubblewrap's --die-with-parent) and every save after the second started a cold worker."""
-    target, scratch = work
-    stats = tmp_path / "stats.jsonl"
-    save(target, SOLUTION)
-    watcher = Watcher(target, scratch, "--stats", str(stats), "--worker-start", start)
-    try:
-        watcher.next_block(0, lambda b: "5/5 exercises done" in b)
-        for n in range(SAVES):
-            watcher.save_and_wait(target, SOLUTION + f"\n# save {n}\n",
-                                  lambda b: "5/5 exercises done" in b)
-        code, stderr = watcher.interrupt()
-        assert code == 0, stderr
-    finally:
-        watcher.kill()
-    runs = stats_lines(stats)
-    assert [r["run"] for r in runs] == list(range(1, SAVES + 2))
+def save_again_and_again(watcher, target):
+    """SAVES saves in a row of the correct file (the old fault below showed from the third), each
+    waited for; the last text saved."""
+    for n in range(SAVES):
+        text = SOLUTION + f"\n# save {n}\n"
+        watcher.save_and_wait(target, text, lambda b: "5/5 exercises done" in b)
+    return text
+
+
+def assert_a_warm_worker_per_save(runs, start):
+    """The last SAVES runs' workers: one each, warm, fresh, forked where `start` forks here; every
+    run served by the one judge process."""
     assert len({r["judge_pid"] for r in runs}) == 1
-    workers = [w for r in runs[1:] for w in r["workers"]]
+    workers = [w for r in runs[-SAVES:] for w in r["workers"]]
     assert len(workers) == SAVES, runs  # one worker per run: nothing crashed or restarted
     assert all(w["warm"] for w in workers), runs
     assert len({w["pid"] for w in workers}) == SAVES  # a fresh worker per save, never a reused one
@@ -398,4 +406,27 @@ def test_every_save_gets_a_warm_worker(work, tmp_path, start):
         forkserver.supported(sandbox.choose_isolation("auto")) is not None
     assert all((w.get("start") == "fork") == (start == "auto" and forks_here)
                for w in workers), workers
+
+
+def test_every_save_gets_a_warm_worker(work, tmp_path):
+    """Four saves in a row: each run's worker is a spare of the pool, alive when taken and started
+    before the save ("spare"), or forked from the judge's zygote where the fork server works
+    ("auto": the same saves at the end of test_watch_survives_every_state_of_the_file): torch
+    imported ahead either way, all served by the one judge process.  Before warm.py's maker
+    thread, spares made during a run died with the check session's thread (bubblewrap's
+    --die-with-parent) and every save after the second started a cold worker."""
+    target, scratch = work
+    stats = tmp_path / "stats.jsonl"
+    save(target, SOLUTION)
+    watcher = Watcher(target, scratch, "--stats", str(stats), "--worker-start", "spare")
+    try:
+        watcher.next_block(0, lambda b: "5/5 exercises done" in b)
+        save_again_and_again(watcher, target)
+        code, stderr = watcher.interrupt()
+        assert code == 0, stderr
+    finally:
+        watcher.kill()
+    runs = stats_lines(stats)
+    assert [r["run"] for r in runs] == list(range(1, SAVES + 2))
+    assert_a_warm_worker_per_save(runs, "spare")
     assert leftover_processes(scratch) == []
