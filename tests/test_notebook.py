@@ -219,34 +219,6 @@ print(json.dumps({"starts": _judge.starts, "served": _judge.served,
                   "alive": _judge.process is not None and _judge.process.poll() is None}))"""
 
 
-def test_the_kernels_judge_is_restarted_when_it_dies(tmp_path):
-    """Outside a kernel: the judge grades, dies (killed), and the next grading starts a new one
-    and still answers; a judge that cannot answer becomes an error dict, never an exception.
-    The first judge's workers are forked where the fork server works (here), else spares; the
-    restarted one is told to use spares (the kernel judge's spare path): each start mode once."""
-    from grader.sandbox import forkserver, launch as sandbox
-    from grader.tools.kernel_judge import WORKER_START_ENV, KernelJudge
-
-    path = tmp_path / "attention.py"
-    path.write_text(read(authoring.SOLUTION), encoding="utf-8")
-    judge = KernelJudge(env=dict(notebook.judge_env(), **{WORKER_START_ENV: "auto"}))
-    forks_here = forkserver.supported(sandbox.choose_isolation("auto")) is not None
-    try:
-        first = judge.grade(str(path), hidden=False)
-        assert first["score"] == first["max_score"] > 0
-        assert first["metadata"]["worker_start"] == ("fork" if forks_here else "spare")
-        judge.process.kill()
-        judge.process.wait()
-        judge.env = dict(judge.env, **{WORKER_START_ENV: "spare"})  # read by the next start
-        again = judge.grade(str(path), hidden=False)
-        assert again["score"] == first["score"] and judge.starts == 2 and judge.served == 2
-        assert again["metadata"]["worker_start"] == "spare"
-        missing = judge.grade(str(tmp_path / "nothing.py"), hidden=False)
-        assert "error" in missing and judge.starts == 2  # the submission's fault: same judge
-    finally:
-        judge.stop()
-
-
 @pytest.fixture(scope="module")
 def kernel_judge(tmp_path_factory):
     """One kernel's judge for the tests below, as a kernel keeps one (its temporary folder a
@@ -316,10 +288,43 @@ def test_assembled_reference_grades_like_the_file(tmp_path, kernel_judge):
     assert data["score"] == data["max_score"] == full > 0
 
 
+def test_the_kernels_judge_is_restarted_when_it_dies(tmp_path, kernel_judge):
+    """The module's judge grades, dies (killed), and the next grading starts a new one and still
+    answers; a judge that cannot answer becomes an error dict, never an exception.  The first
+    judge's workers are forked where the fork server works (here), else spares; the restarted one
+    is told to use spares (the kernel judge's spare path): each start mode once.  The restarted
+    judge has a temporary folder of its own (the killed one's leftovers stay in the first), which
+    the next test's stop must empty."""
+    from grader.sandbox import forkserver, launch as sandbox
+    from grader.tools.kernel_judge import WORKER_START_ENV
+
+    path = tmp_path / "attention.py"
+    path.write_text(read(authoring.SOLUTION), encoding="utf-8")
+    judge, starts, served = kernel_judge, kernel_judge.starts, kernel_judge.served
+    forks_here = forkserver.supported(sandbox.choose_isolation("auto")) is not None
+    assert WORKER_START_ENV not in judge.env  # "auto", the kernel's own
+    first = judge.grade(str(path), hidden=False)
+    assert first["score"] == first["max_score"] > 0
+    assert first["metadata"]["worker_start"] == ("fork" if forks_here else "spare")
+    judge.process.kill()
+    judge.process.wait()
+    judge.temporary = tmp_path / "restarted-tmp"
+    judge.temporary.mkdir()
+    judge.env = dict(judge.env, TMPDIR=str(judge.temporary),  # read by the next start
+                     **{WORKER_START_ENV: "spare"})
+    again = judge.grade(str(path), hidden=False)
+    assert again["score"] == first["score"]
+    assert (judge.starts, judge.served) == (starts + 1, served + 2)
+    assert again["metadata"]["worker_start"] == "spare"
+    missing = judge.grade(str(tmp_path / "nothing.py"), hidden=False)
+    assert "error" in missing and judge.starts == starts + 1  # the submission's fault: same judge
+
+
 def test_a_stopped_kernel_judge_leaves_nothing_in_tmp(tmp_path, kernel_judge):
-    """The kernel's judge, stopped as a kernel's exit stops it, ends on its own first: its fork
-    server's runtime copy and spool are removed, not left in the temporary folder for every
-    kernel a student ever started.  (It stops the module's judge: the last test that uses it.)"""
+    """The kernel's judge, stopped as a kernel's exit stops it, ends on its own first: its
+    workers' folders (the restarted judge's spares; a fork server's runtime copy and spool where
+    this test runs alone) are removed, not left in the temporary folder for every kernel a
+    student ever started.  (It stops the module's judge: the last test that uses it.)"""
     path, temporary = tmp_path / "attention.py", kernel_judge.temporary
     path.write_text(read(authoring.SOLUTION), encoding="utf-8")
     try:
