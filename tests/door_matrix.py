@@ -10,7 +10,9 @@ verdict of it), the doors that start anew for each file a sample:
 - `python -m grader batch` on the whole corpus (one run: each student's report.json and
   gradebook.csv's per-check columns) is the table every other door is held to;
 - `python -m grader grade FILE --format json`, as an instructor runs it, on a sample of its own
-  (test_doors.py): it must equal the batch's table for the file (so every door equals `grade`);
+  (test_doors.py: one file as a process, the rest through the command's own function in the
+  test's process, each a cold worker): it must equal the batch's table for the file (so every
+  door equals `grade`);
 - the student's doors, on the public subset: the notebook's `%check` (the kernel's judge
   process, fed the assembled cells as the kernel feeds it) on every file, `python -m grader
   watch` (one process, a file of each public verdict of the corpus saved in turn: the verdict
@@ -34,7 +36,6 @@ The batch of the whole corpus they are all held to runs once a test run (`batche
 worker to need it grades, the others wait for it and read its reports).
 """
 import collections
-import concurrent.futures
 import fcntl
 import hashlib
 import json
@@ -72,7 +73,7 @@ SELECTED = set()  # the paths this run's selected tests take as `path` (tests/co
 # file and a block without the library.
 SAMPLE = ["reference", "stub", "correct-einsum", "wrong-split_no_transpose",
           "wrong-mask_missing", "wrong-no_out_proj", "wrong-quiz_shape_as_list"]
-# `grade` and `check` (each a process per file) take their samples in test_doors.py.
+# `grade` and `check` (each a cold worker per file) take their samples in test_doors.py.
 
 
 # A check's outcome when several of its tests fail: an error over a timeout over a failure.
@@ -113,11 +114,6 @@ def cli_report(command, path):
     proc = run([PY, "-m", "grader", command, str(path), "--format", "json"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)
-
-
-def each(function, names, jobs=2):
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        return dict(zip(names, pool.map(function, names)))
 
 
 def shared_folder(tmp_path_factory):

@@ -1,23 +1,49 @@
 """The door matrix, part one: the batch every door is held to, `grade`, `check` and the gradebook
 (what the matrix holds, and how it is split in three files: tests/door_matrix.py)."""
+import contextlib
 import csv
+import io
+import json
 
 import pytest
 
 from door_matrix import (FILES, MAX, RUBRIC, baseline, batched, cli_report,  # noqa: F401
-                         each, public, verdict, verdict_of_checks)
+                         public, verdict, verdict_of_checks)
 
 # `grade` and `check` are one code path (grader/__main__.py's grade_command: a judge with a cold
-# worker) that differs only in the visibilities it asks, and each file costs a process of its own
-# (torch imported twice).  `grade` takes full marks, a named mistake and a quiz mistake, and
-# what a cold worker meets first that a forked one has done before the student's code (the meta
-# device's kernels, a float dtype, the refusal of torch's ready-made attention); the rest of the
-# slow doors' sample goes cold through Gradescope's autograder (the same Judge, a cold spare
-# worker, its whole verdict compared: test_doors_platforms.py).  `check` adds only its selection
-# of the public checks: full marks, nothing, and a mistake in a public check.
+# worker) that differs only in the visibilities it asks, and each file costs a cold worker.
+# `grade` takes full marks, a named mistake and a quiz mistake, and what a cold worker meets first
+# that a forked one has done before the student's code (the meta device's kernels, a float dtype,
+# the refusal of torch's ready-made attention); the rest of the slow doors' sample goes cold
+# through Gradescope's autograder (the same Judge, a cold spare worker, its whole verdict
+# compared: test_doors_platforms.py).  `check` adds only its selection of the public checks: full
+# marks, nothing, and a mistake in a public check.  Each command line runs as a process of its own
+# on its first file (CLI_FIRST); the rest of its sample runs the same command (grade_command, a
+# judge of its own with a cold worker) in this process, which saves only the Python start and the
+# judge's imports.
 GRADE_SAMPLE = ["reference", "wrong-split_no_transpose", "wrong-quiz_shape_as_list",
                 "wrong-device_mask_no_device", "wrong-dtype_softmax_float32", "wrong-uses_sdpa"]
 CHECK_SAMPLE = ["reference", "stub", "wrong-split_no_transpose"]
+CLI_FIRST = "wrong-split_no_transpose"  # a mistake in a public check: some pass, some fail
+
+
+def command_report(command, name):
+    """`python -m grader COMMAND FILE --format json`'s report: a process of its own for
+    CLI_FIRST, else the command's own function in this process."""
+    if name == CLI_FIRST:
+        return cli_report(command, FILES[name])
+    from grader.__main__ import grade_command, parse
+
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        code = grade_command(parse([command, str(FILES[name]), "--format", "json"]))
+    assert code == 0, printed.getvalue()[-2000:]
+    return json.loads(printed.getvalue())
+
+
+def sample(command, names):
+    """{name: report} of COMMAND on each of `names`, the CLI run first."""
+    return {name: command_report(command, name)
+            for name in sorted(names, key=lambda n: n != CLI_FIRST)}
 
 
 def test_the_report_model_agrees_with_the_pytest_document(batched):
@@ -43,7 +69,8 @@ def test_the_baseline_covers_every_check_and_the_extremes(batched, baseline):
 
 
 def test_grade_gives_the_batchs_verdict(baseline):
-    graded = each(lambda name: cli_report("grade", FILES[name]), GRADE_SAMPLE)
+    graded = sample("grade", GRADE_SAMPLE)
+    assert set(graded) == set(GRADE_SAMPLE) and CLI_FIRST in graded
     for name, data in graded.items():
         assert verdict(data) == baseline[name], name
         assert data["metadata"]["worker_start"] == "exec", name  # a cold worker
@@ -53,7 +80,8 @@ def test_check_gives_the_public_part_of_grade(baseline):
     """Only the public checks run, and the hidden ones are counted (what test_kit.py's text
     run of `check` shows the student)."""
     hidden = len(RUBRIC.select(("hidden",)))
-    checked = each(lambda name: cli_report("check", FILES[name]), CHECK_SAMPLE)
+    checked = sample("check", CHECK_SAMPLE)
+    assert set(checked) == set(CHECK_SAMPLE) and CLI_FIRST in checked
     for name, data in checked.items():
         assert verdict(data) == public(baseline[name]), name
         assert {c["visibility"] for c in data["checks"]} == {"public"}, name
