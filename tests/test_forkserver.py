@@ -21,6 +21,7 @@ from grader.judge import grading
 from grader.judge import service  # noqa: E402
 from grader.sandbox.launch import Limits
 from grader import rubric, safefs
+import zygotes
 
 FULL = sum(c.points for c in rubric.load().checks)  # the rubric's total, not a literal
 
@@ -32,9 +33,8 @@ MODES = ["process"] + (["bubblewrap"] if sandbox.bubblewrap_works()
 
 @pytest.fixture(scope="module", params=MODES)
 def server(request):
-    fs = forkserver.ForkServer(request.param)
-    yield fs
-    fs.close()
+    """The module's fork server of each mode (zygotes.server: closed when the module ends)."""
+    return zygotes.server(request.param)
 
 
 def submit(tmp_path, name, source):
@@ -75,11 +75,18 @@ def cold_outcome(name):
 
 
 def test_forked_and_cold_workers_give_the_same_verdicts(server):
+    """... and the CPU of each child is reported by the zygote (the reference's worker here)."""
     for name in SPREAD:
         forked = grade(server, os.path.join(WRONG, name))
         assert forked["metadata"]["worker_start"] == "fork"
         assert outcome(forked) == cold_outcome(name), name
+    before, cpu_before = server.children_exited, server.child_cpu_seconds
     assert grade(server, authoring.SOLUTION)["score"] == FULL
+    deadline = time.monotonic() + 5
+    while server.children_exited == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.children_exited > before
+    assert server.child_cpu_seconds > cpu_before
 
 
 def test_the_next_student_sees_nothing_of_the_last(server, tmp_path):
@@ -166,16 +173,6 @@ def test_the_end_of_a_replaced_zygote_ends_only_its_own_workers(server, tmp_path
         assert worker.proc.poll() is None and worker.id in server.workers
     finally:
         worker.kill()
-
-
-def test_the_cpu_of_each_child_is_reported(server):
-    before = server.children_exited
-    grade(server, authoring.SOLUTION)
-    deadline = time.monotonic() + 5
-    while server.children_exited == before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.children_exited > before
-    assert server.child_cpu_seconds > 0
 
 
 def test_cold_start_only_where_the_fork_server_cannot_isolate(monkeypatch):
