@@ -234,7 +234,7 @@ def test_nothing_in_the_class_folder_is_written_or_run(mixed):
     assert not mixed["marker"].exists()
 
 
-def test_a_rerun_regrades_nothing_and_a_changed_entry_only(mixed, tmp_path):
+def test_a_rerun_regrades_nothing_and_a_changed_entry_only_the_same_when_cold(mixed, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(mixed["out"], out)
     first = json.loads((mixed["out"] / "batch.json").read_text())["grader"]
@@ -245,15 +245,25 @@ def test_a_rerun_regrades_nothing_and_a_changed_entry_only(mixed, tmp_path):
     assert said("entries", n=9, current=9, todo=0) in proc.stderr
     assert not any(internal in proc.stderr for internal in ("评分方式", "内存峰值", "相似度"))
     assert (out / "gradebook.csv").read_bytes() == (mixed["out"] / "gradebook.csv").read_bytes()
-    # A changed entry (a copy of the class, DIR is never touched) is the only one regraded.
+    # A changed entry (a copy of the class, DIR is never touched) is the only one regraded: bob
+    # hands in erin's mistake.  Graded by --cold-workers (one torch import per submission), the
+    # fork server's slow twin: his row is erin's, which a forked worker graded in the module's
+    # batch (a wrong file: every check's score, the total, the status and the note alike).
     source = tmp_path / "class"
     shutil.copytree(mixed["source"], source, symlinks=True)
-    shutil.copy(SUBMISSIONS / "correct" / "einsum.py", source / "bob.py")
-    proc = run_batch(source, out)  # default flags: one late file starts one judge, not one per core
-    assert proc.returncode == 0, proc.stderr
+    shutil.copy(SUBMISSIONS / "wrong" / "mask_missing.py", source / "bob.py")
+    proc = run_batch(source, out, "--cold-workers", "--verbose")  # default jobs: one late file
+    assert proc.returncode == 0, proc.stderr  # starts one judge, not one per core
     assert said("entries", n=9, current=8, todo=1) in proc.stderr
+    assert said("verbose_cold") in proc.stderr
     rows = {r["student"]: r for r in read_gradebook(out / "gradebook.csv")}
-    assert float(rows["bob"]["total"]) == MAX
+    full = {r["student"]: r for r in read_gradebook(mixed["out"] / "gradebook.csv")}
+    assert rows["bob"] != full["bob"]  # bob's changed file was graded anew
+    assert dict(rows["bob"], student="erin", entry="erin.zip") == full["erin"]
+    assert {s: r for s, r in rows.items() if s != "bob"} == \
+        {s: r for s, r in full.items() if s != "bob"}
+    report = json.loads((out / "students" / "bob" / "report.json").read_text())
+    assert report["report"]["metadata"]["worker_start"] == "exec"
 
 
 def test_kill_minus_9_and_resume_gives_the_same_gradebook(mixed, tmp_path):
@@ -343,12 +353,24 @@ def test_out_inside_the_class_folder_is_refused(tmp_path):
     assert os.listdir(tmp_path / "class") == []
 
 
+def asleep(source):
+    """hostile/infinite_loop_in_attend.py's endless loop asleep instead of spinning: to the judge
+    the same hang (no answer within the call's time, the worker killed, a fresh one for the next
+    call), without a core burnt for each call's whole time (spinning hangs are graded in
+    test_corpus_hostile, test_held_out and the demo class of test_ta_walkthrough)."""
+    spin = "    while True:  # spin for ever\n        pass\n"
+    assert spin in source and "import math\n" in source
+    return source.replace(spin, "    while True:  # hang for ever, asleep\n        time.sleep(1)\n"
+                          ).replace("import math\n", "import math\nimport time\n", 1)
+
+
 def test_one_judge_grades_each_student_as_if_alone(tmp_path):
     """Hostile submissions between honest ones, all on one judge (one pytest session, one
     zygote): every report equals the one the same file gets graded alone: a check session of
     its own, its workers forked from this test's zygote, which never ran a student's code.
     (Forked and cold workers give the same verdicts: test_forkserver's spread, and
-    test_cold_workers_give_the_same_gradebook_rows here; cold ones here cost 13 torch imports.)"""
+    test_a_rerun_regrades_nothing_and_a_changed_entry_only_the_same_when_cold here; cold ones
+    here cost 13 torch imports.)"""
     from grader.judge import grading
     from grader.judge.workers import forked
     from grader.sandbox import forkserver, launch
@@ -360,7 +382,9 @@ def test_one_judge_grades_each_student_as_if_alone(tmp_path):
     source = tmp_path / "class"
     source.mkdir()
     for name, fixture in order:
-        shutil.copy(SUBMISSIONS / fixture, source / f"{name}.py")
+        text = (SUBMISSIONS / fixture).read_text(encoding="utf-8")
+        (source / f"{name}.py").write_text(asleep(text) if "infinite_loop" in fixture else text,
+                                           encoding="utf-8")
     out = tmp_path / "out"
     proc = run_batch(source, out, "--jobs", "1", "--call-timeout", "2", "--verbose")
     assert proc.returncode == 0, proc.stderr
@@ -432,27 +456,6 @@ def test_a_judge_that_dies_has_its_tasks_graded_by_a_new_one(tmp_path):
     assert killed is not None, "no judge was seen"
     assert proc.returncode == 0, stderr
     _full_marks(out, 3)
-
-
-def test_cold_workers_give_the_same_gradebook_rows(mixed, tmp_path):
-    """--cold-workers (one torch import per submission) is the fork server's slow twin (bob, a
-    wrong one: cold and forked reports of honest and hostile files are compared in
-    test_one_judge_grades_each_student_as_if_alone)."""
-    source = tmp_path / "class"
-    source.mkdir()
-    for name in ("bob.py",):
-        shutil.copy(mixed["source"] / name, source / name)
-    out = tmp_path / "out"
-    proc = run_batch(source, out, "--jobs", "1", "--cold-workers", "--verbose")
-    assert proc.returncode == 0, proc.stderr
-    assert said("verbose_cold") in proc.stderr
-    full = {r["student"]: r for r in read_gradebook(mixed["out"] / "gradebook.csv")}
-    rows = read_gradebook(out / "gradebook.csv")
-    assert [r["student"] for r in rows] == ["bob"]
-    for row in rows:
-        assert row == full[row["student"]]
-        report = json.loads((out / "students" / row["student"] / "report.json").read_text())
-        assert report["report"]["metadata"]["worker_start"] == "exec"
 
 
 def test_default_jobs_one_per_usable_core_fewer_where_memory_is_short(monkeypatch, tmp_path):
