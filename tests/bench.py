@@ -236,7 +236,8 @@ def run_batch(folder, out, *flags, root=ROOT):
     runs)."""
     began = time.perf_counter()
     result = subprocess.run([PY, "-m", "grader", "batch", folder, "--out", out, "--lang", "en",
-                             *flags], cwd=root, capture_output=True, text=True)
+                             *(["--jobs", "1"] if TINY else []), *flags],
+                            cwd=root, capture_output=True, text=True)
     seconds = time.perf_counter() - began
     if result.returncode != 0:
         raise RuntimeError(result.stderr[-2000:])
