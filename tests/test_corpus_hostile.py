@@ -1,14 +1,17 @@
 """The corpus's hostile submissions (tests/submissions/hostile/*.py): each attacks the grader, and
-HOSTILE says what must come out.  A file apart from test_corpus.py, whose grading it shares
-(test_corpus.graded), so that make test's workers (`--dist loadfile`) grade these slow cold
-submissions beside the rest of the corpus."""
+HOSTILE says what must come out.  A file apart from test_corpus.py (whose grading by a judge of
+its own, test_corpus.graded, it shares for the files it grades cold), so that make test's workers
+(`--dist loadfile`) grade these slow submissions beside the rest of the corpus."""
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
+import zygotes
 from grader.sandbox.launch import Limits
 from test_corpus import (GRADE_SECONDS, ISOLATION, ROOT, RUBRIC, SUBMISSIONS, Graded, corpus,
                          graded, ids, within_budget)
@@ -76,30 +79,30 @@ HOSTILE = {
 }
 
 
-# A worker that dies or hangs in attend or forward is replaced for later calls, a cold start each
-# (~12 s of CPU): those files are graded by workers forked from a fork server of this module's own
-# (the judge names a crash or a timeout alike however its worker started: tests/test_forkserver.py).
-# A cold worker's crash, hang and restarts stay proven by test_hostile.py's
-# test_import_time_and_restarts_count_against_one_budget (cold bubblewrap) and the kill past
-# SIGTERM by test_held_out.py's test_a_worker_that_ignores_sigterm_is_killed (every mode); the
-# memory limit here stays cold.
-FORKED_HERE = ("os_exit_in_attend", "infinite_loop_in_attend", "forward_ignores_sigterm")
+# A worker that dies, hangs or meets its memory limit in a call is replaced for later calls, a
+# cold start each (~2.5 s of CPU), and every grading here is a verdict of the judge's, which it
+# names alike however its worker started (tests/test_forkserver.py): the files are graded by
+# workers forked from this module's fork server (zygotes.server), but those whose own subject is
+# a cold worker's: an exit and an import of the grader at import time (the worker that never says
+# hello), the fake results file in a course's folder (test_results_json_is_...) and, through the
+# one CLI run below, the fake JSON on stdout.  A cold worker's crash, hang and restarts stay proven
+# by test_hostile.py's test_import_time_and_restarts_count_against_one_budget (cold bubblewrap),
+# the kill past SIGTERM by test_held_out.py's test_a_worker_that_ignores_sigterm_is_killed (every
+# mode), the memory limit's verdict by test_held_out.py's
+# test_memory_that_grows_past_the_calls_time_is_named_by_the_limit and test_sandbox.py's
+# test_memory_hog_is_stopped_by_the_limit (every mode, cold ones included).
+COLD_HERE = ("exit_at_import", "import_grader", "write_results_json")
 # The hangs spin for each call's whole time: 2 s a call, not the kit's 5 (what they prove is the
 # verdict a timeout gets, not its length; the reference's own calls take well under a tenth of it
 # and training has a limit of its own, as in test_batch's and test_classpage's hostile classes).
 HANG_LIMITS = {name: Limits(call_seconds=2.0)
                for name in ("infinite_loop_in_attend", "forward_ignores_sigterm")}
-_forked, _servers = {}, []
-
-
-@pytest.fixture(scope="module", autouse=True)
-def close_fork_server():
-    yield
-    for server in _servers:
-        server.close()
+_forked = {}
 
 
 def graded_forked(path):
+    """graded(path), but by a worker forked from this module's fork server; what it left in the
+    server's spool (a forked worker's copy of the file, in bubblewrap) counts as left over."""
     from grader.judge import grading
     from grader.judge.workers import forked
     from grader.sandbox import forkserver, launch
@@ -108,21 +111,27 @@ def graded_forked(path):
     if not forkserver.supported(isolation):
         return graded(path)
     if path not in _forked:
-        if not _servers:
-            _servers.append(forkserver.ForkServer(isolation))
-        limits, workers = HANG_LIMITS.get(path.stem), forked(_servers[0])
-        _forked[path] = Graded.grade(
-            path, lambda p: grading.finish(*grading.start(p, isolation, limits, workers)))
+        server = zygotes.server(isolation)
+        limits, workers = HANG_LIMITS.get(path.stem), forked(server)
+        g = Graded.grade(path, lambda p: grading.finish(*grading.start(p, isolation, limits,
+                                                                       workers)))
+        if server.spool:  # a copy is removed when the zygote reports its worker's exit
+            deadline = time.monotonic() + 15
+            while os.listdir(server.spool) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            g.leftovers += sorted(os.listdir(server.spool))
+        _forked[path] = g
     return _forked[path]
 
 
 def graded_hostile(name, tmp_path_factory):
-    """graded() of hostile/NAME.py, but FORKED_HERE by a forked worker and write_results_json
-    once in a course's layout (graded_in_a_course, which test_results_json_is_not_... reads)."""
+    """hostile/NAME.py graded by a forked worker, but COLD_HERE by graded() (a judge of its own,
+    a cold worker) and write_results_json once in a course's layout (graded_in_a_course, which
+    test_results_json_is_not_... reads)."""
     if name == "write_results_json":
         return graded_in_a_course(tmp_path_factory)[0]
     path = SUBMISSIONS / "hostile" / f"{name}.py"
-    return graded_forked(path) if name in FORKED_HERE else graded(path)
+    return graded(path) if name in COLD_HERE else graded_forked(path)
 
 
 def _matching(g, patterns):
@@ -178,7 +187,7 @@ def test_import_grader_fails_for_want_of_grader():
 
 
 def test_student_output_is_captured_not_reported_as_a_grade():
-    g = graded(SUBMISSIONS / "hostile" / "fake_json_stdout.py")
+    g = graded_forked(SUBMISSIONS / "hostile" / "fake_json_stdout.py")
     assert '"score": 39' in g.data["metadata"]["student_output"]
     assert g.data["score"] == 0
 
@@ -194,6 +203,9 @@ def test_fake_json_on_stdout_does_not_reach_the_cli():
     out = json.loads(done.stdout)  # the whole of stdout is the one real report
     assert out["score"] == 0
     assert '"score": 39' not in done.stderr
+    # a cold worker's stdout, captured into the report (the in-process gradings here fork)
+    assert out["metadata"]["worker_start"] == "exec"
+    assert '"score": 39' in out["metadata"]["student_output"]
 
 
 def test_fake_json_on_stdout_leaves_gradescopes_report_one_json_document():
@@ -201,7 +213,8 @@ def test_fake_json_on_stdout_leaves_gradescopes_report_one_json_document():
     submission: one JSON document, whose score is the real one."""
     from grader.__main__ import render
 
-    text = render(graded(SUBMISSIONS / "hostile" / "fake_json_stdout.py").data, "gradescope", "en")
+    text = render(graded_forked(SUBMISSIONS / "hostile" / "fake_json_stdout.py").data,
+                  "gradescope", "en")
     out = json.loads(text)
     assert out["score"] == 0
 
