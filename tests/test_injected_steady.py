@@ -9,8 +9,8 @@ from grader.judge.checks.public.check_module import D, H, fresh_weights, injecte
 from grader.judge.checks.support import Verdict
 from grader.judge.student import Student, StudentError
 from grader.judge.workers import forked
-from grader.sandbox import forkserver
 from grader.sandbox.launch import Limits
+import zygotes
 
 SOURCE = '''
 import time
@@ -43,20 +43,14 @@ class CausalSelfAttention(torch.nn.Module):
 '''
 
 
-@pytest.fixture(scope="module")
-def server():
-    """One fork server for the module: each test's student gets a forked worker (and a fresh one
-    after a hang), not a cold one; what is judged here is injected_steady, not the worker's start."""
-    fs = forkserver.ForkServer("process")
-    yield fs
-    fs.close()
-
-
 @pytest.fixture
-def student(tmp_path, server):
+def student(tmp_path):
+    """A student whose workers are forked from the module's fork server (zygotes.server), a fresh
+    one after a hang, not cold ones: what is judged here is injected_steady, not the worker's
+    start."""
     (tmp_path / "attention.py").write_text(SOURCE)
     proxy = Student(str(tmp_path), limits=Limits(call_seconds=1.5, submission_seconds=60.0),
-                    workers=forked(server))
+                    workers=forked(zygotes.server("process")))
     yield proxy
     proxy.close()
 
