@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from door_matrix import baseline, batched, verdict  # noqa: E402,F401
 from grader.instructor import gradescope
 from grader import rubric  # noqa: E402
 
@@ -86,6 +87,18 @@ def validate(results):
     return {t["name"].split(":")[0]: t for t in tests}
 
 
+def gives_the_batchs_verdict(results, table):
+    """The door matrix's agreement (tests/door_matrix.py): Gradescope's results give the batch's
+    verdict `table` of the same file, check by check."""
+    got = {t["name"].split(":")[0]: (t["status"], round(float(t["score"]), 4))
+           for t in results["tests"]}
+    # Gradescope knows two statuses: a check passes there when it passed here.
+    expected = {c: ("passed" if s == "passed" else "failed", p) for c, (s, p) in table.items()}
+    assert got == expected
+    assert results["score"] == pytest.approx(sum(p for _, p in table.values()))
+    assert verdict(results["extra_data"]) == table
+
+
 def test_zip_holds_what_gradescope_needs(autograder_zip):
     with zipfile.ZipFile(autograder_zip) as archive:
         infos = {i.filename: i for i in archive.infolist()}
@@ -110,7 +123,9 @@ def test_zip_holds_what_gradescope_needs(autograder_zip):
     assert again.read_bytes() == autograder_zip.read_bytes()
 
 
-def test_run_autograder_writes_gradescope_results(autograder_zip, tmp_path):
+def test_run_autograder_writes_gradescope_results(autograder_zip, tmp_path, baseline):
+    """A named mistake in attend, its verdict the batch's (the door matrix's Gradescope sample,
+    test_doors_platforms.py)."""
     wrong = ROOT / "tests" / "submissions" / "wrong" / "scale_by_d.py"
     root = fake_autograder(tmp_path, autograder_zip, {"attention.py": wrong})
     proc, results = run_autograder(root)
@@ -126,6 +141,7 @@ def test_run_autograder_writes_gradescope_results(autograder_zip, tmp_path):
     # The reference was in the judge's memory, then removed from the throwaway container.
     assert not (root / "source" / "solutions").exists()
     assert (ROOT / "solutions" / "attention.py").exists()  # never the kit's own copy
+    gives_the_batchs_verdict(results, baseline["wrong-scale_by_d"])
 
 
 def test_an_ungradable_submission_still_gets_results(autograder_zip, tmp_path):
@@ -139,8 +155,10 @@ def test_an_ungradable_submission_still_gets_results(autograder_zip, tmp_path):
     assert str(root) not in results["output"]
 
 
-def test_a_zip_upload_is_graded(autograder_zip, tmp_path):
-    """Gradescope unpacks uploaded zips itself; a zip left inside (uploaded within a zip) is read."""
+def test_a_zip_upload_is_graded(autograder_zip, tmp_path, baseline):
+    """Gradescope unpacks uploaded zips itself; a zip left inside (uploaded within a zip) is read.
+    It holds the stub: nothing done, its verdict the batch's (the door matrix's Gradescope
+    sample, test_doors_platforms.py)."""
     inner = tmp_path / "hw.zip"
     with zipfile.ZipFile(inner, "w") as archive:
         archive.write(ROOT / "exercises" / "attention.py", "hw/attention.py")  # the stub
@@ -149,3 +167,4 @@ def test_a_zip_upload_is_graded(autograder_zip, tmp_path):
     assert proc.returncode == 0, proc.stderr
     tests = validate(results)
     assert results["score"] < MAX and "还没有实现" in tests["attend.scale"]["output"]
+    gives_the_batchs_verdict(results, baseline["stub"])
