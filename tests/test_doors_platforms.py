@@ -31,7 +31,7 @@ def autograder_zip(tmp_path_factory):
 
 # Gradescope's autograder grades each file in a run of its own (a cold spare worker, the
 # hardening): full marks, another correct style (einsum) and a named mistake in the module here;
-# nothing (the stub, uploaded in a zip) and a named mistake in attend (wrong/scale_by_d) are
+# nothing (the stub, uploaded in a zip) and a named mistake in attend (wrong/mask_missing) are
 # test_gradescope.py's runs, held to the batch's verdict there; test_doors.py's `grade` takes
 # the rest of the sample cold (split_heads, the quiz).
 GRADESCOPE_SAMPLE = ["reference", "correct-einsum", "wrong-no_out_proj"]

@@ -124,24 +124,24 @@ def test_zip_holds_what_gradescope_needs(autograder_zip):
 
 
 def test_run_autograder_writes_gradescope_results(autograder_zip, tmp_path, baseline):
-    """A named mistake in attend, its verdict the batch's (the door matrix's Gradescope sample,
-    test_doors_platforms.py)."""
-    wrong = ROOT / "tests" / "submissions" / "wrong" / "scale_by_d.py"
+    """A named mistake in attend (the slow doors' sample's), its verdict the batch's (the door
+    matrix's Gradescope sample, test_doors_platforms.py)."""
+    wrong = ROOT / "tests" / "submissions" / "wrong" / "mask_missing.py"
     root = fake_autograder(tmp_path, autograder_zip, {"attention.py": wrong})
     proc, results = run_autograder(root)
     assert proc.returncode == 0, proc.stderr
     tests = validate(results)
     assert 0 < results["score"] < MAX
-    scale = tests["attend.scale"]
-    assert scale["status"] == "failed" and scale["score"] == 0
-    assert RUBRIC.message("scale_by_d", "zh") in scale["output"]  # the named mistake, in Markdown
-    assert scale["output"].startswith("```text")
+    causal = tests["attend.causal"]
+    assert causal["status"] == "failed" and causal["score"] == 0
+    assert RUBRIC.message("mask_missing", "zh") in causal["output"]  # the named mistake (Markdown)
+    assert causal["output"].startswith("```text")
     assert tests["split_heads.shape"]["status"] == "passed"
     assert tests["attend.reference"]["visibility"] == "after_published"
     # The reference was in the judge's memory, then removed from the throwaway container.
     assert not (root / "source" / "solutions").exists()
     assert (ROOT / "solutions" / "attention.py").exists()  # never the kit's own copy
-    gives_the_batchs_verdict(results, baseline["wrong-scale_by_d"])
+    gives_the_batchs_verdict(results, baseline["wrong-mask_missing"])
 
 
 def test_an_ungradable_submission_still_gets_results(autograder_zip, tmp_path):
