@@ -18,7 +18,8 @@ verdict of it), the doors that start anew for each file a sample:
   watch` (one process, a file of each public verdict of the corpus saved in turn: the verdict
   each screen showed, from its --stats lines), `python -m grader check` on a sample of its own;
 - the Gradescope autograder, run as Gradescope runs it (an emulated /autograder with source/,
-  submission/ and results/, its own hardening included);
+  submission/ and results/, its own hardening included; test_gradescope.py's own runs of the
+  stub and of wrong/mask_missing are held to the batch too);
 - the Classroom workflow's grading step, run from the committed workflow file in a copy of the
   student bundle, and its per-check command-grader steps;
 - the nbgrader regrade of the same code handed in as the released notebook.
