@@ -47,16 +47,17 @@ def best_work(folder="."):
     from grader.judge.submission import SubmissionError
 
     best = None
-    for name in WORK_FILES:
-        path = os.path.join(folder, name)
-        if not os.path.isfile(path):
-            continue
-        try:
-            data = service.grade(path, ("public",))
-        except SubmissionError:
-            continue
-        if best is None or data["score"] > best[1]["score"]:
-            best = (name, data)
+    with service.Judge(start="auto") as judge:  # one check session for both files
+        for name in WORK_FILES:
+            path = os.path.join(folder, name)
+            if not os.path.isfile(path):
+                continue
+            try:
+                data = judge.grade(path, ("public",))
+            except SubmissionError:
+                continue
+            if best is None or data["score"] > best[1]["score"]:
+                best = (name, data)
     return best
 
 
