@@ -27,6 +27,8 @@ from grader.render import feedback_html
 from grader.batch import judge
 from grader import rubric  # noqa: E402
 
+import zygotes
+
 PY = sys.executable
 RUBRIC = rubric.load()
 HOSTILE_PRINT = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
@@ -116,14 +118,19 @@ def page(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def dumps(page):
-    """The DOM Chromium built, after the page's script ran: as opened, and with #lang=en."""
+    """The DOM Chromium built, after the page's script ran, as opened and with #lang=en, and the
+    screenshot the same Chromium run drew of it (1200 x 2000): {lang: Dom}, {lang: png path}."""
     if CHROMIUM is None:
         pytest.skip("no headless Chromium here (Debian: apt-get install -y chromium)")
-    out = {}
+    out, shots = {}, {}
     for lang, suffix in (("zh", ""), ("en", "#lang=en")):
-        dump = chromium(page["path"].as_uri() + suffix, "--dump-dom")
+        shots[lang] = page["base"] / f"zoe.{lang}.png"
+        dump = chromium(page["path"].as_uri() + suffix, "--dump-dom",
+                        f"--screenshot={shots[lang]}", "--window-size=1200,2000")
         assert dump.returncode == 0 and "<article" in dump.stdout, dump.stderr[-2000:]
+        assert shots[lang].exists(), dump.stderr[-2000:]
         out[lang] = Dom(dump.stdout)
+    out["shots"] = shots
     return out
 
 
@@ -169,18 +176,15 @@ def test_page_in_chromium_has_cards_and_heatmaps(page, dumps):
 
 
 @needs_chromium
-def test_language_switch_and_screenshot(page, dumps, tmp_path):
+def test_language_switch_and_screenshot(dumps):
     dom_zh, dom_en = dumps["zh"], dumps["en"]
     assert dom_zh.find("html")[0]["attrs"]["class"] == "lang-zh"
     assert dom_en.find("html")[0]["attrs"]["class"] == "lang-en"  # the page's script switched it
     assert dom_zh.find("button", id="lang-toggle")[0]["attrs"]["onclick"] == "toggleLang()"
-    # One screenshot per language; to look at them: FEEDBACK_SCREENSHOT=/tmp/x.png keeps
-    # /tmp/x.png (Chinese) and /tmp/x.en.png (English).
-    for lang, suffix in (("zh", ""), ("en", "#lang=en")):
-        shot = tmp_path / f"zoe.{lang}.png"
-        proc = chromium(page["path"].as_uri() + suffix, f"--screenshot={shot}",
-                        "--window-size=1200,2000")
-        assert proc.returncode == 0 and shot.exists(), proc.stderr[-2000:]
+    # One screenshot per language (drawn by the Chromium run that dumped its DOM); to look at
+    # them: FEEDBACK_SCREENSHOT=/tmp/x.png keeps /tmp/x.png (Chinese) and /tmp/x.en.png (English).
+    for lang in ("zh", "en"):
+        shot = dumps["shots"][lang]
         data = shot.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n"
         assert struct.unpack(">II", data[16:24]) == (1200, 2000)
@@ -277,10 +281,15 @@ def text_grid(text):
 def test_a_cards_text_and_its_drawing_are_the_same_call(name):
     """The page draws, for a failing attend card, the very weights its text heatmap shows."""
     from grader.judge import grading
+    from grader.judge.workers import forked
+    from grader.sandbox import forkserver
 
+    # Its worker forked from the module's fork server (plain processes): the drawing is judge-side.
+    workers = forked(zygotes.server("process")) if forkserver.supported("process") else None
     sub, student = grading.start(str(ROOT / "tests" / "submissions" / "wrong" / f"{name}.py"),
-                                 "process", None)
+                                 "process", None, workers)
     data = grading.finish(sub, student)
+    assert data["metadata"]["worker_start"] == ("fork" if workers else "exec")
     maps = judge.attention_maps(student)
     drawn = 0
     for result in data["checks"]:
