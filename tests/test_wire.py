@@ -6,8 +6,10 @@ import pytest
 import torch
 
 from grader.authoring import stubs as authoring
-from grader.judge import service  # noqa: E402
+from grader.judge import grading
+from grader.judge.workers import forked
 from grader.sandbox.runtime import wire
+import zygotes
 
 
 def stream(data, most=None, asked=None):
@@ -85,17 +87,27 @@ def test_malformed_headers_are_refused(header):
 
 
 def test_a_worker_that_writes_garbage_fails_only_its_checks(tmp_path):
+    """On workers forked from the module's fork server (each call that writes garbage costs its
+    worker: a fork, not a cold start each; what is judged is the judge's reading of the channel)."""
     source = open(authoring.SOLUTION, encoding="utf-8").read()
-    # merge_heads writes a forged, malformed frame straight onto the channel (argv[1] is its fd).
+    # merge_heads writes a forged, malformed frame straight onto the channel (the process's one
+    # socket, found as test_hostile's forgeries find it: a forked worker has no argv of its own).
     source = source.replace(
         "    batch, heads, positions, width = x.shape\n",
-        "    import os, sys\n    os.write(int(sys.argv[1]), b'AW12' + b'\\xff' * 12 + b'junk')\n"
+        "    import os, stat\n"
+        "    channel = next(fd for fd in range(3, 256) if os.path.exists(f'/proc/self/fd/{fd}')\n"
+        "                   and stat.S_ISSOCK(os.fstat(fd).st_mode))\n"
+        "    os.write(channel, b'AW12' + b'\\xff' * 12 + b'junk')\n"
         "    batch, heads, positions, width = x.shape\n", 1)
     path = tmp_path / "attention.py"
     path.write_text(source)
-    data = service.grade(str(path))
+    sub, student = grading.start(str(path), "process", None, forked(zygotes.server("process")))
+    data = grading.finish(sub, student)
+    assert data["metadata"]["worker_start"] == "fork"
     status = {c["id"]: c["status"] for c in data["checks"]}
     assert status["merge_heads.round_trip"] == "error"
+    card = next(c for c in data["checks"] if c["id"] == "merge_heads.round_trip")
+    assert {v["key"] for v in card["verdicts"]} == {"protocol"}  # the judge read the garbage
     assert status["split_heads.transpose"] == "passed" and status["quiz.q1_params"] == "passed"
     assert data["score"] < data["max_score"]
 
