@@ -31,24 +31,40 @@ ROUTES = {
 }
 
 
-def test_every_library_route_raises_inside_a_prepared_worker():
-    # In a fresh interpreter: the switch changes torch for the whole process, as in the worker.
-    script = "\n".join([
-        "import sys; sys.path.insert(0, 'grader/sandbox/runtime')",
-        "import worker; torch = worker.prepare()",
-        "q = torch.randn(1, 2, 3, 4)",
-        "for name, code in %r.items():" % ROUTES,
-        "    try:",
-        "        exec(code)",
-        "        print('WORKS', name)",
-        "    except Exception as exc:",
-        "        print(type(exc).__name__, name)",
-        "print('softmax', float(torch.softmax(torch.zeros(2), -1)[0]))",
-    ])
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+# One fresh interpreter, prepared as a worker (the switch changes torch for the whole process, as
+# in the worker), for both tests below: every route's outcome, softmax, and the refusal's name.
+PREPARED_WORKER = "\n".join([
+    "import sys; sys.path.insert(0, 'grader/sandbox/runtime')",
+    "import worker; torch = worker.prepare()",
+    "q = torch.randn(1, 2, 3, 4)",
+    "for name, code in %r.items():" % ROUTES,
+    "    try:",
+    "        exec(code)",
+    "        print('WORKS', name)",
+    "    except Exception as exc:",
+    "        print(type(exc).__name__, name)",
+    "print('softmax', float(torch.softmax(torch.zeros(2), -1)[0]))",
+    "class LibraryAttentionDisabled(RuntimeError): pass",
+    "try:",
+    "    torch.nn.functional.scaled_dot_product_attention(q, q, q)",
+    "except Exception as exc:",
+    "    print('refused', worker.describe_exception(exc, 'attention.py')['mro'][0])",
+    "mine = worker.describe_exception(LibraryAttentionDisabled('mine'), 'attention.py')",
+    "print('mine', mine['mro'][0])",
+])
+
+
+@pytest.fixture(scope="module")
+def prepared_worker():
+    """The lines PREPARED_WORKER printed, in a fresh interpreter."""
+    done = subprocess.run([sys.executable, "-c", PREPARED_WORKER], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    return done.stdout.splitlines()
+
+
+def test_every_library_route_raises_inside_a_prepared_worker(prepared_worker):
+    lines = prepared_worker[:len(ROUTES) + 1]
     assert sorted(lines[:-1]) == sorted(f"LibraryAttentionDisabled {n}" for n in ROUTES)
     assert lines[-1] == "softmax 0.5"  # the ops attention is written with still work
 
@@ -253,27 +269,12 @@ def test_the_scan_still_sees_library_names_and_code_in_strings(source, expected)
     assert library == expected
 
 
-def test_only_the_workers_own_refusal_is_reported_as_the_refusal():
+def test_only_the_workers_own_refusal_is_reported_as_the_refusal(prepared_worker):
     # The judge matches torch's refusal by the name the worker gives the class it raises itself
     # (contract.…, in describe_exception): a student's class of the same short name stays theirs.
-    # A fresh interpreter: the switch changes torch for the whole process.
-    script = "\n".join([
-        "import sys; sys.path.insert(0, 'grader/sandbox/runtime')",
-        "import worker; torch = worker.prepare()",
-        "class LibraryAttentionDisabled(RuntimeError): pass",
-        "q = torch.randn(1, 2, 3, 4)",
-        "try:",
-        "    torch.nn.functional.scaled_dot_product_attention(q, q, q)",
-        "except Exception as exc:",
-        "    print(worker.describe_exception(exc, 'attention.py')['mro'][0])",
-        "mine = worker.describe_exception(LibraryAttentionDisabled('mine'), 'attention.py')",
-        "print(mine['mro'][0])",
-    ])
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["contract.LibraryAttentionDisabled",
-                                        "LibraryAttentionDisabled"]
+    # In the prepared worker's interpreter (PREPARED_WORKER), after the routes.
+    assert prepared_worker[len(ROUTES) + 1:] == ["refused contract.LibraryAttentionDisabled",
+                                                 "mine LibraryAttentionDisabled"]
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "tests" / "submissions" / "correct").rglob("*.py"))
