@@ -12,16 +12,18 @@ from door_matrix import (FILES, MAX, RUBRIC, baseline, batched, cli_report,  # n
 
 # `grade` and `check` are one code path (grader/__main__.py's grade_command: a judge with a cold
 # worker) that differs only in the visibilities it asks, and each file costs a cold worker.
-# `grade` takes full marks, a named mistake and a quiz mistake, and what a cold worker meets first
-# that a forked one has done before the student's code (the meta device's kernels, a float dtype,
-# the refusal of torch's ready-made attention); the rest of the slow doors' sample goes cold
-# through Gradescope's autograder (the same Judge, a cold spare worker, its whole verdict
-# compared: test_doors_platforms.py).  `check` adds only its selection of the public checks: full
-# marks, nothing, and a mistake in a public check.  Each command line runs as a process of its own
-# on its first file (CLI_FIRST); the rest of its sample runs the same command (grade_command, a
-# judge of its own with a cold worker) in this process, which saves only the Python start and the
-# judge's imports.
-GRADE_SAMPLE = ["reference", "wrong-split_no_transpose", "wrong-quiz_shape_as_list",
+# `grade` takes a named mistake and a quiz mistake, and what a cold worker meets first that a
+# forked one has done before the student's code (the meta device's kernels, a float dtype, the
+# refusal of torch's ready-made attention).  Its full marks are test_kit.py's: the same command on
+# the reference (test_cli_writes_gradescope_results) holds its verdict to every check passed at
+# full points, which is the batch's (test_the_baseline_covers_every_check_and_the_extremes).  The
+# rest of the slow doors' sample goes cold through Gradescope's autograder (the same Judge, a
+# cold spare worker, its whole verdict compared: test_doors_platforms.py, test_gradescope.py).
+# `check` adds only its selection of the public checks: full marks, nothing, and a mistake in a
+# public check.  Each command line runs as a process of its own on its first file (CLI_FIRST);
+# the rest of its sample runs the same command (grade_command, a judge of its own with a cold
+# worker) in this process, which saves only the Python start and the judge's imports.
+GRADE_SAMPLE = ["wrong-split_no_transpose", "wrong-quiz_shape_as_list",
                 "wrong-device_mask_no_device", "wrong-dtype_softmax_float32", "wrong-uses_sdpa"]
 CHECK_SAMPLE = ["reference", "stub", "wrong-split_no_transpose"]
 CLI_FIRST = "wrong-split_no_transpose"  # a mistake in a public check: some pass, some fail

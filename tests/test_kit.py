@@ -168,7 +168,10 @@ def test_cli_missing_path_is_a_one_line_error():
 
 def test_cli_writes_gradescope_results(tmp_path):
     """`grade --format gradescope --out FILE`: the command (grade_command) run in this process, a
-    cold worker (its command line as a process is test_doors.py's)."""
+    cold worker (its command line as a process is test_doors.py's).  This is the door matrix's
+    `grade` of the reference (test_doors.py's sample leaves it here): the verdict read from its
+    pytest document is every check passed at its full points, the batch's verdict of it."""
+    from door_matrix import verdict
     from grader.__main__ import grade_command, parse
 
     out = tmp_path / "results.json"
@@ -178,6 +181,8 @@ def test_cli_writes_gradescope_results(tmp_path):
     assert code == 0 and printed.getvalue() == ""
     data = json.loads(out.read_text())
     assert data["score"] == sum(t["max_score"] for t in data["tests"])
+    full = {c.id: ("passed", c.points) for c in rubric.load().checks}
+    assert verdict(data["extra_data"]) == full
 
 
 def test_notebook_submission_drops_magics(tmp_path, judge):
