@@ -252,44 +252,6 @@ def lines_after(watcher, after, pattern, seconds=60):
     pytest.fail(f"no line like {pattern!r} within {seconds} s:\n" + "\n".join(watcher.lines))
 
 
-def test_an_endless_loop_at_import_says_its_time_and_line_while_it_waits(work):
-    """While the import runs on, a line says the seconds it has taken against its limit and the
-    line of the file it is at (issue 72: `watch` showed only "checking…" for 60 s); the screen
-    after the limit names the line as `make check` does; a save in the meantime is checked."""
-    target, scratch = work
-    # forked workers where the fork server works (a fork server's import limit is 60 s, the
-    # spares' 30 s), that limit set to 10 s here: a forked worker starts with torch imported, the
-    # student's file is all its import runs.  (Not spares, each a cold worker ahead: the waiting
-    # line reads the Student, whichever way its worker started; spares are
-    # test_every_save_gets_a_warm_worker's.)
-    watcher = Watcher(target, scratch, import_seconds=10)
-    try:
-        watcher.next_block(0, lambda b: "exercises done" in b)
-        after, looping = len(watcher.lines), LOOPS_AT_IMPORT.splitlines()
-        save(target, LOOPS_AT_IMPORT)
-        loop = looping.index("while spins >= 0:")
-        at = {n + 1: looping[n] for n in range(loop, len(looping))}  # the loop's own lines
-        line = lines_after(watcher, after, r"^checking… \d+ s / \d+ s \(importing attention\.py\)"
-                                           r" · running line \d+: ")
-        number, code = re.search(r"running line (\d+): (.*)$", line).groups()
-        assert at[int(number)].strip() == code, line
-        assert " s / 10 s (importing" in line, line  # the limit this watcher was given
-        block = watcher.next_block(1, lambda b: "Timed out" in b, seconds=90)
-        assert "while importing attention.py" in block
-        number = re.search(r"the line it was running when time ran out \(line (\d+)\):", block)
-        assert number and f"| {at[int(number.group(1))]}" in block, block
-        assert "make attention.py import again (see the line above)" in block
-        after = len(watcher.lines)
-        save(target, LOOPS_AT_IMPORT + "# again\n")  # then the solution before the limit
-        lines_after(watcher, after, r"running line \d+: ")
-        block, _ = watcher.save_and_wait(target, SOLUTION, lambda b: "5/5 exercises" in b)
-        code, stderr = watcher.interrupt()
-        assert code == 0 and "Traceback" not in stderr
-        assert leftover_processes(scratch) == []
-    finally:
-        watcher.kill()
-
-
 def test_the_waiting_line_fits_the_terminal_and_names_no_line_before_there_is_one():
     """Waiting.said on a Student's state: no line before the worker reports one; the import's
     limit only while importing; a Chinese line cut at the terminal's width counts two cells a
@@ -327,17 +289,25 @@ def test_the_waiting_line_fits_the_terminal_and_names_no_line_before_there_is_on
     assert "\\x1b[2J" in line
 
 
-def test_polling_hint_missing_file_and_ctrl_c_during_a_run(work, tmp_path, capsys):
+def test_polling_hint_endless_import_missing_file_and_ctrl_c_during_a_run(work, tmp_path, capsys):
     """One watcher, polling because watchfiles is missing: its first screen is recorded for
     `hint` (which then grades nothing; its command line, run here in this process, is
-    test_hints.py's), a touch is no save, a deleted file is a screen, and Ctrl-C as a run has
-    begun ends it cleanly."""
+    test_hints.py's), and a touch is no save.  An endless loop at import: while the import runs
+    on, a line says the seconds it has taken against its limit and the line of the file it is at
+    (issue 72: `watch` showed only "checking…" for 60 s); the screen after the limit names the
+    line as `make check` does; a save in the meantime is checked.  A deleted file is a screen,
+    and Ctrl-C as a run has begun ends it cleanly."""
     target, scratch = work
     missing = tmp_path / "no-watchfiles"
     (missing / "watchfiles").mkdir(parents=True)
     (missing / "watchfiles" / "__init__.py").write_text("raise ImportError('not installed')\n")
     save(target, HALF_CORRECT)
-    watcher = Watcher(target, scratch, env={"PYTHONPATH": str(missing)})
+    # forked workers where the fork server works (a fork server's import limit is 60 s, the
+    # spares' 30 s), that limit set to 10 s here: a forked worker starts with torch imported, the
+    # student's file is all its import runs.  (Not spares, each a cold worker ahead: the waiting
+    # line reads the Student, whichever way its worker started; spares are
+    # test_every_save_gets_a_warm_worker's.)
+    watcher = Watcher(target, scratch, env={"PYTHONPATH": str(missing)}, import_seconds=10)
     try:
         first = watcher.next_block(0, lambda b: "2/5 exercises done" in b)
         assert "(polling;" in first
@@ -359,8 +329,29 @@ def test_polling_hint_missing_file_and_ctrl_c_during_a_run(work, tmp_path, capsy
         assert progress("✓", "✓", "✓", "✓", "✓") in block
         assert len(watcher.blocks()) == 2, "\n".join(watcher.lines)
 
+        # the endless loop at import
+        after, looping = len(watcher.lines), LOOPS_AT_IMPORT.splitlines()
+        save(target, LOOPS_AT_IMPORT)
+        loop = looping.index("while spins >= 0:")
+        at = {n + 1: looping[n] for n in range(loop, len(looping))}  # the loop's own lines
+        line = lines_after(watcher, after, r"^checking… \d+ s / \d+ s \(importing attention\.py\)"
+                                           r" · running line \d+: ")
+        number, code = re.search(r"running line (\d+): (.*)$", line).groups()
+        assert at[int(number)].strip() == code, line
+        assert " s / 10 s (importing" in line, line  # the limit this watcher was given
+        block = watcher.next_block(2, lambda b: "Timed out" in b, seconds=90)
+        assert "while importing attention.py" in block
+        number = re.search(r"the line it was running when time ran out \(line (\d+)\):", block)
+        assert number and f"| {at[int(number.group(1))]}" in block, block
+        assert "make attention.py import again (see the line above)" in block
+        after = len(watcher.lines)
+        save(target, LOOPS_AT_IMPORT + "# again\n")  # then the solution before the limit
+        lines_after(watcher, after, r"running line \d+: ")
+        block, _ = watcher.save_and_wait(target, SOLUTION, lambda b: "5/5 exercises" in b)
+
+        shown = len(watcher.blocks())
         os.remove(target)
-        block = watcher.next_block(2, lambda b: "error" in b)
+        block = watcher.next_block(shown, lambda b: "error" in b)
         assert "no such file" in block
         save(target, LOOPING)
         # Ctrl-C as soon as the new run has begun (a worker has the file; the loop holds it).
