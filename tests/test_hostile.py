@@ -28,6 +28,7 @@ from grader.judge import grading, submission
 from grader.judge import service  # noqa: E402
 from grader import rubric
 from grader.sandbox.launch import Limits
+import zygotes
 
 ATTACKS = Path(__file__).parent / "submissions" / "isolation"
 COLD_BWRAP = ["bubblewrap"] if sandbox.bubblewrap_works() else []
@@ -65,23 +66,6 @@ def inject(at_import="", in_attend=""):
         assert anchor in source
         source = source.replace(anchor, body + "\n" + anchor, 1)
     return source + "\n" + at_import.strip() + "\n"
-
-
-_zygotes = {}
-
-
-def zygote(isolation):
-    if isolation not in _zygotes:
-        _zygotes[isolation] = forkserver.ForkServer(isolation)
-    return _zygotes[isolation]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def close_zygotes():
-    yield
-    for server in _zygotes.values():
-        server.close()
-    _zygotes.clear()
 
 
 def shm_segments():
@@ -165,7 +149,7 @@ class Graded:
         folder = tmp_path / "submission"
         folder.mkdir()
         (folder / "attention.py").write_text(source, encoding="utf-8", errors="surrogatepass")
-        server = zygote(mode[len("fork-"):]) if mode.startswith("fork-") else None
+        server = zygotes.server(mode[len("fork-"):]) if mode.startswith("fork-") else None
         shm_before = shm_segments()
         scratch = tempfile.mkdtemp(prefix="hostile-scratch-")
         saved, tempfile.tempdir = tempfile.tempdir, scratch
@@ -234,6 +218,21 @@ def bwrap_writes(tmp_path_factory, mode):
                         mode)
 
 
+# A plain worker may write its folder: there the 1500-deep tree is made and the file swapped for a
+# copy without the library call, in one grading a plain mode (the tree prints its DEPTH line and
+# costs nothing; the swap costs the library check alone, which reads the judge's copy).  The
+# swaps that block or flood are graded alone (test_replacing_its_own_file_...).
+PLAIN_WRITES = ("deep_tree", "replace_with_clean_file")
+SWAP_COSTS = {"module.no_library_attention"}  # the library call the swapped copy hides
+
+
+def plain_writes(tmp_path_factory, mode):
+    assert mode in PLAIN
+    snippets = [(ATTACKS / f"{name}.py").read_text(encoding="utf-8") for name in PLAIN_WRITES]
+    return shared_grade(tmp_path_factory, "plain-writes", inject(at_import="\n".join(snippets)),
+                        mode)
+
+
 # -- the submission's own files -------------------------------------------------------------------
 # A cold plain worker that swaps its file for a link to /dev/zero meets what the FIFO meets there
 # (the judge's own copy; its restarts bounded by the one budget, test_import_time_and_restarts_...)
@@ -269,19 +268,25 @@ def test_replacing_its_own_file_cannot_block_or_flood_the_judge(tmp_path, tmp_pa
 # Cold bubblewrap's read-only folder refuses the swap before the judge's copy matters
 # (test_the_work_folder_is_read_only_to_the_worker_in_bubblewrap); the forked one, cheap, stays.
 @pytest.mark.parametrize("mode", [m for m in MODES if m not in COLD_BWRAP])
-def test_the_static_check_reads_the_judges_copy_not_the_swapped_file(tmp_path, mode):
-    g = grade(tmp_path, attack("replace_with_clean_file"), mode)
+def test_the_static_check_reads_the_judges_copy_not_the_swapped_file(tmp_path, tmp_path_factory,
+                                                                     mode):
+    g = plain_writes(tmp_path_factory, mode) if mode in PLAIN \
+        else grade(tmp_path, attack("replace_with_clean_file"), mode)
     assert g.statuses["module.no_library_attention"] == "failed"
     assert g.keys["module.no_library_attention"] == ["forbidden"]
     g.assert_honest_parts_pass()
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_1500_deep_tree_is_cleaned_up(tmp_path, tmp_path_factory, mode):
+def test_a_1500_deep_tree_is_cleaned_up(tmp_path_factory, mode):
     # grade(): the scratch folder is empty after
-    g = grade(tmp_path, attack("deep_tree"), mode) if mode in PLAIN \
-        else bwrap_writes(tmp_path_factory, mode)
-    assert g.data["score"] == MAX
+    if mode in PLAIN:  # full marks but for the check the swap beside it costs
+        g = plain_writes(tmp_path_factory, mode)
+        assert {c for c, status in g.statuses.items() if status != "passed"} == SWAP_COSTS
+        assert g.data["score"] == MAX - sum(c.points for c in RUBRIC.checks if c.id in SWAP_COSTS)
+    else:
+        g = bwrap_writes(tmp_path_factory, mode)
+        assert g.data["score"] == MAX
     made = re.search(r"DEPTH (\d+)", g.output).group(1)
     # Only where the worker may write its folder (a plain subprocess as its own user or root).
     assert made == "0" or mode in PLAIN, made
@@ -481,7 +486,7 @@ def _meeting_student(tmp_path, name, mode, listen, token, port):
     folder = tmp_path / name
     folder.mkdir()
     (folder / "attention.py").write_text(MEET.format(token=token, port=port, listen=listen))
-    server = zygote(mode[len("fork-"):]) if mode.startswith("fork-") else None
+    server = zygotes.server(mode[len("fork-"):]) if mode.startswith("fork-") else None
     return Student(str(folder), limits=LIMITS, isolation=server.isolation if server else mode,
                    workers=forked(server) if server else None).start()
 
@@ -543,7 +548,7 @@ def test_a_fork_flood_cannot_starve_another_students_worker(tmp_path, mode):
     for folder, source in ((flood_dir, attack("fork_flood")), (honest_dir, REFERENCE)):
         folder.mkdir()
         (folder / "attention.py").write_text(source, encoding="utf-8")
-    server = zygote(mode[len("fork-"):]) if mode.startswith("fork-") else None
+    server = zygotes.server(mode[len("fork-"):]) if mode.startswith("fork-") else None
     workers = forked(server) if server else None
     sub, flood = grading.start(str(flood_dir), "bubblewrap", limits, workers)
     try:

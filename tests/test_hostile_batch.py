@@ -5,21 +5,23 @@ nothing behind, and names a student chooses are inert in every file the batch wr
 Split from tests/test_hostile.py so that `pytest --dist loadfile` runs these batches on another
 worker than the attacks one by one; the attacks and helpers are that file's.
 """
+import contextlib
+import itertools
 import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+import door_matrix
 from grader.authoring import stubs as authoring
-from grader.judge import grading
-from grader.judge.workers import forked
-from grader.sandbox.launch import Limits
-# close_zygotes is an autouse fixture: imported, it closes the fork server graded_alone starts.
-from test_hostile import (COLD_BWRAP, FORK_BWRAP, REFERENCE, RUBRIC, attack,  # noqa: F401
-                          close_zygotes, eventually, pool_processes, shm_segments, zygote)
+from grader.sandbox import uidpool
+from test_hostile import (COLD_BWRAP, FORK_BWRAP, REFERENCE, RUBRIC, attack, eventually,
+                          pool_processes, shm_segments)
 from test_hostile_inputs import _outside_fences, _zip
 
 
@@ -55,19 +57,88 @@ def _outcome(checks):
     return [(c["id"], c["status"], c["score"], [v["key"] for v in c["verdicts"]]) for c in checks]
 
 
-_alone = {}  # entry -> the honest entry's report graded on its own
+def graded_alone(tmp_path_factory):
+    """{entry: report} of the honest entries graded in a class without attacks: the corpus's
+    batch (door_matrix.batch_of_corpus), which the door matrix holds every door to and make test
+    makes once for all its workers (where a run selects the whole corpus, as make test does; else
+    a batch of these five files alone).  The forked and the cold batches are held to it (a forked
+    worker's verdicts are a cold one's: tests/test_forkserver.py)."""
+    named = {name: _corpus_name(SUBMISSIONS / path) for name, path in HONEST.items()}
+    whole = {path for corpus_name, path in door_matrix.FILES.items()
+             if corpus_name.startswith(("correct-", "wrong-"))} <= door_matrix.SELECTED
+    _, reports, _ = door_matrix.batch_of_corpus(door_matrix.shared_folder(tmp_path_factory),
+                                                None if whole else sorted(named.values()))
+    return {name: reports[corpus_name] for name, corpus_name in named.items()}
 
 
-def graded_alone(name):
-    """An honest entry graded on its own (a worker forked from a fork server of this module's own,
-    the batch's call limit), once: the forked and the cold batches are held to the same grading
-    (a forked worker's verdicts are a cold one's: tests/test_forkserver.py)."""
-    if name not in _alone:
-        server = zygote("bubblewrap" if FORK_BWRAP else "process")
-        _alone[name] = grading.finish(*grading.start(str(SUBMISSIONS / HONEST[name]),
-                                                     server.isolation, Limits(call_seconds=20.0),
-                                                     forked(server)))
-    return _alone[name]
+def _corpus_name(path):
+    return next(name for name, file in door_matrix.FILES.items() if file == path.resolve())
+
+
+# -- the processes a batch started, wherever they went ---------------------------------------------
+_cgroups = itertools.count()
+
+
+@contextlib.contextmanager
+def own_cgroup():
+    """A cgroup of its own for the batch about to start, under this process's own (cgroup v1's
+    `pids` hierarchy, else v2's): yields the file its first process writes its pid to, or None
+    where no cgroup can be made here.  A process stays in its cgroup whoever its parent becomes,
+    so the batch's leftovers are told from another test worker's (pool_processes() alone takes a
+    process re-parented to init for this one's)."""
+    folder = None
+    mine = {}  # controller ("" for cgroup v2) -> this process's cgroup in its hierarchy
+    with open("/proc/self/cgroup") as handle:
+        for line in handle:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            mine.update((controller, path) for controller in controllers.split(","))
+    with open("/proc/self/mountinfo") as handle:
+        mounts = [line.split() for line in handle]
+    for fs, controllers in (("cgroup", "pids"), ("cgroup2", "")):
+        for fields in mounts:
+            tail = fields[fields.index("-") + 1:]
+            if tail[0] != fs or (fs == "cgroup" and controllers not in tail[2].split(",")) \
+                    or controllers not in mine:
+                continue
+            root, point, path = fields[3], fields[4], mine[controllers]
+            inside = os.path.relpath(path, root) if path.startswith(root) else None
+            if inside is None or inside.startswith(".."):
+                continue
+            name = f"hostile-batch-{os.getpid()}-{next(_cgroups)}"
+            candidate = os.path.normpath(os.path.join(point, inside, name))
+            try:
+                os.mkdir(candidate)
+            except OSError:
+                continue
+            procs = os.path.join(candidate, "cgroup.procs")
+            if subprocess.run(["sh", "-c", 'echo $$ > "$0"', procs],
+                              stderr=subprocess.DEVNULL).returncode == 0:
+                folder = candidate
+                break
+            os.rmdir(candidate)
+        if folder:
+            break
+    try:
+        yield os.path.join(folder, "cgroup.procs") if folder else None
+    finally:
+        if folder:
+            with contextlib.suppress(OSError):  # it fails only where a process is left in it
+                os.rmdir(folder)
+
+
+def cgroup_pool_processes(procs):
+    """The processes in the cgroup `procs` (own_cgroup) running as one of the workers' uids; all
+    of pool_processes() where no cgroup could be made."""
+    if procs is None:
+        return pool_processes()
+    found = []
+    with open(procs) as handle:
+        for pid in handle.read().split():
+            with contextlib.suppress(OSError):
+                if uidpool.FIRST_UID <= os.stat(f"/proc/{pid}").st_uid < \
+                        uidpool.FIRST_UID + uidpool.SLOTS:
+                    found.append(int(pid))
+    return found
 
 
 def _make_mixed_class(folder, mode):
@@ -104,38 +175,40 @@ def _make_mixed_class(folder, mode):
 
 
 @pytest.mark.parametrize("mode", [WHOLE_CLASS] + (["cold-bubblewrap"] if COLD_BWRAP else []))
-def test_a_mixed_batch_grades_the_honest_as_if_alone_and_leaves_nothing(tmp_path, mode):
-    import subprocess
-    import sys
-
+def test_a_mixed_batch_grades_the_honest_as_if_alone_and_leaves_nothing(tmp_path,
+                                                                         tmp_path_factory, mode):
     source, out = tmp_path / "class", tmp_path / "out"
     made = _make_mixed_class(source, mode)
     scratch = tmp_path / "scratch"  # the batch's temp folder: empty again at the end
     scratch.mkdir()
     shm_before = shm_segments()
-    with subprocess.Popen([sys.executable, "-m", "grader", "batch", str(source), "--out", str(out),
-                           "--jobs", "2", "--call-timeout", "20", "--lang", "en",
-                           *BATCH_MODES[mode]], cwd=authoring.ROOT, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, errors="surrogateescape",
-                          env={**os.environ, "TMPDIR": str(scratch)}) as proc:
-        try:  # the honest entries graded alone meanwhile: the batch mostly waits on its attacks
-            alone = {name: graded_alone(name) for name in HONEST if name in made}
-            stderr = proc.communicate(timeout=1800)[1]
-        except BaseException:
-            proc.kill()
-            raise
-    assert proc.returncode == 0, stderr[-3000:]
-    assert "\x1b" not in stderr and "\x07" not in stderr  # the progress lines
-    assert eventually(lambda: not os.listdir(scratch)), os.listdir(scratch)
-    assert eventually(lambda: not (shm_segments() - shm_before)), "a segment outlived the batch"
-    assert eventually(lambda: pool_processes() == []), "a worker's process outlived the batch"
+    command = [sys.executable, "-m", "grader", "batch", str(source), "--out", str(out), "--jobs",
+               "2", "--call-timeout", "20", "--lang", "en", *BATCH_MODES[mode]]
+    with own_cgroup() as procs:
+        enter = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', procs] if procs else []
+        with subprocess.Popen(enter + command, cwd=authoring.ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, errors="surrogateescape",
+                              env={**os.environ, "TMPDIR": str(scratch)}) as proc:
+            try:  # the reports alone read meanwhile: the batch mostly waits on its attacks
+                alone = graded_alone(tmp_path_factory)
+                stderr = proc.communicate(timeout=1800)[1]
+            except BaseException:
+                proc.kill()
+                raise
+        assert proc.returncode == 0, stderr[-3000:]
+        assert "\x1b" not in stderr and "\x07" not in stderr  # the progress lines
+        assert eventually(lambda: not os.listdir(scratch)), os.listdir(scratch)
+        assert eventually(lambda: not (shm_segments() - shm_before)), "a segment outlived the batch"
+        assert eventually(lambda: cgroup_pool_processes(procs) == []), \
+            "a worker's process outlived the batch"
 
     def record(student):
         return json.loads((out / "students" / student / "report.json").read_text("utf-8"))
 
     assert {name: record(name)["entry"] for name in made} == made  # every entry has its record
     for name, report in alone.items():
-        assert _outcome(record(name)["report"]["checks"]) == _outcome(report["checks"]), name
+        if name in made:
+            assert _outcome(record(name)["report"]["checks"]) == _outcome(report["checks"]), name
     if mode != "cold-bubblewrap":
         _assert_the_class_outputs_are_inert(out, record)
 
@@ -266,13 +339,13 @@ def _hostile_class(folder):
 
 def test_hostile_names_are_inert_in_every_class_output(tmp_path):
     import csv
-    import subprocess
-    import sys
 
     source, out = tmp_path / "class", tmp_path / "out"
     _hostile_class(source)
+    # One judge: what is proven is what the writers make of the names (judges of their own and
+    # their zygotes are test_batch's and the mixed batch's above).
     proc = subprocess.run([sys.executable, "-m", "grader", "batch", str(source), "--out", str(out),
-                           "--jobs", "2", "--call-timeout", "20", "--lang", "en"],
+                           "--jobs", "1", "--call-timeout", "20", "--lang", "en"],
                           cwd=authoring.ROOT, capture_output=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     stderr = proc.stderr.decode("utf-8")  # the progress lines and the log: inert too

@@ -4,28 +4,29 @@ workers (`--dist loadfile`) run these beside the attacks on the sandbox."""
 import json
 import os
 import re
+import shutil
+import tempfile
 
 import pytest
 
 from grader import inert, safefs
-from grader.judge import submission
+from grader.judge import grading, submission
 from grader.render import report
+from grader.sandbox.launch import WorkerFailure
 from grader.sandbox.runtime import wire
-# close_zygotes is an autouse fixture: imported, it closes the fork servers `grade` started here
-# at this module's end, as it does for test_hostile.py's.
-from test_hostile import (MODES, ONE_COLD, REFERENCE, RUBRIC, attack, close_zygotes,  # noqa: F401
-                          grade)
+from test_hostile import (CLAIMED, LIMITS, MODES, ONE_COLD, REFERENCE, RUBRIC, attack, eventually,
+                          grade, pool_processes, shm_segments)
 
 # What these attacks meet is the judge's (its wire decoder and size caps, the reply's id, its
 # writers) and the worker's own wire, the same code whatever the sandbox and however the worker
 # started: they are graded in the forked modes (a plain zygote's worker and bubblewrap's), where
 # the worker restarted after each refused reply is a fork, not a cold start (in a cold worker each
-# forgery cost ~16 s of CPU a mode, for the same refusals).  A cold worker prepares its wire
-# itself where a forked one inherits the zygote's (worker.prepare): the forgery of the reply's id,
-# signed with a key of its own, is also graded in one cold mode.
+# forgery cost ~16 s of CPU a mode, for the same refusals).  A cold worker prepares its wire and
+# key itself where a forked one inherits the zygote's (worker.prepare): the forgery of the reply's
+# id, signed with a key of its own, also meets one cold worker (test_a_cold_workers_forged_...).
 FORKED = [m for m in MODES if m.startswith("fork-")]
-FORGERIES = [("forge_reply_amplified", mode) for mode in FORKED] \
-    + [("forge_reply_wrong_id", mode) for mode in ONE_COLD + FORKED]
+FORGERIES = [(name, mode) for name in ("forge_reply_amplified", "forge_reply_wrong_id")
+             for mode in FORKED]
 
 
 # -- the wire ---------------------------------------------------------------------------------------
@@ -37,6 +38,44 @@ def test_a_forged_reply_is_refused_before_it_is_materialised(tmp_path, mode, nam
             assert status == "error" and g.keys[check][0] in ("protocol", "crashed"), \
                 (check, g.keys[check])
     g.assert_honest_parts_pass()
+
+
+@pytest.mark.parametrize("mode", ONE_COLD)
+def test_a_cold_workers_forged_reply_is_refused_at_its_signature(tmp_path, mode):
+    """The forgery of the reply's id in a cold worker, which made its wire and key itself: the one
+    call it answers is refused (the frame is not signed with the worker's key) as the protocol's
+    error, and the worker ends leaving nothing.  What a whole grading does after each refusal (a
+    fresh worker, every attend check an error, the honest parts' points) is the judge's, graded
+    above in the forked modes; a cold worker's restarts within one budget are test_hostile.py's
+    (test_import_time_and_restarts_count_against_one_budget).  One cold start, not one for each
+    of the grading's refusals (~16 s of CPU)."""
+    import torch
+
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "attention.py").write_text(attack("forge_reply_wrong_id"), encoding="utf-8")
+    shm_before = shm_segments()
+    scratch = tempfile.mkdtemp(prefix="hostile-scratch-")
+    saved, tempfile.tempdir = tempfile.tempdir, scratch
+    try:
+        sub, student = grading.start(str(folder), mode, LIMITS)
+        try:
+            q = torch.randn(1, 2, 3, 4)
+            with pytest.raises(WorkerFailure) as refused:
+                student.attend(q, q, q)
+            assert student.worker is None  # the worker that sent it is ended
+        finally:
+            student.close()
+            sub.cleanup()
+    finally:
+        tempfile.tempdir = saved
+    assert refused.value.kind == "protocol", refused.value
+    assert "did not sign" in refused.value.message, refused.value.message
+    assert student.starts == 1 and student.workers.kind == "exec"  # one cold worker
+    assert eventually(lambda: not os.listdir(scratch)), os.listdir(scratch)
+    shutil.rmtree(scratch, ignore_errors=True)
+    assert eventually(lambda: not (shm_segments() - shm_before)), "a segment outlived the worker"
+    assert eventually(lambda: pool_processes(CLAIMED) == []), "a worker's process outlived it"
 
 
 @pytest.mark.parametrize("mode", FORKED)
