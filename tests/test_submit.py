@@ -35,6 +35,8 @@ from grader import rubric
 from grader.tools import submit  # noqa: E402
 from grader.__main__ import parse  # noqa: E402
 
+import zygotes  # noqa: E402
+
 PY = sys.executable
 SOLUTION = ROOT / "solutions" / "attention.py"
 STUB = ROOT / "release" / "attention.py"
@@ -46,37 +48,36 @@ PUBLIC = [c.id for c in RUBRIC.checks if c.visibility == "public"]
 PUBLIC_MAX = sum(c.points for c in RUBRIC.checks if c.visibility == "public")
 
 
-def run_submit(work, *args, cwd=ROOT, env=None):
-    """The real command, stdin not a terminal (as in CI or a script)."""
-    return subprocess.run([PY, "-m", "grader", "submit", str(work), "--lang", "en", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=300,
-                          stdin=subprocess.DEVNULL, env=env)
+def start_submit(work, *args):
+    """The real command, stdin not a terminal (as in CI or a script), started."""
+    return subprocess.Popen([PY, "-m", "grader", "submit", str(work), "--lang", "en", *args],
+                            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
-_zygote = []
+def finished(proc):
+    stdout, stderr = proc.communicate(timeout=300)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def close_zygote():
-    yield
-    for server in _zygote:
-        server.close()
-    _zygote.clear()
+def zygote():
+    """This module's fork server (zygotes.server, closed by conftest when the module ends)."""
+    from grader.sandbox import launch
+
+    return zygotes.server(launch.choose_isolation("auto"))
 
 
 @contextlib.contextmanager
 def forked_workers():
     """submit.main's worker forked from this module's zygote instead of started cold (a torch
     import each): what these tests prove is submit's, not how a worker starts (the command line
-    runs, the good package and two students side by side, start theirs cold)."""
+    runs, the good package and, beside it, the stub with --yes, start theirs cold)."""
     from grader.judge.student import Student
     from grader.judge.workers import forked
-    from grader.sandbox import forkserver, launch
 
-    if not _zygote:
-        _zygote.append(forkserver.ForkServer(launch.choose_isolation("auto")))
+    server = zygote()
     made = submit.Student
-    submit.Student = lambda *args, **kwargs: Student(*args, workers=forked(_zygote[0]), **kwargs)
+    submit.Student = lambda *args, **kwargs: Student(*args, workers=forked(server), **kwargs)
     try:
         yield
     finally:
@@ -84,7 +85,7 @@ def forked_workers():
 
 
 def submit_here(work, *args):
-    """submit.main in this process, stdin not a terminal, its worker forked: what run_submit
+    """submit.main in this process, stdin not a terminal, its worker forked: what start_submit
     gives, without a second interpreter, the judge's imports and a cold worker."""
     out, stdin = io.StringIO(), sys.stdin
     sys.stdin = io.StringIO()  # no terminal
@@ -139,11 +140,19 @@ def packaged(tmp_path_factory):
     (folder / "scratch.py").write_text("print('scratch')\n")
     shutil.copy(WRONG, folder / "lisi_attention.py")  # another student's file lying around
     before = work.read_bytes()
+    # Beside it, at the same time, another student's command: bob hands in the stub with --yes,
+    # with a file of someone else's in his folder (test_two_students_package_side_by_side).
+    bob = tmp_path_factory.mktemp("bob")
+    shutil.copy(STUB, bob / "attention.py")
+    shutil.copy(SOLUTION, bob / "alice-copy.py")  # something of the other student's, never packed
     began = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
-    proc = run_submit(work, "--student", "张三")
+    running = [start_submit(work, "--student", "张三"),
+               start_submit(bob / "attention.py", "--student", "bob", "--yes")]
+    proc, beside = [finished(p) for p in running]
     ended = datetime.datetime.now(datetime.timezone.utc)
     return {"folder": folder, "work": work, "before": before, "proc": proc,
-            "zip": folder / "张三.zip", "began": began, "ended": ended}
+            "zip": folder / "张三.zip", "began": began, "ended": ended,
+            "bob": {"folder": bob, "proc": beside}}
 
 
 def test_a_good_package_holds_the_work_and_the_manifest_only(packaged):
@@ -273,11 +282,23 @@ def test_a_package_from_an_older_kit_is_graded_with_todays_rubric_and_says_so(gr
     assert record["report"]["metadata"]["rubric_hash"] == RUBRIC.hash
 
 
-def test_grade_takes_a_package_as_it_is_and_says_what_it_found(graded):
+def test_grade_takes_a_package_as_it_is_and_says_what_it_found(graded, monkeypatch):
     # `check` is `grade` with the public checks only (the same code path, a third of the time),
-    # its command run here (grader.__main__.grade_command: the door itself is door_matrix's).
+    # its command run here (grader.__main__.grade_command: the door itself is door_matrix's), its
+    # judge's worker forked from this module's zygote (what is proven is the package check's).
     from grader.__main__ import grade_command
+    from grader.judge import service
+    from grader.judge.workers import forked
 
+    made = service.Judge
+
+    def forking_judge(limits, isolation):
+        judge = made(limits, isolation)
+        judge.workers = forked(zygote())
+        judge.workers.close = lambda: None  # the module's fork server: conftest closes it
+        return judge
+
+    monkeypatch.setattr(service, "Judge", forking_judge)
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         code = grade_command(parse(["check", str(graded["source"] / "wang.wu.zip"), "--lang",
                                     "en"]))
@@ -359,34 +380,26 @@ def test_the_id_is_asked_once_and_the_stub_needs_a_yes(tmp_path):
 
 
 # -- two students side by side ---------------------------------------------------------------------
-def test_two_students_package_side_by_side(tmp_path):
-    a, b = tmp_path / "alice", tmp_path / "bob"
-    for folder, source in ((a, SOLUTION), (b, STUB)):
-        folder.mkdir()
-        shutil.copy(source, folder / "attention.py")
-    shutil.copy(SOLUTION, b / "alice-copy.py")  # something of the other student's, never packed
-    procs = [subprocess.Popen([PY, "-m", "grader", "submit", str(folder / "attention.py"),
-                               "--student", sid, "--lang", "en", *extra], cwd=ROOT,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-             for folder, sid, extra in ((a, "alice", []), (b, "bob", ["--yes"]))]
-    outputs = [p.communicate(timeout=300) for p in procs]
-    for p, (stdout, stderr) in zip(procs, outputs):
-        assert p.returncode == 0, stdout + stderr
-    assert sorted(p.name for p in a.glob("*.zip")) == ["alice.zip"]
-    assert sorted(p.name for p in b.glob("*.zip")) == ["bob.zip"]
-    for folder, sid, source in ((a, "alice", SOLUTION), (b, "bob", STUB)):
-        target = folder / f"{sid}.zip"
-        assert members(target) == ["attention.py", "manifest.json"]
-        data = read_manifest(target)
-        assert data["student"] == sid
-        assert data["files"]["attention.py"]["sha256"] == sha(source.read_bytes())
-        state = json.loads((folder / ".attention-submit.json").read_text("utf-8"))
-        assert state["student"] == sid
-    assert read_manifest(a / "alice.zip")["public_checks"]["score"] == PUBLIC_MAX
-    bob = read_manifest(b / "bob.zip")["public_checks"]
-    assert bob["score"] == 0 and bob["not_passed"] == PUBLIC  # listed, not blocking
-    assert "still the untouched stub" in outputs[1][0] and "✗ attend.causal" in outputs[1][0]
+def test_two_students_package_side_by_side(packaged):
+    """张三's good package (test_a_good_package_holds_the_work_and_the_manifest_only: his zip,
+    manifest and remembered id) and bob's stub with --yes were made by two commands at once."""
+    bob, sid = packaged["bob"]["folder"], "bob"
+    stdout, stderr = packaged["bob"]["proc"].stdout, packaged["bob"]["proc"].stderr
+    assert packaged["bob"]["proc"].returncode == 0, stdout + stderr
+    assert packaged["proc"].returncode == 0, packaged["proc"].stdout + packaged["proc"].stderr
+    assert sorted(p.name for p in packaged["folder"].glob("*.zip")) == ["张三.zip"]
+    assert sorted(p.name for p in bob.glob("*.zip")) == ["bob.zip"]
+    target = bob / f"{sid}.zip"
+    assert members(target) == ["attention.py", "manifest.json"]
+    data = read_manifest(target)
+    assert data["student"] == sid
+    assert data["files"]["attention.py"]["sha256"] == sha(STUB.read_bytes())
+    state = json.loads((bob / ".attention-submit.json").read_text("utf-8"))
+    assert state["student"] == sid
+    assert read_manifest(packaged["zip"])["public_checks"]["score"] == PUBLIC_MAX
+    checks = read_manifest(target)["public_checks"]
+    assert checks["score"] == 0 and checks["not_passed"] == PUBLIC  # listed, not blocking
+    assert "still the untouched stub" in stdout and "✗ attend.causal" in stdout
 
 
 # -- GitHub Classroom: a git checkout ------------------------------------------------------------
