@@ -17,16 +17,6 @@ CORRECT = sorted((ROOT / "tests" / "submissions" / "correct").glob("*.py"))
 BAR, MARGIN, ID_MARGIN = 1.0, 0.15, 0.8
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One compute thread, as a worker trains (process.pin_environment): the same sums as the
-    judged training, and no second thread spinning beside this one (half the CPU here)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def per_id_losses(model):
     """[VOCAB] the loss of each id's row, in the order of a judged batch (seed 260)."""
     ids, targets = copytask.every_id_batch(torch.Generator().manual_seed(260))

@@ -1,7 +1,6 @@
 """The lesson demo (`python -m exercises.demo`), run in a subprocess as a student would run it."""
 import ast
 import json
-import os
 import subprocess
 import sys
 import time
@@ -18,18 +17,10 @@ LEAK = 1e-6  # exercises/demo.py's: a weight above it where the mask forbids rea
 LESSON_WEIGHTS = [["0.002978", "0.997022", "0.000000"], ["0.999998", "0.000002", "0.000000"]]
 
 
-# The demo on one compute thread, as the kit's own processes run (process.pin_environment): what
-# it computes is the same on any number (every run here has the same one, so the bundle's run
-# must still equal the kit's figure for figure), and on a loaded machine torch's second thread
-# only spins beside the first (a third of a whole run's CPU).
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
 def demo(*args, cwd=ROOT):
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "exercises.demo", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, **ONE_THREAD))
+                          capture_output=True, text=True, timeout=300)
     return done, time.perf_counter() - start
 
 
