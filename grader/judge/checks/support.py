@@ -476,11 +476,11 @@ def leak_map(weights, allowed, q=None, k=None):
     0 but is not; given q and k, it carries the call for the page."""
     w = first_slice(weights).double()
     rows = ["      " + " ".join(f"k{j:<4}" for j in range(w.shape[1]))]
-    for i in range(w.shape[0]):
+    w, ok = w.tolist(), allowed.tolist()  # Python numbers: one conversion, not one a cell
+    for i, row in enumerate(w):
         cells = []
-        for j in range(w.shape[1]):
-            v = w[i, j].item()
-            mark = "!" if not bool(allowed[i, j]) and v != 0 else " "
+        for j, v in enumerate(row):
+            mark = "!" if not ok[i][j] and v != 0 else " "
             cells.append("nan  " if math.isnan(v) else f"{v:.2f}{mark}")
         rows.append(f"q{i:<4} " + " ".join(cells))
     heat = Heat("\n".join(rows))
