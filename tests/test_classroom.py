@@ -20,7 +20,6 @@ from grader.tools import classroom
 from grader import rubric
 
 import words
-import zygotes
 
 ROOT = authoring.ROOT
 RELEASE = os.path.join(ROOT, "release")
@@ -114,50 +113,14 @@ def test_setup_step_is_the_makefile_with_the_cpu_index_for_torch(workflow, tmp_p
     assert "index-url" not in local and " requirements.txt" in local
 
 
-# The grading step's first line: the bundle's grader grades the repository's work once.
-GRADE_LINE = ('.venv/bin/python -m grader.classroom grade out/public-checks.json --summary '
-              '"$GITHUB_STEP_SUMMARY"')
-_workflow_runs = []
-
-
-def grade_here(folder, summary, monkeypatch):
-    """GRADE_LINE's main (grader.classroom grade) in this process, from the repository's folder,
-    its workers forked from this module's fork server instead of started cold (one torch import
-    per work file): what a workflow run proves is the points its steps give, not how a worker
-    starts.  The kit's grader stands in for the bundle's copy of it (test_kit's
-    test_release_is_reproduced_exactly: the same files)."""
-    from grader.judge import grading, service
-    from grader.judge.workers import forked
-    from grader.sandbox import launch
-
-    server = zygotes.server(launch.choose_isolation("auto"))
-    monkeypatch.setattr(service, "grade", lambda path, visibilities: grading.finish(
-        *grading.start(path, server.isolation, None, forked(server)), visibilities))
-    monkeypatch.chdir(folder)
-    command = shlex.split(GRADE_LINE.replace('"$GITHUB_STEP_SUMMARY"', shlex.quote(str(summary))))
-    with contextlib.redirect_stdout(io.StringIO()):
-        assert classroom.main(command[3:]) == 0
-    monkeypatch.undo()
-
-
-def run_workflow(workflow, folder, monkeypatch):
-    """Every grading step as Actions runs it; the points the reporter would send to Classroom.
-    The module's first run runs each `run:` step whole in Actions' shell; a later run calls the
-    grading step's first line (GRADE_LINE, asserted the same) here (grade_here), the rest of the
-    step in the shell."""
+def run_workflow(workflow, folder):
+    """Every grading step as Actions runs it; the points the reporter would send to Classroom."""
     summary = folder / "summary.md"
     outputs = {}
-    in_the_shell = not _workflow_runs
-    _workflow_runs.append(folder)
     for step in steps_of(workflow):
         if "run" in step and "make setup" not in step["run"]:
             env = dict(os.environ, GITHUB_STEP_SUMMARY=str(summary))
-            script = step["run"]
-            if not in_the_shell:
-                first, script = script.split("\n", 1)
-                assert first == GRADE_LINE, first
-                grade_here(folder, summary, monkeypatch)
-            subprocess.run(BASH + [script], cwd=folder, env=env, check=True, timeout=120)
+            subprocess.run(BASH + [step["run"]], cwd=folder, env=env, check=True, timeout=120)
         elif step.get("uses") == COMMAND_GRADER:
             # The command grader runs `command` in a shell with only PATH and HOME, and gives the
             # step all of max-score on exit 0, else nothing.  Every step's command is the same
@@ -196,7 +159,7 @@ NOTEBOOK = os.path.join(ROOT, "tests", "submissions", "correct", "notebook.ipynb
 @pytest.mark.parametrize("work, full", [(authoring.SOLUTION, True), (None, False),
                                         (NOTEBOOK, True)],
                          ids=["reference", "stub", "notebook only"])
-def test_workflow_commands_give_the_rubric_points(workflow, tmp_path, monkeypatch, work, full):
+def test_workflow_commands_give_the_rubric_points(workflow, tmp_path, work, full):
     """The reference gets every public point, the stub none, and a repository whose work is all
     in the notebook (attention.py still the stub) its notebook's points."""
     folder = tmp_path / "repo"
@@ -208,7 +171,7 @@ def test_workflow_commands_give_the_rubric_points(workflow, tmp_path, monkeypatc
     python.parent.mkdir(parents=True)
     python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     python.chmod(0o755)
-    points, max_points, results, summary = run_workflow(workflow, folder, monkeypatch)
+    points, max_points, results, summary = run_workflow(workflow, folder)
     public = sum(c.points for c in rubric.load().select(("public",)))
     assert max_points == public
     assert points == (public if full else 0)
