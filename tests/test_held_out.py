@@ -4,7 +4,8 @@ way a worker can start (cold or forked; plain process or bubblewrap).
 - A forward that never returns, and ignores SIGTERM, costs module.param_count nothing: the count
   is read from torch's registries before forward runs, the worker is killed with SIGKILL (nothing
   a process can ignore) as soon as the call's time is up, and none of its processes is left;
-  forward's own checks say timeout (the corpus: hostile/forward_ignores_sigterm.py).
+  forward's own checks say timeout (the corpus: hostile/forward_ignores_sigterm.py, here its loop
+  asleep: asleep()).
 - An allocation without bound is named by the memory limit, not as a timeout: however slowly it
   grows, while it grows past a quarter of what the limit leaves (student.Overtime); a call that
   holds memory but no longer grows, or never grew, is still a timeout.
@@ -78,7 +79,19 @@ def eventually(condition, seconds=10):
 
 
 # -- a forward that hangs and ignores SIGTERM ----------------------------------------------------
-SIGTERM_FILE = (HOSTILE / "forward_ignores_sigterm.py").read_text(encoding="utf-8")
+def asleep(source):
+    """hostile/forward_ignores_sigterm.py with forward's endless loop asleep instead of spinning:
+    the same hang that ignores SIGTERM to the judge (no answer within the call's time, SIGTERM
+    ignored, SIGKILL), without a core burnt for each call's whole time (the spinning file itself
+    is graded forked by test_corpus_hostile, with the same 2 s calls)."""
+    spin = "        while True:  # never returns, and a SIGTERM does not stop it\n            pass\n"
+    assert spin in source and "import signal\n" in source
+    return source.replace(spin, "        while True:  # never returns, and a SIGTERM does not stop it\n"
+                                "            time.sleep(1)\n").replace(
+        "import signal\n", "import signal\nimport time\n", 1)
+
+
+SIGTERM_FILE = asleep((HOSTILE / "forward_ignores_sigterm.py").read_text(encoding="utf-8"))
 
 
 # The whole public grading in the fork modes only: in a cold worker, the kill and the fresh worker
