@@ -156,16 +156,17 @@ def grow_to_the_limit():
         time.sleep(0.3)
 
 
-def hold_then_spin():
-    """1.5 GiB held, then an endless loop that allocates nothing more."""
+def hold_then_hang():
+    """1.5 GiB held, then an endless loop that allocates nothing more (asleep: no core burnt)."""
     hog = torch.ones(3 * 2 ** 27)
     while True:
         hog[0] += 1
+        time.sleep(0.1)
 
 
-def spin():
+def hang():
     while True:
-        pass
+        time.sleep(0.1)
 
 
 def huge_tensor():
@@ -247,10 +248,10 @@ def test_memory_is_named_whichever_way_the_limit_stops_it(tmp_path, counted):
 def test_a_hang_that_holds_memory_but_does_not_grow_is_a_timeout(tmp_path, counted):
     sub, student = start(tmp_path, HOGS, "fork-process", Limits(call_seconds=CALL_SECONDS))
     try:
-        failure, more = memory_failure(student, "spin")
+        failure, more = memory_failure(student, "hang")
         assert failure.kind == "timeout" and more == 0  # no time more
         assert f"no answer within {CALL_SECONDS:g} s" in str(failure)
-        failure, more = memory_failure(student, "hold_then_spin")
+        failure, more = memory_failure(student, "hold_then_hang")
         assert failure.kind == "timeout", failure
         assert more <= MEMORY_GRACE_SECONDS
         assert not CountedOvertime.made[-1].out_of_memory()
