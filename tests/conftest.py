@@ -35,11 +35,11 @@ def close_fork_servers():
 # The longest files, longest first (minutes on one worker of `make test`): collected first, so
 # handed out first (with --no-loadscope-reorder xdist keeps the order of collection), so that
 # none of them starts last and runs on alone.  The rest keep their order.
-LONGEST_FIRST = ["test_bench_smoke.py", "test_nbgrader_e2e.py", "test_hostile.py", "test_corpus.py",
-                 "test_imitation.py", "test_recipe.py", "test_corpus_hostile.py", "test_batch.py",
-                 "test_demo.py", "test_sandbox.py", "test_doors_platforms.py",
-                 "test_doors_students.py", "test_held_out.py", "test_forkserver.py",
-                 "test_classview.py", "test_hostile_batch.py", "test_pytest_door.py"]
+LONGEST_FIRST = ["test_nbgrader_e2e.py", "test_bench_smoke.py", "test_hostile.py", "test_corpus.py",
+                 "test_recipe.py", "test_doors_students.py", "test_held_out.py", "test_sandbox.py",
+                 "test_batch.py", "test_imitation.py", "test_demo.py", "test_forkserver.py",
+                 "test_corpus_hostile.py", "test_doors_platforms.py", "test_hostile_batch.py",
+                 "test_classview.py", "test_ta_walkthrough.py"]
 
 
 def pytest_collection_finish(session):
