@@ -9,6 +9,7 @@ No wall-time assertion: budgets are checked by what the grader counted, not by a
 The same attacks in a mixed class, through `python -m grader batch`: tests/test_hostile_batch.py;
 the wire, the judge's inputs and what the TA reads: tests/test_hostile_inputs.py.
 """
+import contextlib
 import os
 import re
 import shutil
@@ -142,6 +143,18 @@ def eventually(condition, seconds=15):
     return condition()
 
 
+@contextlib.contextmanager
+def private_tempdir():
+    """The grader's temporary files, while the block runs, in a scratch folder of their own
+    (yielded), so that what a grading leaves there can be listed."""
+    scratch = tempfile.mkdtemp(prefix="hostile-scratch-")
+    saved, tempfile.tempdir = tempfile.tempdir, scratch
+    try:
+        yield scratch
+    finally:
+        tempfile.tempdir = saved
+
+
 class Graded:
     """One grading with the grader's temp files in a private scratch folder, and what it left."""
 
@@ -151,9 +164,7 @@ class Graded:
         (folder / "attention.py").write_text(source, encoding="utf-8", errors="surrogatepass")
         server = zygotes.server(mode[len("fork-"):]) if mode.startswith("fork-") else None
         shm_before = shm_segments()
-        scratch = tempfile.mkdtemp(prefix="hostile-scratch-")
-        saved, tempfile.tempdir = tempfile.tempdir, scratch
-        try:
+        with private_tempdir() as scratch:
             if server:
                 sub, worker = grading.start(str(folder), server.isolation, limits, forked(server))
             else:
@@ -162,8 +173,6 @@ class Graded:
                 worker.startup_seconds = startup_seconds
             self.student = worker
             self.data = grading.finish(sub, worker)
-        finally:
-            tempfile.tempdir = saved
         self.output = self.data["metadata"]["student_output"]
         spool = server.spool if server and server.spool else None
         # A forked worker's copy is removed when the zygote reports its exit: wait for it.

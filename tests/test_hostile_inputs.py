@@ -5,7 +5,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 
 import pytest
 
@@ -15,7 +14,7 @@ from grader.render import report
 from grader.sandbox.launch import WorkerFailure
 from grader.sandbox.runtime import wire
 from test_hostile import (CLAIMED, LIMITS, MODES, ONE_COLD, REFERENCE, RUBRIC, attack, eventually,
-                          grade, pool_processes, shm_segments)
+                          grade, pool_processes, private_tempdir, shm_segments)
 
 # What these attacks meet is the judge's (its wire decoder and size caps, the reply's id, its
 # writers) and the worker's own wire, the same code whatever the sandbox and however the worker
@@ -55,9 +54,7 @@ def test_a_cold_workers_forged_reply_is_refused_at_its_signature(tmp_path, mode)
     folder.mkdir()
     (folder / "attention.py").write_text(attack("forge_reply_wrong_id"), encoding="utf-8")
     shm_before = shm_segments()
-    scratch = tempfile.mkdtemp(prefix="hostile-scratch-")
-    saved, tempfile.tempdir = tempfile.tempdir, scratch
-    try:
+    with private_tempdir() as scratch:
         sub, student = grading.start(str(folder), mode, LIMITS)
         try:
             q = torch.randn(1, 2, 3, 4)
@@ -67,8 +64,6 @@ def test_a_cold_workers_forged_reply_is_refused_at_its_signature(tmp_path, mode)
         finally:
             student.close()
             sub.cleanup()
-    finally:
-        tempfile.tempdir = saved
     assert refused.value.kind == "protocol", refused.value
     assert "did not sign" in refused.value.message, refused.value.message
     assert student.starts == 1 and student.workers.kind == "exec"  # one cold worker
