@@ -110,7 +110,12 @@ def differing(got, expected, where, end=" ", number=num):
     largest difference (a NaN counts as the largest), numbers written by `number`."""
     diff = (got.double() - expected.double()).abs()
     diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
-    index = tuple(int(i) for i in torch.unravel_index(diff.reshape(-1).argmax(), diff.shape))
+    # The flat index unravelled by hand: torch.unravel_index's argument checks import sympy,
+    # half a second of the first wrong file's `check`.
+    flat, index = int(diff.reshape(-1).argmax()), ()
+    for size in reversed(diff.shape):
+        flat, at = divmod(flat, size)
+        index = (at,) + index
     return {"where": f"{where}{list(index)}{end}", "expected": number(expected[index].item()),
             "got": number(got[index].item())}
 
