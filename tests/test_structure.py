@@ -96,6 +96,28 @@ def test_the_runtime_imports_only_itself_the_standard_library_and_torch():
                 f"sandbox/runtime/{name} imports {imported}"
 
 
+# What an attention block is made of.  The runtime is copied into every sandbox, where the
+# student's code can read it: it may name these in words, never compute them (issue 69: a kit
+# file there held a near-answer block, which a submission printed into its own feedback).
+ATTENTION_CALLS = {"softmax", "log_softmax", "masked_fill", "masked_fill_", "tril", "triu",
+                   "scaled_dot_product_attention", "MultiheadAttention", "einsum", "bmm",
+                   "matmul", "baddbmm", "sqrt", "rsqrt"}
+
+
+def test_the_runtime_computes_nothing_attention_shaped():
+    runtime = os.path.join(GRADER, "sandbox", "runtime")
+    found = []
+    for name in sorted(n for n in os.listdir(runtime) if n.endswith(".py")):
+        with open(os.path.join(runtime, name), encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+        for node in ast.walk(tree):
+            called = node.func if isinstance(node, ast.Call) else None
+            called = getattr(called, "attr", None) or getattr(called, "id", None)
+            if called in ATTENTION_CALLS or isinstance(getattr(node, "op", None), ast.MatMult):
+                found.append(f"sandbox/runtime/{name}:{node.lineno}: {ast.unparse(node)[:60]}")
+    assert not found, "\n".join(found)
+
+
 def test_no_module_imports_a_higher_layer():
     wrong = []
     for module, path in MODULES.items():
