@@ -309,8 +309,11 @@ def checkout_before(folder):
         return os.environ["BENCH_BEFORE"]
     target = os.path.join(folder, "before")
     os.makedirs(target)
-    archive = subprocess.run(["git", "archive", BEFORE_69], cwd=ROOT, capture_output=True)
-    if archive.returncode != 0:
+    try:
+        archive = subprocess.run(["git", "archive", BEFORE_69], cwd=ROOT, capture_output=True)
+    except OSError:  # no git on this machine
+        return None
+    if archive.returncode != 0:  # not a clone, or a shallow one
         return None
     subprocess.run(["tar", "-x", "-C", target], input=archive.stdout, check=True)
     return target
