@@ -84,13 +84,15 @@ def test_every_module_has_a_layer():
     assert {layer(m) for m in MODULES} <= set(LAYERS)
 
 
+# The folder copied into every sandbox (launch.make_runtime_dir copies its .py files only).
+RUNTIME = os.path.join(GRADER, "sandbox", "runtime")
+RUNTIME_FILES = sorted(n for n in os.listdir(RUNTIME) if n.endswith(".py"))
+
+
 def test_the_runtime_imports_only_itself_the_standard_library_and_torch():
-    runtime = os.path.join(GRADER, "sandbox", "runtime")
-    siblings = {n[:-3] for n in os.listdir(runtime) if n.endswith(".py")}
-    for name in sorted(os.listdir(runtime)):
-        if not name.endswith(".py"):
-            continue
-        for imported in imports_of(os.path.join(runtime, name)):
+    siblings = {n[:-3] for n in RUNTIME_FILES}
+    for name in RUNTIME_FILES:
+        for imported in imports_of(os.path.join(RUNTIME, name)):
             top = imported.split(".")[0]
             assert top in sys.stdlib_module_names or top == "torch" or top in siblings, \
                 f"sandbox/runtime/{name} imports {imported}"
@@ -105,10 +107,9 @@ ATTENTION_CALLS = {"softmax", "log_softmax", "masked_fill", "masked_fill_", "tri
 
 
 def test_the_runtime_computes_nothing_attention_shaped():
-    runtime = os.path.join(GRADER, "sandbox", "runtime")
     found = []
-    for name in sorted(n for n in os.listdir(runtime) if n.endswith(".py")):
-        with open(os.path.join(runtime, name), encoding="utf-8") as handle:
+    for name in RUNTIME_FILES:
+        with open(os.path.join(RUNTIME, name), encoding="utf-8") as handle:
             tree = ast.parse(handle.read())
         for node in ast.walk(tree):
             called = node.func if isinstance(node, ast.Call) else None
