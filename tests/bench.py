@@ -346,8 +346,8 @@ def bench_corpus():
                f"({os.environ.get('BENCH_BEFORE') or BEFORE_69}): {old:.1f} s = "
                f"{old / count / floor:.3f}x")
     else:
-        print(f"  (the kit before issue 69 did not run here: its figure on the 142 files of its day, "
-              f"{CORPUS_BEFORE_X}x, stands in; the corpus has {count} now)")
+        print(f"  (the kit before issue 69 did not run here: its figure on the 142 files of its "
+              f"day, {CORPUS_BEFORE_X}x, stands in; the corpus has {count} now)")
     base = old / count / floor if old else CORPUS_BEFORE_X
     figure("corpus_vs_before", per_x / base,
            f"against the kit before issue 69 ({base:.3f}x): {per_x / base:.2f} times its time")
