@@ -5,6 +5,7 @@ with a floor prints it (docs/performance.md says where each floor comes from); n
 asserted: a busy host reads slower, and the kit's tests never depend on a wall clock.
 
 single   `make check` and `grade` on the reference, in interleaved rounds with `import torch`
+         (and `import torch` with one operation on meta: what a cold worker's start costs)
 student  `make watch`: BENCH_SAVES saves of the reference, save -> screen, with workers forked
          from the fork server and with spares only; the student notebook of a fresh bundle, top
          to bottom, in BENCH_NOTEBOOK_RUNS fresh kernels (the median ratio)
@@ -94,6 +95,11 @@ def import_torch(rounds=3):
 def bench_single():
     commands = {
         "import torch": [PY, "-c", "import torch"],
+        # What a cold worker's start costs at the least: it runs the device checks on meta, whose
+        # first elementwise operation imports torch._dynamo (torch wraps meta's Python kernels
+        # in it); the collector held, as the worker holds it.
+        "meta op": [PY, "-c", "import gc; gc.disable(); import torch; "
+                    "torch.ones(2, device='meta') + 1"],
         # What `make check` runs once set up (make's own few ms aside).
         "check": [PY, "-m", "grader", "check", "solutions/attention.py"],
         "grade": [PY, "-m", "grader", "grade", "solutions/attention.py", "--format", "json"],
@@ -109,6 +115,9 @@ def bench_single():
     median = {name: statistics.median(values) for name, values in times.items()}
     floor = median["import torch"]
     print(f"\none submission ({ROUNDS} interleaved rounds); bare `import torch` {floor:.2f} s")
+    figure("meta_op_x", median["meta op"] / floor,
+           f"`import torch` and one operation on meta (a cold worker's start, which check and "
+           f"grade wait for): {median['meta op']:.2f} s = {median['meta op'] / floor:.2f}x")
     figure("check_x", median["check"] / floor,
            f"make check (public checks): {median['check']:.2f} s = {median['check'] / floor:.2f}x")
     figure("grade_x", median["grade"] / floor,

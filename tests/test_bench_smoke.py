@@ -14,7 +14,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXPECTED = {
-    "check_x", "grade_x",  # single
+    "meta_op_x", "check_x", "grade_x",  # single
     "watch_fork_worst_x", "watch_spare_worst_x", "notebook_x",  # student
     "class_per_submission_x", "class_vs_nbgrader", "fork_server_gain",  # class
     "corpus_per_submission_x",  # corpus

@@ -92,14 +92,19 @@ def test_the_check_command_judges_with_the_collector_on_and_its_imports_frozen()
 
 def test_a_worker_serves_with_its_imports_frozen():
     """worker.prepare (a cold worker's start, the fork server's once): torch and meta's kernels
-    imported, then everything frozen, for the student's import and calls (and each fork)."""
+    imported with the collector held (no collection while they import), then everything frozen,
+    and the collector on for the student's import and calls (and each fork)."""
     seen = run_python(
         "import gc, json, sys\n"
         f"sys.path.insert(0, {RUNTIME!r})\n"
         "import worker\n"
+        "before = sum(g['collections'] for g in gc.get_stats())\n"
         "worker.prepare()\n"
-        "print(json.dumps({'on': gc.isenabled(), 'frozen': gc.get_freeze_count()}))\n")
+        "during = sum(g['collections'] for g in gc.get_stats()) - before\n"
+        "print(json.dumps({'on': gc.isenabled(), 'frozen': gc.get_freeze_count(),\n"
+        "                  'collections': during}))\n")
     assert seen["on"] is True and seen["frozen"] > 100_000
+    assert seen["collections"] == 0
 
 
 def test_a_file_that_cannot_be_graded_ends_the_held_start():

@@ -160,8 +160,11 @@ def operations(module, torch, kit):
 def prepare():
     """Before any student: torch on one thread, seeded, its fused attention disabled
     (contract.py), meta's kernels loaded (later they would need the /tmp a student may have
-    filled); the readers kept for serve().  What is alive is frozen for the collector, so a
-    collection in a fork never writes (and so copies) torch's shared pages."""
+    filled); the readers kept for serve().  The collector is held while they import: every
+    object they make lives on, so its passes over them would find nothing.  What is alive is
+    then frozen for the collector, so a collection in a fork never writes (and so copies)
+    torch's shared pages, and it collects again before any student code runs."""
+    gc.disable()
     import torch
 
     torch.set_num_threads(1)
@@ -182,6 +185,7 @@ def prepare():
                      wire=private_wire(), runner=isolation.runner, guard=isolation.guard)
     del sys.modules["contract"]
     gc.freeze()
+    gc.enable()
     return torch
 
 
