@@ -33,6 +33,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import door_matrix
+from scratch import private_tempdir
 from grader.judge.student import RESERVE_SECONDS
 from grader.judge import service  # noqa: E402
 from grader.render import report
@@ -89,16 +90,13 @@ class Graded:
         """`path` graded by `grade(path)` (default: a judge of its own, cold workers) with the
         grader's temp folders in `scratch` (default: a fresh folder, removed afterwards)."""
         before = _digest(path)
-        kept = scratch is not None
-        scratch = str(scratch) if kept else tempfile.mkdtemp(prefix="corpus-scratch-")
-        saved, tempfile.tempdir = tempfile.tempdir, scratch
-        try:
-            data = (grade or (lambda p: service.grade(p, isolation=ISOLATION)))(str(path))
-        finally:
-            tempfile.tempdir = saved
-            leftovers = sorted(str(p.relative_to(scratch)) for p in Path(scratch).rglob("*"))
-            if not kept:
-                shutil.rmtree(scratch, ignore_errors=True)
+        with private_tempdir(scratch, prefix="corpus-scratch-") as folder:
+            try:
+                data = (grade or (lambda p: service.grade(p, isolation=ISOLATION)))(str(path))
+            finally:
+                leftovers = sorted(str(p.relative_to(folder)) for p in Path(folder).rglob("*"))
+                if scratch is None:
+                    shutil.rmtree(folder, ignore_errors=True)
         return cls(data, leftovers, _digest(path) == before)
 
     def record(self):

@@ -9,13 +9,11 @@ No wall-time assertion: budgets are checked by what the grader counted, not by a
 The same attacks in a mixed class, through `python -m grader batch`: tests/test_hostile_batch.py;
 the wire, the judge's inputs and what the TA reads: tests/test_hostile_inputs.py.
 """
-import contextlib
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,6 +28,7 @@ from grader.judge import service  # noqa: E402
 from grader import rubric
 from grader.sandbox.launch import Limits
 import zygotes
+from scratch import private_tempdir
 
 ATTACKS = Path(__file__).parent / "submissions" / "isolation"
 COLD_BWRAP = ["bubblewrap"] if sandbox.bubblewrap_works() else []
@@ -143,18 +142,6 @@ def eventually(condition, seconds=15):
     return condition()
 
 
-@contextlib.contextmanager
-def private_tempdir():
-    """The grader's temporary files, while the block runs, in a scratch folder of their own
-    (yielded), so that what a grading leaves there can be listed."""
-    scratch = tempfile.mkdtemp(prefix="hostile-scratch-")
-    saved, tempfile.tempdir = tempfile.tempdir, scratch
-    try:
-        yield scratch
-    finally:
-        tempfile.tempdir = saved
-
-
 class Graded:
     """One grading with the grader's temp files in a private scratch folder, and what it left."""
 
@@ -164,7 +151,7 @@ class Graded:
         (folder / "attention.py").write_text(source, encoding="utf-8", errors="surrogatepass")
         server = zygotes.server(mode[len("fork-"):]) if mode.startswith("fork-") else None
         shm_before = shm_segments()
-        with private_tempdir() as scratch:
+        with private_tempdir(prefix="hostile-scratch-") as scratch:
             if server:
                 sub, worker = grading.start(str(folder), server.isolation, limits, forked(server))
             else:

@@ -13,8 +13,9 @@ from grader.judge import grading, submission
 from grader.render import report
 from grader.sandbox.launch import WorkerFailure
 from grader.sandbox.runtime import wire
+from scratch import private_tempdir
 from test_hostile import (CLAIMED, LIMITS, MODES, ONE_COLD, REFERENCE, RUBRIC, attack, eventually,
-                          grade, pool_processes, private_tempdir, shm_segments)
+                          grade, pool_processes, shm_segments)
 
 # What these attacks meet is the judge's (its wire decoder and size caps, the reply's id, its
 # writers) and the worker's own wire, the same code whatever the sandbox and however the worker
@@ -54,7 +55,7 @@ def test_a_cold_workers_forged_reply_is_refused_at_its_signature(tmp_path, mode)
     folder.mkdir()
     (folder / "attention.py").write_text(attack("forge_reply_wrong_id"), encoding="utf-8")
     shm_before = shm_segments()
-    with private_tempdir() as scratch:
+    with private_tempdir(prefix="hostile-scratch-") as scratch:
         sub, student = grading.start(str(folder), mode, LIMITS)
         try:
             q = torch.randn(1, 2, 3, 4)
