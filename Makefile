@@ -117,7 +117,7 @@ regen: setup
 
 # Four pytest workers on two cores: a file is a work unit, the longest handed out first
 # (tests/conftest.py).  The cores are the limit (99.8 % busy): five workers were slower than four.
-# A clean clone's whole run: 10.4-11.9 min of tests, 11.6-13.3 with set-up (2026-12-07).
+# A clean clone's whole run: 10.4-12.6 min of tests, 11.6-14.3 with set-up (2026-12-07).
 test: setup sandbox browser
 	$(PY) -m pytest tests -q -p no:cacheprovider -n 4 --dist loadfile --no-loadscope-reorder
 
